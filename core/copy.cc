@@ -1,0 +1,64 @@
+// Copies and conversions: dtype casts, device transfers, clone, and the raw copy_into.
+#include "core/autograd_hooks.h"
+#include "core/backend.h"
+#include "core/factory.h"
+#include "core/ops.h"
+
+namespace ember {
+
+void copy_into(const Tensor& dst, const Tensor& src) {
+  EMBER_CHECK(dst.defined() && src.defined(), "copy_: expected defined tensors");
+  Shape shape = broadcast_shapes(dst.sizes(), src.sizes(), "copy_");
+  EMBER_CHECK(shape == dst.sizes(), "copy_: source of shape ", shape_str(src.sizes()),
+              " cannot be broadcast to destination of shape ", shape_str(dst.sizes()));
+  if (dst.numel() == 0) return;
+  Tensor expanded = src.detach().expand(dst.sizes());
+  if (dst.device() == src.device()) {
+    StridedLoop loop = make_loop({&dst, &expanded}, "copy_");
+    kernels_for(dst.device(), "copy_").copy(loop);
+    return;
+  }
+  // Across devices: stage contiguous data of dst's dtype, then one memcpy between devices.
+  const Device remote = dst.device().is_cpu() ? src.device() : dst.device();
+  const KernelTable& k = kernels_for(remote, "copy_");
+  EMBER_CHECK(k.memcpy_device != nullptr, "copy_: backend ", k.name, " cannot copy between devices");
+  Tensor staged_src = expanded.to(dst.dtype()).contiguous();
+  Tensor staged_dst = dst.is_contiguous() ? dst : empty(dst.sizes(), dst.options());
+  if (!src.device().is_cpu() && !dst.device().is_cpu() && src.device() != dst.device()) {
+    Tensor host = staged_src.to(Device(kCPU));
+    copy_into(staged_dst, host);
+  } else {
+    k.memcpy_device(staged_dst.data_ptr(), staged_dst.device(), staged_src.data_ptr(), staged_src.device(),
+                    staged_src.nbytes());
+  }
+  if (!staged_dst.is_same(dst)) copy_into(dst, staged_dst);
+}
+
+Tensor to_dtype(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  if (needs_grad({&x}) && is_floating(dtype)) return autograd_hooks()->convert(x, dtype, x.device());
+  Tensor out = empty(x.sizes(), TensorOptions(dtype).device(x.device()));
+  copy_into(out, x);
+  return out;
+}
+
+Tensor to_device(const Tensor& x, Device device) {
+  if (x.device() == device) return x;
+  if (needs_grad({&x})) return autograd_hooks()->convert(x, x.dtype(), device);
+  Tensor out = empty(x.sizes(), TensorOptions(x.dtype()).device(device));
+  copy_into(out, x);
+  return out;
+}
+
+Tensor clone(const Tensor& x) {
+  if (needs_grad({&x})) return autograd_hooks()->clone(x);
+  Tensor out = empty(x.sizes(), x.options());
+  copy_into(out, x);
+  return out;
+}
+
+Tensor Tensor::clone() const { return ember::clone(*this); }
+Tensor Tensor::to(DType dtype) const { return to_dtype(*this, dtype); }
+Tensor Tensor::to(Device device) const { return to_device(*this, device); }
+
+}  // namespace ember

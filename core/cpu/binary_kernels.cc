@@ -1,0 +1,122 @@
+// CPU binary, comparison and where kernels. Rows whose operands are contiguous, or a contiguous
+// operand against a broadcast scalar, get vectorisable loops.
+#include <cmath>
+
+#include "core/cpu/kernels.h"
+#include "core/cpu/loops.h"
+#include "core/cpu/math.h"
+
+namespace ember::cpu {
+
+namespace {
+
+template <typename C, BinaryOp Op>
+inline C apply_binary(C x, C y) {
+  if constexpr (Op == BinaryOp::Add) return static_cast<C>(x + y);
+  if constexpr (Op == BinaryOp::Sub) return static_cast<C>(x - y);
+  if constexpr (Op == BinaryOp::Mul) return static_cast<C>(x * y);
+  if constexpr (Op == BinaryOp::Div) return static_cast<C>(x / y);
+  if constexpr (Op == BinaryOp::Pow) {
+    if constexpr (std::is_floating_point_v<C>) return std::pow(x, y);
+    else return int_pow<C>(x, y);
+  }
+  if constexpr (Op == BinaryOp::Minimum) {
+    if constexpr (std::is_floating_point_v<C>) {
+      if (std::isnan(x) || std::isnan(y)) return std::isnan(x) ? x : y;  // NaN propagates
+    }
+    return y < x ? y : x;
+  }
+  if constexpr (Op == BinaryOp::Maximum) {
+    if constexpr (std::is_floating_point_v<C>) {
+      if (std::isnan(x) || std::isnan(y)) return std::isnan(x) ? x : y;
+    }
+    return y > x ? y : x;
+  }
+  return x;
+}
+
+template <typename T, BinaryOp Op>
+void binary_typed(const StridedLoop& loop) {
+  using C = ComputeType<T>;
+  for_each_row(loop, kElementwiseGrain, [](int64_t n, char* const* p, const int64_t* s) {
+    T* out = reinterpret_cast<T*>(p[0]);
+    const T* a = reinterpret_cast<const T*>(p[1]);
+    const T* b = reinterpret_cast<const T*>(p[2]);
+    constexpr int64_t e = sizeof(T);
+    if (s[0] == e && s[1] == e && s[2] == e) {
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(apply_binary<C, Op>(C(a[i]), C(b[i])));
+    } else if (s[0] == e && s[1] == e && s[2] == 0) {
+      const C bv = C(*b);
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(apply_binary<C, Op>(C(a[i]), bv));
+    } else if (s[0] == e && s[1] == 0 && s[2] == e) {
+      const C av = C(*a);
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(apply_binary<C, Op>(av, C(b[i])));
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        C x = C(*reinterpret_cast<const T*>(p[1] + i * s[1]));
+        C y = C(*reinterpret_cast<const T*>(p[2] + i * s[2]));
+        *reinterpret_cast<T*>(p[0] + i * s[0]) = static_cast<T>(apply_binary<C, Op>(x, y));
+      }
+    }
+  });
+}
+
+template <typename T>
+void binary_for_type(BinaryOp op, const StridedLoop& loop) {
+  switch (op) {
+    case BinaryOp::Add: return binary_typed<T, BinaryOp::Add>(loop);
+    case BinaryOp::Sub: return binary_typed<T, BinaryOp::Sub>(loop);
+    case BinaryOp::Mul: return binary_typed<T, BinaryOp::Mul>(loop);
+    case BinaryOp::Div: return binary_typed<T, BinaryOp::Div>(loop);
+    case BinaryOp::Pow: return binary_typed<T, BinaryOp::Pow>(loop);
+    case BinaryOp::Minimum: return binary_typed<T, BinaryOp::Minimum>(loop);
+    case BinaryOp::Maximum: return binary_typed<T, BinaryOp::Maximum>(loop);
+  }
+}
+
+template <typename T>
+void compare_typed(CompareOp op, const StridedLoop& loop) {
+  using C = ComputeType<T>;
+  for_each_row(loop, kElementwiseGrain, [op](int64_t n, char* const* p, const int64_t* s) {
+    for (int64_t i = 0; i < n; ++i) {
+      C x = C(*reinterpret_cast<const T*>(p[1] + i * s[1]));
+      C y = C(*reinterpret_cast<const T*>(p[2] + i * s[2]));
+      bool r = false;
+      switch (op) {
+        case CompareOp::Eq: r = x == y; break;
+        case CompareOp::Ne: r = x != y; break;
+        case CompareOp::Lt: r = x < y; break;
+        case CompareOp::Le: r = x <= y; break;
+        case CompareOp::Gt: r = x > y; break;
+        case CompareOp::Ge: r = x >= y; break;
+      }
+      *reinterpret_cast<bool*>(p[0] + i * s[0]) = r;
+    }
+  });
+}
+
+template <typename T>
+void where_typed(const StridedLoop& loop) {
+  for_each_row(loop, kElementwiseGrain, [](int64_t n, char* const* p, const int64_t* s) {
+    for (int64_t i = 0; i < n; ++i) {
+      bool c = *reinterpret_cast<const bool*>(p[1] + i * s[1]);
+      *reinterpret_cast<T*>(p[0] + i * s[0]) = *reinterpret_cast<const T*>(p[c ? 2 : 3] + i * s[c ? 2 : 3]);
+    }
+  });
+}
+
+}  // namespace
+
+void binary_kernel(BinaryOp op, const StridedLoop& loop) {
+  EMBER_DISPATCH_ALL(loop.dtypes[0], binary_op_name(op), [&] { binary_for_type<scalar_t>(op, loop); });
+}
+
+void compare_kernel(CompareOp op, const StridedLoop& loop) {
+  EMBER_DISPATCH_ALL(loop.dtypes[1], compare_op_name(op), [&] { compare_typed<scalar_t>(op, loop); });
+}
+
+void where_kernel(const StridedLoop& loop) {
+  EMBER_DISPATCH_ALL(loop.dtypes[0], "where", [&] { where_typed<scalar_t>(loop); });
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,95 @@
+// Scalar math shared by the CPU kernels: one definition of each unary/binary primitive, in the
+// compute type (float for f32/bf16/f16, double for f64, the integer itself for integers).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/op_kinds.h"
+
+namespace ember::cpu {
+
+template <typename C>
+inline C sigmoid(C x) {
+  return C(1) / (C(1) + std::exp(-x));
+}
+
+template <typename C>
+inline C apply_unary(UnaryOp op, C x, double a, double b) {
+  if constexpr (std::is_floating_point_v<C>) {
+    switch (op) {
+      case UnaryOp::Neg: return -x;
+      case UnaryOp::Exp: return std::exp(x);
+      case UnaryOp::Log: return std::log(x);
+      case UnaryOp::Log1p: return std::log1p(x);
+      case UnaryOp::Expm1: return std::expm1(x);
+      case UnaryOp::Sqrt: return std::sqrt(x);
+      case UnaryOp::Rsqrt: return C(1) / std::sqrt(x);
+      case UnaryOp::Abs: return std::fabs(x);
+      case UnaryOp::Sign: return std::isnan(x) ? x : C((x > 0) - (x < 0));
+      case UnaryOp::Relu: return std::isnan(x) ? x : (x > C(0) ? x : C(0));
+      case UnaryOp::Gelu: return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440)));
+      case UnaryOp::GeluTanh: {
+        const C k = C(0.79788456080286535588);  // sqrt(2 / pi)
+        return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
+      }
+      case UnaryOp::Silu: return x * sigmoid(x);
+      case UnaryOp::Sigmoid: return sigmoid(x);
+      case UnaryOp::Tanh: return std::tanh(x);
+      case UnaryOp::Clamp: return std::isnan(x) ? x : std::fmin(std::fmax(x, C(a)), C(b));
+      case UnaryOp::PowScalar:
+        if (a == 2.0) return x * x;
+        if (a == 0.5) return std::sqrt(x);
+        return std::pow(x, C(a));
+      case UnaryOp::LeakyRelu: return x > C(0) ? x : x * C(a);
+      case UnaryOp::Reciprocal: return C(1) / x;
+      case UnaryOp::Square: return x * x;
+      case UnaryOp::Sin: return std::sin(x);
+      case UnaryOp::Cos: return std::cos(x);
+      case UnaryOp::Erf: return std::erf(x);
+      case UnaryOp::Floor: return std::floor(x);
+      case UnaryOp::Ceil: return std::ceil(x);
+      case UnaryOp::Round: return std::nearbyint(x);
+    }
+    return x;
+  } else if constexpr (std::is_same_v<C, bool>) {
+    return x;  // core only lets abs and relu reach bool tensors; both are the identity
+  } else {
+    switch (op) {
+      case UnaryOp::Neg: return static_cast<C>(-x);
+      case UnaryOp::Abs: return x < 0 ? static_cast<C>(-x) : x;
+      case UnaryOp::Sign: return static_cast<C>((x > 0) - (x < 0));
+      case UnaryOp::Relu: return x > 0 ? x : C(0);
+      case UnaryOp::Clamp: {
+        double v = static_cast<double>(x);
+        if (v < a) return static_cast<C>(std::ceil(a));
+        if (v > b) return static_cast<C>(std::floor(b));
+        return x;
+      }
+      case UnaryOp::Square: return static_cast<C>(x * x);
+      case UnaryOp::PowScalar: {
+        C result = 1;
+        for (int64_t e = static_cast<int64_t>(a); e > 0; --e) result = static_cast<C>(result * x);
+        return result;
+      }
+      default: return x;  // floor/ceil/round are the identity on integers
+    }
+  }
+}
+
+template <typename C>
+inline C int_pow(C base, C exponent) {
+  if constexpr (std::is_signed_v<C>) {
+    if (exponent < 0) return base == 1 ? C(1) : (base == C(-1) ? (exponent % 2 ? C(-1) : C(1)) : C(0));
+  }
+  C result = 1;
+  while (exponent > 0) {
+    if (exponent & 1) result = static_cast<C>(result * base);
+    base = static_cast<C>(base * base);
+    exponent >>= 1;
+  }
+  return result;
+}
+
+}  // namespace ember::cpu

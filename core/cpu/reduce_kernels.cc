@@ -1,0 +1,317 @@
+// CPU reductions. Each output element folds its reduced elements with an accumulator (double for
+// floating sums, so f32 sums stay accurate); contiguous runs use multi-lane float partial sums the
+// compiler vectorises. Few outputs with long reductions split the reduction across threads; sums
+// over outer dims with a contiguous kept dim accumulate whole rows at a time.
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "core/cpu/kernels.h"
+#include "core/cpu/thread_pool.h"
+
+namespace ember::cpu {
+
+namespace {
+
+template <typename T, ReduceOp Op>
+struct Reducer {
+  using C = ComputeType<T>;
+  static constexpr bool kFloating = std::is_floating_point_v<C>;
+  static constexpr bool kExtremum = Op == ReduceOp::Amax || Op == ReduceOp::Amin;
+  using Acc = std::conditional_t<kExtremum, C, std::conditional_t<kFloating, double, int64_t>>;
+  double p = 2.0;
+
+  Acc init() const {
+    if constexpr (Op == ReduceOp::Prod) return Acc(1);
+    if constexpr (Op == ReduceOp::Amax) {
+      if constexpr (kFloating) return -std::numeric_limits<C>::infinity();
+      else return std::numeric_limits<C>::lowest();
+    }
+    if constexpr (Op == ReduceOp::Amin) {
+      if constexpr (kFloating) return std::numeric_limits<C>::infinity();
+      else return std::numeric_limits<C>::max();
+    }
+    if constexpr (Op == ReduceOp::Norm) {
+      if (std::isinf(p) && p < 0) return std::numeric_limits<double>::infinity();
+    }
+    return Acc(0);
+  }
+
+  void add(Acc& acc, C x) const {
+    if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::Mean) acc += static_cast<Acc>(x);
+    else if constexpr (Op == ReduceOp::Prod) acc *= static_cast<Acc>(x);
+    else if constexpr (Op == ReduceOp::Amax) {
+      if constexpr (kFloating) {
+        if (std::isnan(x) || x > acc) acc = std::isnan(acc) ? acc : x;
+      } else if (x > acc) acc = x;
+    } else if constexpr (Op == ReduceOp::Amin) {
+      if constexpr (kFloating) {
+        if (std::isnan(x) || x < acc) acc = std::isnan(acc) ? acc : x;
+      } else if (x < acc) acc = x;
+    } else if constexpr (Op == ReduceOp::Norm) {
+      double a = std::fabs(static_cast<double>(x));
+      if (p == 2.0) acc += a * a;
+      else if (p == 1.0) acc += a;
+      else if (std::isinf(p)) acc = p > 0 ? (std::isnan(a) || a > acc ? a : acc) : (std::isnan(a) || a < acc ? a : acc);
+      else if (p == 0.0) acc += a != 0.0 ? 1.0 : 0.0;
+      else acc += std::pow(a, p);
+    }
+  }
+
+  void merge(Acc& acc, Acc other) const {
+    if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::Mean) acc += other;
+    else if constexpr (Op == ReduceOp::Prod) acc *= other;
+    else if constexpr (kExtremum) add(acc, other);
+    else if constexpr (Op == ReduceOp::Norm) {
+      if (std::isinf(p)) acc = p > 0 ? (std::isnan(other) || other > acc ? other : acc)
+                                     : (std::isnan(other) || other < acc ? other : acc);
+      else acc += other;
+    }
+  }
+
+  // A contiguous run; sums of floats use 16 float lanes per block of 1024, merged in double.
+  void add_contiguous(Acc& acc, const T* x, int64_t n) const {
+    if constexpr ((Op == ReduceOp::Sum || Op == ReduceOp::Mean) && std::is_same_v<T, float>) {
+      int64_t i = 0;
+      while (i + 16 <= n) {
+        float lanes[16] = {};
+        int64_t stop = std::min<int64_t>(n, i + 1024) & ~int64_t(15);
+        if (stop <= i) break;
+        for (; i < stop; i += 16)
+          for (int j = 0; j < 16; ++j) lanes[j] += x[i + j];
+        double block = 0;
+        for (int j = 0; j < 16; ++j) block += lanes[j];
+        acc += block;
+      }
+      for (; i < n; ++i) acc += x[i];
+    } else if constexpr ((Op == ReduceOp::Sum || Op == ReduceOp::Mean) && std::is_same_v<T, double>) {
+      double lanes[8] = {};
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; ++j) lanes[j] += x[i + j];
+      for (int j = 0; j < 8; ++j) acc += lanes[j];
+      for (; i < n; ++i) acc += x[i];
+    } else {
+      for (int64_t i = 0; i < n; ++i) add(acc, static_cast<C>(x[i]));
+    }
+  }
+
+  template <typename Out>
+  Out finish(Acc acc, int64_t count) const {
+    if constexpr (Op == ReduceOp::Mean) {
+      return static_cast<Out>(static_cast<ComputeType<Out>>(static_cast<double>(acc) / static_cast<double>(count)));
+    } else if constexpr (Op == ReduceOp::Norm) {
+      double r = acc;
+      if (p == 2.0) r = std::sqrt(r);
+      else if (p != 1.0 && p != 0.0 && !std::isinf(p)) r = std::pow(r, 1.0 / p);
+      return static_cast<Out>(static_cast<ComputeType<Out>>(r));
+    } else {
+      return static_cast<Out>(static_cast<ComputeType<Out>>(acc));
+    }
+  }
+};
+
+// Folds reduced linear indices [lo, hi) of the reduction starting at `base` into acc.
+template <typename T, typename R>
+void fold_range(const R& r, typename R::Acc& acc, const ReduceLoop& loop, const char* base, int64_t lo, int64_t hi) {
+  if (lo >= hi) return;
+  const int nr = loop.nreduced;
+  if (nr == 0) {
+    r.add(acc, static_cast<typename R::C>(*reinterpret_cast<const T*>(base)));
+    return;
+  }
+  int64_t index[kMaxLoopDims] = {};
+  int64_t rest = lo;
+  const char* ptr = base;
+  for (int d = 0; d < nr; ++d) {
+    index[d] = rest % loop.reduced_sizes[d];
+    rest /= loop.reduced_sizes[d];
+    ptr += index[d] * loop.reduced_in_strides[d];
+  }
+  const int64_t inner = loop.reduced_sizes[0], s0 = loop.reduced_in_strides[0];
+  int64_t remaining = hi - lo;
+  while (remaining > 0) {
+    int64_t n = std::min(inner - index[0], remaining);
+    if (s0 == static_cast<int64_t>(sizeof(T))) {
+      r.add_contiguous(acc, reinterpret_cast<const T*>(ptr), n);
+    } else {
+      for (int64_t i = 0; i < n; ++i) r.add(acc, static_cast<typename R::C>(*reinterpret_cast<const T*>(ptr + i * s0)));
+    }
+    remaining -= n;
+    if (remaining == 0) break;
+    ptr -= index[0] * s0;
+    index[0] = 0;
+    for (int d = 1; d < nr; ++d) {
+      ++index[d];
+      ptr += loop.reduced_in_strides[d];
+      if (index[d] < loop.reduced_sizes[d]) break;
+      ptr -= loop.reduced_sizes[d] * loop.reduced_in_strides[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// Offsets (bytes) of kept linear index k in the input and output.
+inline void kept_offsets(const ReduceLoop& loop, int64_t k, int64_t* in_off, int64_t* out_off, int64_t* out2_off) {
+  int64_t i = 0, o = 0, o2 = 0;
+  for (int d = 0; d < loop.nkept; ++d) {
+    int64_t idx = k % loop.kept_sizes[d];
+    k /= loop.kept_sizes[d];
+    i += idx * loop.kept_in_strides[d];
+    o += idx * loop.kept_out_strides[d];
+    o2 += idx * loop.kept_out2_strides[d];
+  }
+  *in_off = i;
+  *out_off = o;
+  if (out2_off) *out2_off = o2;
+}
+
+// Sum/mean over outer dims into a contiguous kept dim: accumulate whole input rows.
+template <typename T, typename Out, typename R>
+bool try_row_accumulate(const R& r, const ReduceLoop& loop) {
+  if constexpr (!std::is_floating_point_v<typename R::C>) {
+    return false;
+  } else {
+    if (loop.nkept < 1 || loop.nreduced < 1) return false;
+    if (loop.kept_in_strides[0] != static_cast<int64_t>(sizeof(T)) ||
+        loop.kept_out_strides[0] != static_cast<int64_t>(sizeof(Out)))
+      return false;
+    if (loop.reduced_in_strides[0] == static_cast<int64_t>(sizeof(T))) return false;
+    const int64_t width = loop.kept_sizes[0];
+    const int64_t outer = loop.kept_numel / width;
+    const int64_t tile = 256;
+    const int64_t tiles_per_row = (width + tile - 1) / tile;
+    parallel_for(0, outer * tiles_per_row, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, loop.reduced_numel * tile)),
+                 [&](int64_t lo, int64_t hi) {
+      double acc[tile];
+      for (int64_t t = lo; t < hi; ++t) {
+        int64_t row = t / tiles_per_row, j0 = (t % tiles_per_row) * tile, n = std::min(tile, width - j0);
+        int64_t in_off, out_off;
+        kept_offsets(loop, row * width + j0, &in_off, &out_off, nullptr);
+        for (int64_t j = 0; j < n; ++j) acc[j] = 0;
+        int64_t index[kMaxLoopDims] = {};
+        const char* ptr = loop.in + in_off;
+        for (int64_t rr = 0; rr < loop.reduced_numel; ++rr) {
+          const T* x = reinterpret_cast<const T*>(ptr);
+          for (int64_t j = 0; j < n; ++j) acc[j] += static_cast<double>(static_cast<typename R::C>(x[j]));
+          for (int d = 0; d < loop.nreduced; ++d) {
+            ++index[d];
+            ptr += loop.reduced_in_strides[d];
+            if (index[d] < loop.reduced_sizes[d]) break;
+            ptr -= loop.reduced_sizes[d] * loop.reduced_in_strides[d];
+            index[d] = 0;
+          }
+        }
+        Out* out = reinterpret_cast<Out*>(loop.out + out_off);
+        for (int64_t j = 0; j < n; ++j) out[j] = r.template finish<Out>(static_cast<typename R::Acc>(acc[j]), loop.reduced_numel);
+      }
+    });
+    return true;
+  }
+}
+
+template <typename T, typename Out, ReduceOp Op>
+void reduce_typed(const ReduceLoop& loop, double p) {
+  using R = Reducer<T, Op>;
+  R r;
+  r.p = p;
+  if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::Mean) {
+    if (try_row_accumulate<T, Out>(r, loop)) return;
+  }
+  const int threads = num_threads();
+  if (loop.kept_numel < threads && loop.reduced_numel >= 65536) {
+    // Few outputs, long reductions: split each reduction across threads.
+    for (int64_t k = 0; k < loop.kept_numel; ++k) {
+      int64_t in_off, out_off;
+      kept_offsets(loop, k, &in_off, &out_off, nullptr);
+      // Not std::vector: its bool specialisation cannot hand out references.
+      std::unique_ptr<typename R::Acc[]> partial(new typename R::Acc[threads]);
+      for (int t = 0; t < threads; ++t) partial[t] = r.init();
+      parallel_for(0, threads, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t t = lo; t < hi; ++t) {
+          int64_t a = loop.reduced_numel * t / threads, b = loop.reduced_numel * (t + 1) / threads;
+          fold_range<T>(r, partial[t], loop, loop.in + in_off, a, b);
+        }
+      });
+      typename R::Acc acc = partial[0];
+      for (int t = 1; t < threads; ++t) r.merge(acc, partial[t]);
+      *reinterpret_cast<Out*>(loop.out + out_off) = r.template finish<Out>(acc, loop.reduced_numel);
+    }
+    return;
+  }
+  int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, loop.reduced_numel));
+  parallel_for(0, loop.kept_numel, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t k = lo; k < hi; ++k) {
+      int64_t in_off, out_off;
+      kept_offsets(loop, k, &in_off, &out_off, nullptr);
+      typename R::Acc acc = r.init();
+      fold_range<T>(r, acc, loop, loop.in + in_off, 0, loop.reduced_numel);
+      *reinterpret_cast<Out*>(loop.out + out_off) = r.template finish<Out>(acc, loop.reduced_numel);
+    }
+  });
+}
+
+template <typename T, typename Out>
+void reduce_for_type(ReduceOp op, const ReduceLoop& loop, double p) {
+  switch (op) {
+    case ReduceOp::Sum: return reduce_typed<T, Out, ReduceOp::Sum>(loop, p);
+    case ReduceOp::Mean: return reduce_typed<T, Out, ReduceOp::Mean>(loop, p);
+    case ReduceOp::Prod: return reduce_typed<T, Out, ReduceOp::Prod>(loop, p);
+    case ReduceOp::Amax: return reduce_typed<T, Out, ReduceOp::Amax>(loop, p);
+    case ReduceOp::Amin: return reduce_typed<T, Out, ReduceOp::Amin>(loop, p);
+    case ReduceOp::Norm:
+      if constexpr (std::is_floating_point_v<ComputeType<T>>) return reduce_typed<T, Out, ReduceOp::Norm>(loop, p);
+      else detail::unsupported_dtype("norm", dtype_of<T>());
+  }
+}
+
+template <typename T>
+void arg_reduce_typed(bool is_max, const ReduceLoop& loop) {
+  using C = ComputeType<T>;
+  const int64_t n = loop.reduced_numel;
+  const int64_t stride = loop.nreduced > 0 ? loop.reduced_in_strides[0] : 0;
+  parallel_for(0, loop.kept_numel, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, n)), [&](int64_t lo, int64_t hi) {
+    for (int64_t k = lo; k < hi; ++k) {
+      int64_t in_off, out_off, out2_off;
+      kept_offsets(loop, k, &in_off, &out_off, &out2_off);
+      const char* base = loop.in + in_off;
+      C best = C(*reinterpret_cast<const T*>(base));
+      int64_t best_index = 0;
+      for (int64_t i = 1; i < n; ++i) {
+        C v = C(*reinterpret_cast<const T*>(base + i * stride));
+        bool better;
+        if constexpr (std::is_floating_point_v<C>) {
+          if (std::isnan(best)) better = false;  // the first NaN wins, as in PyTorch
+          else better = std::isnan(v) || (is_max ? v > best : v < best);
+        } else {
+          better = is_max ? v > best : v < best;
+        }
+        if (better) {
+          best = v;
+          best_index = i;
+        }
+      }
+      *reinterpret_cast<T*>(loop.out + out_off) = static_cast<T>(best);
+      *reinterpret_cast<int64_t*>(loop.out2 + out2_off) = best_index;
+    }
+  });
+}
+
+}  // namespace
+
+void reduce_kernel(ReduceOp op, const ReduceLoop& loop, double p) {
+  if (loop.out_dtype == loop.in_dtype) {
+    EMBER_DISPATCH_ALL(loop.in_dtype, reduce_op_name(op), [&] { reduce_for_type<scalar_t, scalar_t>(op, loop, p); });
+  } else {
+    EMBER_CHECK(loop.out_dtype == kInt64, reduce_op_name(op), ": unsupported output dtype ",
+                dtype_name(loop.out_dtype));
+    EMBER_DISPATCH_ALL(loop.in_dtype, reduce_op_name(op), [&] { reduce_for_type<scalar_t, int64_t>(op, loop, p); });
+  }
+}
+
+void arg_reduce_kernel(bool is_max, const ReduceLoop& loop) {
+  EMBER_DISPATCH_ALL(loop.in_dtype, is_max ? "max" : "min", [&] { arg_reduce_typed<scalar_t>(is_max, loop); });
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,292 @@
+// Elementwise ops: dtype promotion, broadcasting, output allocation, then one kernel call.
+#include <cmath>
+#include <limits>
+
+#include "core/autograd_hooks.h"
+#include "core/backend.h"
+#include "core/factory.h"
+#include "core/grad_mode.h"
+#include "core/ops.h"
+
+namespace ember {
+
+namespace {
+
+// Priority of an operand in promotion: dimensioned tensor > 0-dim tensor > Python-style scalar.
+enum class Priority { Scalar = 0, ZeroDim = 1, Dimensioned = 2 };
+
+int category(DType d) { return d == kBool ? 0 : (is_floating(d) ? 2 : 1); }
+
+struct PromotionState {
+  DType best[3];
+  bool seen[3] = {false, false, false};
+  void add(DType d, Priority p) {
+    int i = static_cast<int>(p);
+    best[i] = seen[i] ? promote_types(best[i], d) : d;
+    seen[i] = true;
+  }
+  DType result() const {
+    DType out = kBool;
+    bool have = false;
+    for (int i = 2; i >= 0; --i) {
+      if (!seen[i]) continue;
+      if (!have) {
+        out = best[i];
+        have = true;
+      } else if (category(best[i]) > category(out)) {
+        // A lower-priority operand only lifts the category: a 0-dim tensor brings its own
+        // dtype, a scalar the category's default (float32, int64).
+        out = i == static_cast<int>(Priority::Scalar) ? (category(best[i]) == 2 ? kFloat32 : kInt64) : best[i];
+      }
+    }
+    return out;
+  }
+};
+
+Priority priority_of(const Tensor& t) { return t.dim() == 0 ? Priority::ZeroDim : Priority::Dimensioned; }
+
+void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
+  EMBER_CHECK(a.device() == b.device(), op, ": expected all tensors to be on the same device, but found ",
+              a.device().str(), " and ", b.device().str());
+}
+
+bool floating_only(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Neg: case UnaryOp::Abs: case UnaryOp::Sign: case UnaryOp::Relu: case UnaryOp::Clamp:
+    case UnaryOp::Square: case UnaryOp::Floor: case UnaryOp::Ceil: case UnaryOp::Round:
+      return false;
+    default:
+      return true;
+  }
+}
+
+}  // namespace
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  PromotionState s;
+  s.add(a.dtype(), priority_of(a));
+  s.add(b.dtype(), priority_of(b));
+  return s.result();
+}
+
+DType result_type(const Tensor& a, Scalar b) {
+  PromotionState s;
+  s.add(a.dtype(), priority_of(a));
+  s.add(b.natural_dtype(), Priority::Scalar);
+  return s.result();
+}
+
+Tensor scalar_tensor(Scalar value, DType dtype, Device device) {
+  NoGradGuard no_grad;
+  return full({}, value, TensorOptions(dtype).device(device));
+}
+
+Tensor unary(UnaryOp op, const Tensor& x, double a, double b) {
+  if (needs_grad({&x})) return autograd_hooks()->unary(op, x, a, b);
+  const char* name = unary_op_name(op);
+  EMBER_CHECK(x.dtype() != kBool || op == UnaryOp::Abs || op == UnaryOp::Relu, name,
+              ": expected a numeric tensor, got dtype bool");
+  DType dtype = (floating_only(op) && !is_floating(x.dtype())) ? kFloat32 : x.dtype();
+  Tensor input = x.dtype() == dtype ? x : x.to(dtype);
+  Tensor out = empty(x.sizes(), TensorOptions(dtype).device(x.device()));
+  if (out.numel() == 0) return out;
+  StridedLoop loop = make_loop({&out, &input}, name);
+  kernels_for(x.device(), name).unary(op, loop, a, b);
+  return out;
+}
+
+// Writes op(a, b) into `out`, whose shape must be the broadcast shape and whose dtype is the
+// compute dtype. `out` may alias a (in-place ops).
+static void binary_into(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  const char* name = binary_op_name(op);
+  Tensor ea = (a.dtype() == out.dtype() ? a : a.to(out.dtype())).expand(out.sizes());
+  Tensor eb = (b.dtype() == out.dtype() ? b : b.to(out.dtype())).expand(out.sizes());
+  if (out.numel() == 0) return;
+  StridedLoop loop = make_loop({&out, &ea, &eb}, name);
+  kernels_for(out.device(), name).binary(op, loop);
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  if (needs_grad({&a, &b})) return autograd_hooks()->binary(op, a, b);
+  const char* name = binary_op_name(op);
+  check_same_device(a, b, name);
+  DType dtype = result_type(a, b);
+  if (op == BinaryOp::Div && !is_floating(dtype)) dtype = kFloat32;  // true division
+  EMBER_CHECK(dtype != kBool || op == BinaryOp::Minimum || op == BinaryOp::Maximum || op == BinaryOp::Mul ||
+                  op == BinaryOp::Add,
+              name, ": not supported for bool tensors");
+  Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
+  Tensor out = empty(shape, TensorOptions(dtype).device(a.device()));
+  binary_into(op, out, a, b);
+  return out;
+}
+
+Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
+  const char* name = compare_op_name(op);
+  check_same_device(a, b, name);
+  DType dtype = result_type(a, b);
+  Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
+  Tensor out = empty(shape, TensorOptions(kBool).device(a.device()));
+  if (out.numel() == 0) return out;
+  Tensor ea = a.detach().to(dtype).expand(shape), eb = b.detach().to(dtype).expand(shape);
+  StridedLoop loop = make_loop({&out, &ea, &eb}, name);
+  kernels_for(a.device(), name).compare(op, loop);
+  return out;
+}
+
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  if (needs_grad({&a, &b})) return autograd_hooks()->where(condition, a, b);
+  EMBER_CHECK(condition.dtype() == kBool, "where: expected condition to be a bool tensor, got ",
+              dtype_name(condition.dtype()));
+  check_same_device(condition, a, "where");
+  check_same_device(a, b, "where");
+  DType dtype = result_type(a, b);
+  Shape shape = broadcast_shapes(broadcast_shapes(condition.sizes(), a.sizes(), "where"), b.sizes(), "where");
+  Tensor out = empty(shape, TensorOptions(dtype).device(a.device()));
+  if (out.numel() == 0) return out;
+  Tensor ec = condition.expand(shape), ea = a.to(dtype).expand(shape), eb = b.to(dtype).expand(shape);
+  StridedLoop loop = make_loop({&out, &ec, &ea, &eb}, "where");
+  kernels_for(a.device(), "where").where(loop);
+  return out;
+}
+
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) {
+  if (alpha.to_double() == 1.0) return binary(BinaryOp::Add, a, b);
+  return binary(BinaryOp::Add, a, b * alpha);
+}
+
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) {
+  if (alpha.to_double() == 1.0) return binary(BinaryOp::Sub, a, b);
+  return binary(BinaryOp::Sub, a, b * alpha);
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Mul, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Div, a, b); }
+Tensor pow(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Pow, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Minimum, a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Maximum, a, b); }
+
+Tensor pow(const Tensor& a, Scalar exponent) {
+  DType dtype = result_type(a, exponent);
+  const Tensor& base = a.dtype() == dtype ? a : a.to(dtype);
+  return unary(UnaryOp::PowScalar, base, exponent.to_double());
+}
+
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  EMBER_CHECK(min.has_value() || max.has_value(), "clamp: at least one of 'min' or 'max' must not be None");
+  const double inf = std::numeric_limits<double>::infinity();
+  return unary(UnaryOp::Clamp, x, min ? min->to_double() : -inf, max ? max->to_double() : inf);
+}
+
+// ---- in place: computed into self's memory; through autograd when a gradient is involved ----
+
+namespace {
+
+void check_inplace_dtype(const Tensor& self, DType result, const char* op) {
+  EMBER_CHECK(promote_types(result, self.dtype()) == self.dtype() || result == self.dtype(), op,
+              ": result type ", dtype_name(result), " can't be cast to the desired output type ",
+              dtype_name(self.dtype()));
+}
+
+// Runs `out_of_place()` and moves its value into self. With grad recording on, autograd takes
+// over (self's history becomes the result's); otherwise it is a plain kernel into self.
+template <typename OutOfPlace, typename Direct>
+Tensor& inplace(Tensor& self, std::initializer_list<const Tensor*> inputs, const char* op,
+                OutOfPlace out_of_place, Direct direct) {
+  std::vector<const Tensor*> all{&self};
+  all.insert(all.end(), inputs.begin(), inputs.end());
+  bool grad = false;
+  if (autograd_hooks() != nullptr && GradMode::is_enabled())
+    for (const Tensor* t : all) grad = grad || any_requires_grad(*t);
+  if (grad) {
+    Tensor result = out_of_place();
+    autograd_hooks()->rebase_inplace(self, result, op);
+    return self;
+  }
+  direct();
+  self.bump_version();
+  return self;
+}
+
+}  // namespace
+
+Tensor& binary_inplace(Tensor& self, BinaryOp op, const Tensor& other, const char* name) {
+  check_same_device(self, other, name);
+  DType dtype = result_type(self, other);
+  if (op == BinaryOp::Div && !is_floating(dtype)) dtype = kFloat32;
+  check_inplace_dtype(self, dtype, name);
+  Shape shape = broadcast_shapes(self.sizes(), other.sizes(), name);
+  EMBER_CHECK(shape == self.sizes(), name, ": output with shape ", shape_str(self.sizes()),
+              " doesn't match the broadcast shape ", shape_str(shape));
+  return inplace(
+      self, {&other}, name, [&] { return binary(op, self, other); },
+      [&] {
+        if (self.numel() == 0) return;
+        if (dtype == self.dtype()) {
+          binary_into(op, self, self, other);
+        } else {
+          NoGradGuard no_grad;
+          copy_into(self, binary(op, self, other));
+        }
+      });
+}
+
+Tensor& Tensor::add_(const Tensor& other, Scalar alpha) {
+  if (alpha.to_double() == 1.0) return binary_inplace(*this, BinaryOp::Add, other, "add_");
+  return binary_inplace(*this, BinaryOp::Add, other * alpha, "add_");
+}
+
+Tensor& Tensor::sub_(const Tensor& other, Scalar alpha) {
+  if (alpha.to_double() == 1.0) return binary_inplace(*this, BinaryOp::Sub, other, "sub_");
+  return binary_inplace(*this, BinaryOp::Sub, other * alpha, "sub_");
+}
+
+Tensor& Tensor::mul_(const Tensor& other) { return binary_inplace(*this, BinaryOp::Mul, other, "mul_"); }
+Tensor& Tensor::div_(const Tensor& other) { return binary_inplace(*this, BinaryOp::Div, other, "div_"); }
+Tensor& Tensor::add_(Scalar other) { return add_(scalar_tensor(other, result_type(*this, other), device())); }
+Tensor& Tensor::mul_(Scalar other) { return mul_(scalar_tensor(other, result_type(*this, other), device())); }
+
+Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
+  return inplace(
+      *this, {}, "clamp_", [&] { return ember::clamp(*this, min, max); },
+      [&] {
+        NoGradGuard no_grad;
+        const double inf = std::numeric_limits<double>::infinity();
+        if (numel() == 0) return;
+        StridedLoop loop = make_loop({this, this}, "clamp_");
+        kernels_for(device(), "clamp_").unary(UnaryOp::Clamp, loop, min ? min->to_double() : -inf,
+                                               max ? max->to_double() : inf);
+      });
+}
+
+Tensor& Tensor::relu_() {
+  return inplace(
+      *this, {}, "relu_", [&] { return relu(); },
+      [&] {
+        if (numel() == 0) return;
+        StridedLoop loop = make_loop({this, this}, "relu_");
+        kernels_for(device(), "relu_").unary(UnaryOp::Relu, loop, 0, 0);
+      });
+}
+
+Tensor& Tensor::fill_(Scalar value) {
+  EMBER_CHECK(!(requires_grad() && is_leaf() && GradMode::is_enabled()), "fill_: a leaf tensor that requires grad "
+              "is being used in an in-place operation (wrap it in NoGradGuard)");
+  if (numel() > 0) {
+    StridedLoop loop = make_loop({this}, "fill_");
+    kernels_for(device(), "fill_").fill(loop, value);
+  }
+  bump_version();
+  return *this;
+}
+
+Tensor& Tensor::zero_() { return fill_(0); }
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  return inplace(
+      *this, {&src}, "copy_",
+      [&] { return src.to(dtype()).to(device()).expand(sizes()).clone(); },
+      [&] { copy_into(*this, src); });
+}
+
+}  // namespace ember

@@ -1,0 +1,28 @@
+// Enumerations of the elementwise and reduction primitives. They are the vocabulary shared by
+// the core ops, the backends' kernel tables and the autograd formulas.
+#pragma once
+
+#include <cstdint>
+
+namespace ember {
+
+// Unary ops take up to two scalar parameters (a, b): Clamp(min=a, max=b), PowScalar(exponent=a),
+// LeakyRelu(slope=a). Unused parameters are ignored.
+enum class UnaryOp : uint8_t {
+  Neg, Exp, Log, Log1p, Sqrt, Rsqrt, Abs, Sign, Relu, Gelu, GeluTanh, Silu, Sigmoid, Tanh,
+  Clamp, PowScalar, LeakyRelu, Reciprocal, Square, Sin, Cos, Erf, Floor, Ceil, Round, Expm1,
+};
+constexpr int kNumUnaryOps = static_cast<int>(UnaryOp::Expm1) + 1;
+const char* unary_op_name(UnaryOp op);
+
+enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Pow, Minimum, Maximum };
+const char* binary_op_name(BinaryOp op);
+
+enum class CompareOp : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
+const char* compare_op_name(CompareOp op);
+
+// Sum/Mean/Prod/Amax/Amin/Norm reduce over any set of dims. Norm takes p (inf allowed).
+enum class ReduceOp : uint8_t { Sum, Mean, Prod, Amax, Amin, Norm };
+const char* reduce_op_name(ReduceOp op);
+
+}  // namespace ember

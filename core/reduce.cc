@@ -1,0 +1,167 @@
+// Reductions over any set of dims (sum, mean, prod, amax/amin, norm), the composites built on
+// them (var/std, logsumexp), and the single-dim arg reductions (max/min with indices, argmax).
+#include <cmath>
+#include <limits>
+
+#include "core/autograd_hooks.h"
+#include "core/backend.h"
+#include "core/factory.h"
+#include "core/grad_mode.h"
+#include "core/ops.h"
+
+namespace ember {
+
+namespace {
+
+// Marks the reduced dims; empty `dims` means all of them.
+std::vector<bool> reduced_mask(const Tensor& x, const std::vector<int64_t>& dims, const char* op) {
+  std::vector<bool> mask(x.dim(), dims.empty());
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(d, x.dim(), op);
+    if (x.dim() == 0) continue;
+    EMBER_CHECK(!mask[w], op, ": dim ", w, " appears multiple times in the list of dims");
+    mask[w] = true;
+  }
+  return mask;
+}
+
+Shape keepdim_shape(const Tensor& x, const std::vector<bool>& mask) {
+  Shape shape = x.sizes();
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (mask[d]) shape[d] = 1;
+  return shape;
+}
+
+Shape squeezed_shape(const Tensor& x, const std::vector<bool>& mask) {
+  Shape shape;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (!mask[d]) shape.push_back(x.size(d));
+  return shape;
+}
+
+int64_t reduced_count(const Tensor& x, const std::vector<bool>& mask) {
+  int64_t n = 1;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (mask[d]) n *= x.size(d);
+  return n;
+}
+
+DType reduce_dtype(ReduceOp op, DType in) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Prod:
+      return is_floating(in) ? in : kInt64;
+    case ReduceOp::Amax:
+    case ReduceOp::Amin:
+      return in;
+    default:
+      return in;
+  }
+}
+
+}  // namespace
+
+Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, double p) {
+  if (needs_grad({&x})) return autograd_hooks()->reduce(op, x, dims, keepdim, p);
+  const char* name = reduce_op_name(op);
+  std::vector<bool> mask = reduced_mask(x, dims, name);
+  if ((op == ReduceOp::Mean || op == ReduceOp::Norm) && !is_floating(x.dtype())) {
+    EMBER_FAIL(name, ": could not infer output dtype. Input dtype must be a floating point dtype, got ",
+               dtype_name(x.dtype()));
+  }
+  Shape kept_shape = keepdim_shape(x, mask);
+  if (op == ReduceOp::Amax || op == ReduceOp::Amin) {
+    EMBER_CHECK(x.numel() > 0 || shape_numel(kept_shape) == 0, name,
+                ": expected reduction dims to be specified for an input with zero elements, got shape ",
+                shape_str(x.sizes()));
+  }
+  Tensor out = empty(kept_shape, TensorOptions(reduce_dtype(op, x.dtype())).device(x.device()));
+  if (out.numel() > 0) {
+    ReduceLoop loop = make_reduce_loop(out, nullptr, x, mask, name);
+    kernels_for(x.device(), name).reduce(op, loop, p);
+  }
+  return keepdim ? out : out.view(squeezed_shape(x, mask));
+}
+
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return reduce(ReduceOp::Sum, x, dims, keepdim);
+}
+
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return reduce(ReduceOp::Mean, x, dims, keepdim);
+}
+
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
+  EMBER_CHECK(is_floating(x.dtype()), "var: expected a floating point tensor, got ", dtype_name(x.dtype()));
+  std::vector<bool> mask = reduced_mask(x, dims, "var");
+  int64_t n = reduced_count(x, mask);
+  Tensor centered = x - mean(x, dims, true);
+  double denominator = static_cast<double>(std::max<int64_t>(n - correction, 0));
+  return sum(centered * centered, dims, keepdim) / denominator;
+}
+
+Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  Tensor input = is_floating(x.dtype()) ? x : x.to(kFloat32);
+  Tensor shift;
+  {
+    NoGradGuard no_grad;  // the shift cancels out of the value, so it needs no gradient
+    shift = reduce(ReduceOp::Amax, input, dims, true);
+    shift = where(compare(CompareOp::Eq, shift.abs(), scalar_tensor(INFINITY, shift.dtype(), shift.device())),
+                  zeros_like(shift), shift);
+  }
+  Tensor result = (input - shift).exp().sum(dims, true).log() + shift;
+  if (keepdim) return result;
+  std::vector<bool> mask = reduced_mask(x, dims, "logsumexp");
+  return result.view(squeezed_shape(x, mask));
+}
+
+static std::pair<Tensor, Tensor> arg_reduce(bool is_max, const Tensor& x, int64_t dim, bool keepdim,
+                                            const char* name) {
+  int64_t d = wrap_dim(dim, x.dim(), name);
+  std::vector<bool> mask(x.dim(), false);
+  if (x.dim() > 0) mask[d] = true;
+  EMBER_CHECK(x.dim() == 0 || x.size(d) > 0, name, ": expected reduction dim ", d,
+              " to have non-zero size, got shape ", shape_str(x.sizes()));
+  Shape kept_shape = keepdim_shape(x, mask);
+  Tensor values = empty(kept_shape, x.options());
+  Tensor indices = empty(kept_shape, TensorOptions(kInt64).device(x.device()));
+  if (values.numel() > 0) {
+    ReduceLoop loop = make_reduce_loop(values, &indices, x, mask, name);
+    kernels_for(x.device(), name).arg_reduce(is_max, loop);
+  }
+  if (keepdim) return {values, indices};
+  Shape squeezed = squeezed_shape(x, mask);
+  return {values.view(squeezed), indices.view(squeezed)};
+}
+
+std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim) {
+  if (needs_grad({&x})) return autograd_hooks()->max_min_dim(true, x, dim, keepdim);
+  return arg_reduce(true, x, dim, keepdim, "max");
+}
+
+std::pair<Tensor, Tensor> min_dim(const Tensor& x, int64_t dim, bool keepdim) {
+  if (needs_grad({&x})) return autograd_hooks()->max_min_dim(false, x, dim, keepdim);
+  return arg_reduce(false, x, dim, keepdim, "min");
+}
+
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  Tensor input = x.detach();
+  if (!dim) {
+    EMBER_CHECK(x.numel() > 0, "argmax: expected a non-empty tensor when no dim is given");
+    Tensor index = arg_reduce(true, input.reshape({-1}), 0, false, "argmax").second;
+    return keepdim ? index.view(Shape(x.dim(), 1)) : index;
+  }
+  return arg_reduce(true, input, *dim, keepdim, "argmax").second;
+}
+
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  Tensor input = x.detach();
+  if (!dim) {
+    EMBER_CHECK(x.numel() > 0, "argmin: expected a non-empty tensor when no dim is given");
+    Tensor index = arg_reduce(false, input.reshape({-1}), 0, false, "argmin").second;
+    return keepdim ? index.view(Shape(x.dim(), 1)) : index;
+  }
+  return arg_reduce(false, input, *dim, keepdim, "argmin").second;
+}
+
+}  // namespace ember

@@ -1,0 +1,50 @@
+// Storage: one refcounted buffer on one device, shared by a tensor and all its views.
+// It also carries the version counter that in-place ops bump: views share it, like PyTorch's.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include "core/device.h"
+
+namespace ember {
+
+// Owns device memory. A backend registers one per device type (see backend.h);
+// implementations must be thread-safe.
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t nbytes) = 0;
+  virtual void deallocate(void* ptr, size_t nbytes) = 0;
+};
+
+class StorageImpl {
+ public:
+  // Allocates nbytes with `allocator`, which must outlive the storage.
+  StorageImpl(size_t nbytes, Device device, Allocator* allocator);
+  // Wraps memory owned elsewhere; `deleter` (may be empty) runs when the storage dies.
+  StorageImpl(void* data, size_t nbytes, Device device, std::function<void(void*)> deleter);
+  ~StorageImpl();
+  StorageImpl(const StorageImpl&) = delete;
+  StorageImpl& operator=(const StorageImpl&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  uint32_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  void* data_;
+  size_t nbytes_;
+  Device device_;
+  Allocator* allocator_;
+  std::function<void(void*)> deleter_;
+  std::atomic<uint32_t> version_{0};
+};
+
+using Storage = std::shared_ptr<StorageImpl>;
+
+}  // namespace ember
