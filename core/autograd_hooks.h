@@ -33,6 +33,10 @@ class AutogradHooks {
   // `out_of_place` is the recorded result whose value and history `self` takes over.
   virtual void rebase_inplace(const Tensor& self, const Tensor& out_of_place, const char* op) = 0;
   virtual void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) = 0;
+  // Hooks and retain_grad on non-leaf tensors live on their grad_fn.
+  virtual size_t register_hook(const Tensor& t, TensorHook hook) = 0;
+  virtual void remove_hook(const Tensor& t, size_t handle) = 0;
+  virtual void retain_grad(const Tensor& t) = 0;
   virtual std::string node_name(const autograd::Node& node) = 0;
 };
 

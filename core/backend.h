@@ -45,6 +45,8 @@ struct KernelTable {
   void (*copy)(const StridedLoop& loop) = nullptr;  // casts between operand dtypes
   void (*fill)(const StridedLoop& loop, Scalar value) = nullptr;
   void (*unary)(UnaryOp op, const StridedLoop& loop, double a, double b) = nullptr;
+  // Operands: grad_in (out), grad_out, x, y: the gradient of a unary op in one pass.
+  void (*unary_backward)(UnaryOp op, const StridedLoop& loop, double a, double b) = nullptr;
   void (*binary)(BinaryOp op, const StridedLoop& loop) = nullptr;
   void (*compare)(CompareOp op, const StridedLoop& loop) = nullptr;  // out bool; inputs share a dtype
   void (*where)(const StridedLoop& loop) = nullptr;                   // out, condition (bool), a, b

@@ -95,6 +95,16 @@ Tensor unary(UnaryOp op, const Tensor& x, double a, double b) {
   return out;
 }
 
+Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y, double a, double b) {
+  const char* name = unary_op_name(op);
+  Tensor out = empty(grad.sizes(), grad.options());
+  if (out.numel() == 0) return out;
+  Tensor gx = x.to(grad.dtype()).expand(grad.sizes()), gy = y.to(grad.dtype()).expand(grad.sizes());
+  StridedLoop loop = make_loop({&out, &grad, &gx, &gy}, name);
+  kernels_for(grad.device(), name).unary_backward(op, loop, a, b);
+  return out;
+}
+
 // Writes op(a, b) into `out`, whose shape must be the broadcast shape and whose dtype is the
 // compute dtype. `out` may alias a (in-place ops).
 static void binary_into(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
@@ -182,25 +192,27 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
 
 namespace {
 
+// PyTorch's can_cast: an in-place result may narrow within its category, never cross into a
+// lower one (float into int, int into bool).
 void check_inplace_dtype(const Tensor& self, DType result, const char* op) {
-  EMBER_CHECK(promote_types(result, self.dtype()) == self.dtype() || result == self.dtype(), op,
-              ": result type ", dtype_name(result), " can't be cast to the desired output type ",
-              dtype_name(self.dtype()));
+  EMBER_CHECK(category(result) <= category(self.dtype()), op, ": result type ", dtype_name(result),
+              " can't be cast to the desired output type ", dtype_name(self.dtype()));
 }
 
-// Runs `out_of_place()` and moves its value into self. With grad recording on, autograd takes
-// over (self's history becomes the result's); otherwise it is a plain kernel into self.
+// Moves `out_of_place(current)` into self. With grad recording on, autograd takes over: the
+// formula sees a recorded clone of self (so a node that saves self's old value keeps it), and
+// self inherits the result's history. Otherwise `direct()` writes self's memory in place.
 template <typename OutOfPlace, typename Direct>
-Tensor& inplace(Tensor& self, std::initializer_list<const Tensor*> inputs, const char* op,
+Tensor& inplace(Tensor& self, std::initializer_list<const Tensor*> inputs, const char* op, bool uses_old_value,
                 OutOfPlace out_of_place, Direct direct) {
-  std::vector<const Tensor*> all{&self};
-  all.insert(all.end(), inputs.begin(), inputs.end());
   bool grad = false;
-  if (autograd_hooks() != nullptr && GradMode::is_enabled())
-    for (const Tensor* t : all) grad = grad || any_requires_grad(*t);
+  if (autograd_hooks() != nullptr && GradMode::is_enabled()) {
+    grad = any_requires_grad(self);
+    for (const Tensor* t : inputs) grad = grad || any_requires_grad(*t);
+  }
   if (grad) {
-    Tensor result = out_of_place();
-    autograd_hooks()->rebase_inplace(self, result, op);
+    Tensor result = out_of_place(uses_old_value ? self.clone() : self);
+    autograd_hooks()->rebase_inplace(self, result.to(self.dtype()), op);
     return self;
   }
   direct();
@@ -210,7 +222,7 @@ Tensor& inplace(Tensor& self, std::initializer_list<const Tensor*> inputs, const
 
 }  // namespace
 
-Tensor& binary_inplace(Tensor& self, BinaryOp op, const Tensor& other, const char* name) {
+static Tensor& binary_inplace(Tensor& self, BinaryOp op, const Tensor& other, const char* name) {
   check_same_device(self, other, name);
   DType dtype = result_type(self, other);
   if (op == BinaryOp::Div && !is_floating(dtype)) dtype = kFloat32;
@@ -219,7 +231,7 @@ Tensor& binary_inplace(Tensor& self, BinaryOp op, const Tensor& other, const cha
   EMBER_CHECK(shape == self.sizes(), name, ": output with shape ", shape_str(self.sizes()),
               " doesn't match the broadcast shape ", shape_str(shape));
   return inplace(
-      self, {&other}, name, [&] { return binary(op, self, other); },
+      self, {&other}, name, true, [&](const Tensor& current) { return binary(op, current, other); },
       [&] {
         if (self.numel() == 0) return;
         if (dtype == self.dtype()) {
@@ -248,7 +260,7 @@ Tensor& Tensor::mul_(Scalar other) { return mul_(scalar_tensor(other, result_typ
 
 Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
   return inplace(
-      *this, {}, "clamp_", [&] { return ember::clamp(*this, min, max); },
+      *this, {}, "clamp_", true, [&](const Tensor& current) { return ember::clamp(current, min, max); },
       [&] {
         NoGradGuard no_grad;
         const double inf = std::numeric_limits<double>::infinity();
@@ -261,7 +273,7 @@ Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
 
 Tensor& Tensor::relu_() {
   return inplace(
-      *this, {}, "relu_", [&] { return relu(); },
+      *this, {}, "relu_", true, [&](const Tensor& current) { return current.relu(); },
       [&] {
         if (numel() == 0) return;
         StridedLoop loop = make_loop({this, this}, "relu_");
@@ -270,22 +282,21 @@ Tensor& Tensor::relu_() {
 }
 
 Tensor& Tensor::fill_(Scalar value) {
-  EMBER_CHECK(!(requires_grad() && is_leaf() && GradMode::is_enabled()), "fill_: a leaf tensor that requires grad "
-              "is being used in an in-place operation (wrap it in NoGradGuard)");
-  if (numel() > 0) {
-    StridedLoop loop = make_loop({this}, "fill_");
-    kernels_for(device(), "fill_").fill(loop, value);
-  }
-  bump_version();
-  return *this;
+  return inplace(
+      *this, {}, "fill_", false, [&](const Tensor&) { return full(sizes(), value, options()); },
+      [&] {
+        if (numel() == 0) return;
+        StridedLoop loop = make_loop({this}, "fill_");
+        kernels_for(device(), "fill_").fill(loop, value);
+      });
 }
 
 Tensor& Tensor::zero_() { return fill_(0); }
 
 Tensor& Tensor::copy_(const Tensor& src) {
   return inplace(
-      *this, {&src}, "copy_",
-      [&] { return src.to(dtype()).to(device()).expand(sizes()).clone(); },
+      *this, {&src}, "copy_", false,
+      [&](const Tensor&) { return src.to(dtype()).to(device()).expand(sizes()).clone(); },
       [&] { copy_into(*this, src); });
 }
 

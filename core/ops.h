@@ -55,6 +55,10 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor mm(const Tensor& a, const Tensor& b);    // [M, K] x [K, N]
 Tensor bmm(const Tensor& a, const Tensor& b);   // [B, M, K] x [B, K, N]
 
+// ---- primitives the autograd formulas use ----
+// grad * d(op)/dx for a unary op, from its input x and output y (same shape as grad).
+Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y, double a, double b);
+
 // ---- copies ----
 Tensor to_dtype(const Tensor& x, DType dtype);
 Tensor to_device(const Tensor& x, Device device);

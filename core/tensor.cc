@@ -89,9 +89,8 @@ EMBER_INSTANTIATE_ACCESS(bool)
 
 Tensor Tensor::detach() const {
   const TensorImpl& i = impl();
-  auto out = std::make_shared<TensorImpl>(i.storage, i.sizes, i.strides, i.offset, i.dtype);
-  out->is_view = true;
-  return Tensor(std::move(out));
+  // Shares storage (and so the version counter) but is not a differentiable view.
+  return Tensor(std::make_shared<TensorImpl>(i.storage, i.sizes, i.strides, i.offset, i.dtype));
 }
 
 // ---- autograd state ----
@@ -158,6 +157,12 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
 
 size_t Tensor::register_hook(TensorHook hook) const {
   EMBER_CHECK(requires_grad(), "register_hook: cannot register a hook on a tensor that doesn't require gradient");
+  if (!is_leaf()) {
+    // The hook must outlive this handle: it lives on the grad_fn that produces the gradient.
+    AutogradHooks* hooks = autograd_hooks();
+    EMBER_CHECK(hooks != nullptr, "register_hook: the autograd library is not linked into this program");
+    return hooks->register_hook(*this, std::move(hook));
+  }
   AutogradMeta& meta = autograd_meta();
   size_t id = meta.next_hook_id++;
   meta.hooks.emplace_back(id, std::move(hook));
@@ -165,6 +170,7 @@ size_t Tensor::register_hook(TensorHook hook) const {
 }
 
 void Tensor::remove_hook(size_t handle) const {
+  if (!is_leaf() && autograd_hooks() != nullptr) autograd_hooks()->remove_hook(*this, handle);
   AutogradMeta& meta = autograd_meta();
   std::erase_if(meta.hooks, [&](const auto& entry) { return entry.first == handle; });
   std::erase_if(meta.post_accumulate_hooks, [&](const auto& entry) { return entry.first == handle; });
@@ -182,7 +188,10 @@ size_t Tensor::register_post_accumulate_grad_hook(PostAccumulateHook hook) const
 
 void Tensor::retain_grad() const {
   EMBER_CHECK(requires_grad(), "retain_grad: can't retain_grad on a tensor that doesn't require gradient");
-  if (is_leaf()) return;  // leaves keep their grad anyway
+  if (is_leaf() || retains_grad()) return;  // leaves keep their grad anyway
+  AutogradHooks* hooks = autograd_hooks();
+  EMBER_CHECK(hooks != nullptr, "retain_grad: the autograd library is not linked into this program");
+  hooks->retain_grad(*this);
   autograd_meta().retains_grad = true;
 }
 

@@ -13,6 +13,7 @@ const KernelTable& cpu_table() {
     t.copy = &copy_kernel;
     t.fill = &fill_kernel;
     t.unary = &unary_kernel;
+    t.unary_backward = &unary_backward_kernel;
     t.binary = &binary_kernel;
     t.compare = &compare_kernel;
     t.where = &where_kernel;

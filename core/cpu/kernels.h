@@ -8,6 +8,7 @@ namespace ember::cpu {
 void copy_kernel(const StridedLoop& loop);
 void fill_kernel(const StridedLoop& loop, Scalar value);
 void unary_kernel(UnaryOp op, const StridedLoop& loop, double a, double b);
+void unary_backward_kernel(UnaryOp op, const StridedLoop& loop, double a, double b);
 void binary_kernel(BinaryOp op, const StridedLoop& loop);
 void compare_kernel(CompareOp op, const StridedLoop& loop);
 void where_kernel(const StridedLoop& loop);

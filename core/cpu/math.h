@@ -78,6 +78,55 @@ inline C apply_unary(UnaryOp op, C x, double a, double b) {
   }
 }
 
+// d(op)/dx times the incoming gradient g, given the input x and the forward output y (whichever
+// is cheaper to use). Kept beside apply_unary so each formula sits next to its forward.
+template <typename C>
+inline C apply_unary_backward(UnaryOp op, C g, C x, C y, double a, double b) {
+  if constexpr (!std::is_floating_point_v<C>) {
+    return C(0);
+  } else {
+    switch (op) {
+      case UnaryOp::Neg: return -g;
+      case UnaryOp::Exp: return g * y;
+      case UnaryOp::Log: return g / x;
+      case UnaryOp::Log1p: return g / (C(1) + x);
+      case UnaryOp::Expm1: return g * (y + C(1));
+      case UnaryOp::Sqrt: return g / (C(2) * y);
+      case UnaryOp::Rsqrt: return C(-0.5) * g * y * y * y;
+      case UnaryOp::Abs: return x > C(0) ? g : (x < C(0) ? -g : C(0));
+      case UnaryOp::Sign: case UnaryOp::Floor: case UnaryOp::Ceil: case UnaryOp::Round: return C(0);
+      case UnaryOp::Relu: return y > C(0) ? g : C(0);
+      case UnaryOp::Gelu: {
+        const C cdf = C(0.5) * (C(1) + std::erf(x * C(0.70710678118654752440)));
+        const C pdf = std::exp(C(-0.5) * x * x) * C(0.39894228040143267794);  // 1 / sqrt(2 pi)
+        return g * (cdf + x * pdf);
+      }
+      case UnaryOp::GeluTanh: {
+        const C k = C(0.79788456080286535588), c = C(0.044715);
+        const C t = std::tanh(k * (x + c * x * x * x));
+        return g * (C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * k * (C(1) + C(3) * c * x * x));
+      }
+      case UnaryOp::Silu: {
+        const C s = sigmoid(x);
+        return g * s * (C(1) + x * (C(1) - s));
+      }
+      case UnaryOp::Sigmoid: return g * y * (C(1) - y);
+      case UnaryOp::Tanh: return g * (C(1) - y * y);
+      case UnaryOp::Clamp: return (x >= C(a) && x <= C(b)) ? g : C(0);
+      case UnaryOp::PowScalar:
+        if (a == 0.0) return C(0);
+        return g * C(a) * std::pow(x, C(a - 1.0));
+      case UnaryOp::LeakyRelu: return x > C(0) ? g : g * C(a);
+      case UnaryOp::Reciprocal: return -g * y * y;
+      case UnaryOp::Square: return C(2) * g * x;
+      case UnaryOp::Sin: return g * std::cos(x);
+      case UnaryOp::Cos: return -g * std::sin(x);
+      case UnaryOp::Erf: return g * C(1.12837916709551257390) * std::exp(-x * x);  // 2 / sqrt(pi)
+    }
+    return g;
+  }
+}
+
 template <typename C>
 inline C int_pow(C base, C exponent) {
   if constexpr (std::is_signed_v<C>) {

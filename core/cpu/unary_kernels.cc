@@ -41,6 +41,35 @@ void unary_for_type(UnaryOp op, const StridedLoop& loop, double a, double b) {
   }
 }
 
+template <typename T, UnaryOp Op>
+void unary_backward_typed(const StridedLoop& loop, double a, double b) {
+  using C = ComputeType<T>;
+  for_each_row(loop, kElementwiseGrain, [a, b](int64_t n, char* const* p, const int64_t* s) {
+    for (int64_t i = 0; i < n; ++i) {
+      C g = C(*reinterpret_cast<const T*>(p[1] + i * s[1]));
+      C x = C(*reinterpret_cast<const T*>(p[2] + i * s[2]));
+      C y = C(*reinterpret_cast<const T*>(p[3] + i * s[3]));
+      *reinterpret_cast<T*>(p[0] + i * s[0]) = static_cast<T>(apply_unary_backward<C>(Op, g, x, y, a, b));
+    }
+  });
+}
+
+template <typename T>
+void unary_backward_for_type(UnaryOp op, const StridedLoop& loop, double a, double b) {
+  switch (op) {
+#define EMBER_UNARY_CASE(NAME) \
+  case UnaryOp::NAME: return unary_backward_typed<T, UnaryOp::NAME>(loop, a, b);
+    EMBER_UNARY_CASE(Neg) EMBER_UNARY_CASE(Exp) EMBER_UNARY_CASE(Log) EMBER_UNARY_CASE(Log1p)
+    EMBER_UNARY_CASE(Expm1) EMBER_UNARY_CASE(Sqrt) EMBER_UNARY_CASE(Rsqrt) EMBER_UNARY_CASE(Abs)
+    EMBER_UNARY_CASE(Sign) EMBER_UNARY_CASE(Relu) EMBER_UNARY_CASE(Gelu) EMBER_UNARY_CASE(GeluTanh)
+    EMBER_UNARY_CASE(Silu) EMBER_UNARY_CASE(Sigmoid) EMBER_UNARY_CASE(Tanh) EMBER_UNARY_CASE(Clamp)
+    EMBER_UNARY_CASE(PowScalar) EMBER_UNARY_CASE(LeakyRelu) EMBER_UNARY_CASE(Reciprocal)
+    EMBER_UNARY_CASE(Square) EMBER_UNARY_CASE(Sin) EMBER_UNARY_CASE(Cos) EMBER_UNARY_CASE(Erf)
+    EMBER_UNARY_CASE(Floor) EMBER_UNARY_CASE(Ceil) EMBER_UNARY_CASE(Round)
+#undef EMBER_UNARY_CASE
+  }
+}
+
 template <typename T>
 void fill_typed(const StridedLoop& loop, T value) {
   for_each_row(loop, kElementwiseGrain, [value](int64_t n, char* const* p, const int64_t* s) {
@@ -57,6 +86,10 @@ void fill_typed(const StridedLoop& loop, T value) {
 
 void unary_kernel(UnaryOp op, const StridedLoop& loop, double a, double b) {
   EMBER_DISPATCH_ALL(loop.dtypes[0], unary_op_name(op), [&] { unary_for_type<scalar_t>(op, loop, a, b); });
+}
+
+void unary_backward_kernel(UnaryOp op, const StridedLoop& loop, double a, double b) {
+  EMBER_DISPATCH_FLOATING(loop.dtypes[0], unary_op_name(op), [&] { unary_backward_for_type<scalar_t>(op, loop, a, b); });
 }
 
 void fill_kernel(const StridedLoop& loop, Scalar value) {

@@ -1,0 +1,199 @@
+// The graph walk. Gradient buffers live in a per-call GraphTask; nodes are processed in order
+// of decreasing sequence number among the ready ones.
+#include "autograd/engine.h"
+
+#include <queue>
+#include <unordered_map>
+
+#include "autograd/node.h"
+#include "core/factory.h"
+#include "core/grad_mode.h"
+#include "core/ops.h"
+
+namespace ember::autograd {
+
+namespace {
+
+struct ReadyOrder {
+  bool operator()(Node* a, Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
+};
+
+// Where autograd::grad wants gradients captured instead of accumulated.
+struct Capture {
+  Node* node;
+  uint32_t input_nr;
+  size_t slot;
+};
+
+class GraphTask {
+ public:
+  GraphTask(bool retain_graph, std::vector<Capture> captures)
+      : retain_graph_(retain_graph), captures_(std::move(captures)), captured_(captures_.size()) {}
+
+  void run(const std::vector<Edge>& roots, std::vector<Tensor> root_grads) {
+    count_dependencies(roots);
+    for (size_t i = 0; i < roots.size(); ++i) {
+      if (!roots[i].valid()) continue;
+      add_gradient(roots[i], std::move(root_grads[i]));
+    }
+    std::priority_queue<Node*, std::vector<Node*>, ReadyOrder> ready;
+    for (const Edge& root : roots)
+      if (root.valid() && --dependencies_[root.function.get()] == 0) ready.push(root.function.get());
+    while (!ready.empty()) {
+      Node* node = ready.top();
+      ready.pop();
+      for (Node* next : evaluate(node))
+        if (--dependencies_[next] == 0) ready.push(next);
+    }
+  }
+
+  std::vector<Tensor>& captured() { return captured_; }
+
+ private:
+  void count_dependencies(const std::vector<Edge>& roots) {
+    std::vector<Node*> stack;
+    for (const Edge& root : roots) {
+      if (!root.valid()) continue;
+      Node* node = root.function.get();
+      if (dependencies_[node]++ == 0) stack.push_back(node);
+    }
+    while (!stack.empty()) {
+      Node* node = stack.back();
+      stack.pop_back();
+      for (const Edge& edge : node->next_edges()) {
+        if (!edge.valid()) continue;
+        if (dependencies_[edge.function.get()]++ == 0) stack.push_back(edge.function.get());
+      }
+    }
+  }
+
+  void add_gradient(const Edge& edge, Tensor grad) {
+    for (size_t i = 0; i < captures_.size(); ++i) {
+      if (captures_[i].node == edge.function.get() && captures_[i].input_nr == edge.input_nr) {
+        Tensor& slot = captured_[captures_[i].slot];
+        slot = slot.defined() ? slot + grad : grad;
+      }
+    }
+    auto& buffer = buffers_[edge.function.get()];
+    if (buffer.empty()) buffer.resize(edge.function->outputs().size());
+    Tensor& slot = buffer[edge.input_nr];
+    if (!grad.defined()) return;
+    slot = slot.defined() ? slot + grad : std::move(grad);
+  }
+
+  // Runs one node; returns the nodes whose dependency count must drop.
+  std::vector<Node*> evaluate(Node* node) {
+    std::vector<Tensor> grads = std::move(buffers_[node]);
+    buffers_.erase(node);
+    grads.resize(node->outputs().size());
+    std::vector<Node*> visited;
+    const bool is_accumulator = dynamic_cast<AccumulateGrad*>(node) != nullptr;
+    // autograd::grad returns gradients instead of writing any leaf's .grad.
+    if (is_accumulator && !accumulate_) return visited;
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (!grads[i].defined()) {
+        const OutputMeta& meta = node->outputs()[i];
+        grads[i] = zeros(meta.shape, TensorOptions(meta.dtype).device(meta.device));
+      }
+    }
+    for (const auto& hook : node->pre_hooks()) {
+      Tensor replaced = hook.hook(grads[hook.output_nr]);
+      if (replaced.defined()) grads[hook.output_nr] = replaced;
+    }
+    for (auto& [output_nr, weak] : node->retained()) {
+      if (auto impl = weak.lock()) {
+        Tensor retained(impl);
+        AutogradMeta& meta = retained.autograd_meta();
+        meta.grad = meta.grad.defined() ? meta.grad + grads[output_nr] : grads[output_nr].clone();
+      }
+    }
+    EMBER_CHECK(!node->released(), node->name(), ": trying to backward through the graph a second time (or directly "
+                "access saved tensors after they have already been freed). Saved intermediate values of the graph "
+                "are freed when you call backward(); specify retain_graph=true if you need to backward through the "
+                "graph a second time");
+    std::vector<Tensor> input_grads = node->apply(std::move(grads));
+    if (!retain_graph_ && !is_accumulator) {
+      node->release_saved();
+      node->mark_released();
+    }
+    auto& edges = node->next_edges();
+    EMBER_CHECK(input_grads.size() == edges.size() || is_accumulator, node->name(),
+                ": returned ", input_grads.size(), " gradients for ", edges.size(), " inputs");
+    for (size_t i = 0; i < edges.size(); ++i) {
+      if (!edges[i].valid()) continue;
+      if (i < input_grads.size()) add_gradient(edges[i], std::move(input_grads[i]));
+      visited.push_back(edges[i].function.get());
+    }
+    return visited;
+  }
+
+ public:
+  bool accumulate_ = true;
+
+ private:
+  bool retain_graph_;
+  std::vector<Capture> captures_;
+  std::vector<Tensor> captured_;
+  std::unordered_map<Node*, int64_t> dependencies_;
+  std::unordered_map<Node*, std::vector<Tensor>> buffers_;
+};
+
+std::vector<Tensor> root_gradients(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                                   const char* op) {
+  EMBER_CHECK(grads.empty() || grads.size() == roots.size(), op, ": got ", grads.size(), " gradients for ",
+              roots.size(), " outputs");
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& root = roots[i];
+    EMBER_CHECK(root.requires_grad(), op, ": element ", i, " of tensors does not require grad and does not have a "
+                "grad_fn");
+    Tensor g = grads.empty() ? Tensor() : grads[i];
+    if (!g.defined()) {
+      EMBER_CHECK(root.numel() == 1, op, ": grad can be implicitly created only for scalar outputs, got an output "
+                  "of shape ", shape_str(root.sizes()));
+      g = ones_like(root.detach());
+    } else {
+      EMBER_CHECK(g.sizes() == root.sizes(), op, ": mismatch in shape: grad_output[", i, "] has a shape of ",
+                  shape_str(g.sizes()), " and output[", i, "] has a shape of ", shape_str(root.sizes()));
+      g = g.detach();
+    }
+    out.push_back(g);
+  }
+  return out;
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
+  std::vector<Tensor> root_grads = root_gradients(roots, grads, "backward");
+  std::vector<Edge> edges;
+  for (const Tensor& root : roots) edges.push_back(gradient_edge(root));
+  NoGradGuard no_grad;
+  GraphTask task(retain_graph, {});
+  task.run(edges, std::move(root_grads));
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
+  std::vector<Tensor> root_grads = root_gradients(outputs, grad_outputs, "grad");
+  std::vector<Capture> captures;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    EMBER_CHECK(inputs[i].requires_grad(), "grad: input ", i, " does not require grad");
+    Edge edge = gradient_edge(inputs[i]);
+    captures.push_back({edge.function.get(), edge.input_nr, i});
+  }
+  std::vector<Edge> edges;
+  for (const Tensor& root : outputs) edges.push_back(gradient_edge(root));
+  NoGradGuard no_grad;
+  GraphTask task(retain_graph, std::move(captures));
+  task.accumulate_ = false;
+  task.run(edges, std::move(root_grads));
+  std::vector<Tensor> result = std::move(task.captured());
+  for (size_t i = 0; i < result.size(); ++i) {
+    EMBER_CHECK(result[i].defined() || allow_unused, "grad: one of the differentiated tensors (input ", i,
+                ") appears to not have been used in the graph; set allow_unused=true if this is the desired behavior");
+  }
+  return result;
+}
+
+}  // namespace ember::autograd

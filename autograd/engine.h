@@ -1,0 +1,23 @@
+// The backward engine: a dependency-counted walk over the graph from the roots, always running
+// the ready node created last (so gradients arrive in reverse order of the forward, which is
+// the order DDP's buckets expect). No recursion: a 10,000-op chain is fine. Each call runs in
+// the calling thread with its own bookkeeping, so threads may run independent passes at once.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember::autograd {
+
+// Accumulates d(roots)/d(leaf) into every reachable leaf's .grad. `grads` (one per root,
+// undefined = ones for a scalar root).
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads = {}, bool retain_graph = false);
+
+// Returns d(outputs)/d(inputs) without touching any .grad; an input no output depends on gets
+// an undefined tensor when allow_unused, an error otherwise.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
+                         bool allow_unused = false);
+
+}  // namespace ember::autograd

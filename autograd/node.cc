@@ -1,0 +1,63 @@
+// Node bookkeeping and the leaf accumulator.
+#include "autograd/node.h"
+
+#include "core/grad_mode.h"
+#include "core/ops.h"
+
+namespace ember::autograd {
+
+namespace {
+std::atomic<uint64_t> next_sequence_nr{0};
+std::mutex accumulator_creation;
+}  // namespace
+
+Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+
+AccumulateGrad::AccumulateGrad(Tensor leaf) : leaf_(std::move(leaf)) {}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
+  Tensor grad = std::move(grads[0]);
+  std::lock_guard<std::mutex> lock(mutex_);
+  AutogradMeta& meta = leaf_.autograd_meta();
+  for (auto& [id, hook] : meta.hooks) {
+    Tensor replaced = hook(grad);
+    if (replaced.defined()) grad = replaced;
+  }
+  NoGradGuard no_grad;
+  if (!meta.grad.defined()) {
+    // Take the incoming tensor only when nothing else can see its memory: a later accumulation
+    // writes into .grad in place.
+    bool exclusive = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1;
+    if (exclusive && grad.is_contiguous() && grad.dtype() == leaf_.dtype() && grad.storage_offset() == 0) {
+      meta.grad = grad;
+    } else {
+      meta.grad = grad.to(leaf_.dtype()).clone();
+    }
+  } else {
+    meta.grad.add_(grad);
+  }
+  for (auto& [id, hook] : meta.post_accumulate_hooks) hook(leaf_);
+  return {};
+}
+
+std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
+  std::lock_guard<std::mutex> lock(accumulator_creation);
+  AutogradMeta& meta = leaf.autograd_meta();
+  if (auto existing = meta.grad_accumulator.lock()) return existing;
+  auto accumulator = std::make_shared<AccumulateGrad>(leaf);
+  OutputMeta out{leaf.sizes(), leaf.dtype(), leaf.device()};
+  accumulator->outputs().push_back(out);
+  meta.grad_accumulator = accumulator;
+  return accumulator;
+}
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined()) return {};
+  const AutogradMeta* meta = t.autograd_meta_or_null();
+  if (meta == nullptr) return {};
+  if (meta->grad_fn) return {meta->grad_fn, meta->output_nr};
+  if (meta->requires_grad) return {grad_accumulator(t), 0};
+  return {};
+}
+
+}  // namespace ember::autograd

@@ -1,0 +1,94 @@
+// The autograd graph: a Node is the backward of one recorded op (a tensor's grad_fn). Edges
+// point from a node to the nodes that produced its inputs; leaves end in AccumulateGrad.
+//
+//   y = x * w             // records MulBackward with edges to x's and w's gradient sinks
+//   y.sum().backward();   // the engine walks the nodes in reverse creation order
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember::autograd {
+
+class Node;
+
+struct Edge {
+  std::shared_ptr<Node> function;
+  uint32_t input_nr = 0;  // which of function's gradient inputs this edge feeds
+  bool valid() const { return function != nullptr; }
+};
+
+// What a node's output looked like, so a missing gradient can become zeros of the right shape.
+struct OutputMeta {
+  Shape shape;
+  DType dtype = kFloat32;
+  Device device;
+};
+
+class Node : public std::enable_shared_from_this<Node> {
+ public:
+  Node();
+  virtual ~Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  virtual std::string name() const = 0;
+  // grads[i] is the gradient of output i (never undefined: the engine fills zeros). Returns one
+  // gradient per next edge, undefined where no gradient flows.
+  virtual std::vector<Tensor> apply(std::vector<Tensor>&& grads) = 0;
+  // Frees what apply() needs, after a backward without retain_graph.
+  virtual void release_saved() {}
+
+  uint64_t sequence_nr() const { return sequence_nr_; }
+  std::vector<Edge>& next_edges() { return next_edges_; }
+  std::vector<OutputMeta>& outputs() { return outputs_; }
+  bool released() const { return released_; }
+  void mark_released() { released_ = true; }
+
+  // Hooks on the gradient of one output (registered through a non-leaf tensor).
+  struct PreHook {
+    size_t id;
+    uint32_t output_nr;
+    TensorHook hook;
+  };
+  std::vector<PreHook>& pre_hooks() { return pre_hooks_; }
+  // Non-leaf tensors that asked for retain_grad(): their .grad is set when the gradient passes.
+  std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>>& retained() { return retained_; }
+
+ private:
+  uint64_t sequence_nr_;
+  std::vector<Edge> next_edges_;
+  std::vector<OutputMeta> outputs_;
+  std::vector<PreHook> pre_hooks_;
+  std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained_;
+  bool released_ = false;
+};
+
+// The sink of a leaf tensor: adds the incoming gradient to leaf.grad, running the leaf's tensor
+// hooks first and its post-accumulate hooks after. Thread-safe: two backward passes (e.g. two
+// DataParallel replicas sharing an input) may accumulate into one leaf.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(Tensor leaf);
+  std::string name() const override { return "AccumulateGrad"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
+  const Tensor& leaf() const { return leaf_; }
+
+ private:
+  Tensor leaf_;
+  std::mutex mutex_;
+};
+
+// The edge a gradient for `t` must take: its grad_fn, its leaf accumulator, or none.
+Edge gradient_edge(const Tensor& t);
+// The AccumulateGrad of a leaf that requires grad, created on first use.
+std::shared_ptr<Node> grad_accumulator(const Tensor& leaf);
+
+}  // namespace ember::autograd

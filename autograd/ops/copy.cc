@@ -1,0 +1,65 @@
+// Gradients of dtype/device conversion and clone, and the rebasing of in-place ops.
+#include "autograd/function.h"
+#include "autograd/ops/ops.h"
+#include "core/grad_mode.h"
+#include "core/ops.h"
+
+namespace ember::autograd {
+
+namespace {
+
+class ConvertBackward final : public Node {
+ public:
+  ConvertBackward(DType dtype, Device device, bool is_clone) : dtype_(dtype), device_(device), is_clone_(is_clone) {}
+  std::string name() const override { return is_clone_ ? "CloneBackward0" : "ToCopyBackward0"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    return {grads[0].to(dtype_).to(device_)};
+  }
+
+ private:
+  DType dtype_;
+  Device device_;
+  bool is_clone_;
+};
+
+}  // namespace
+
+Tensor convert(const Tensor& x, DType dtype, Device device) {
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    y = ember::to_device(ember::to_dtype(x, dtype), device);
+  }
+  auto node = std::make_shared<ConvertBackward>(x.dtype(), x.device(), false);
+  connect(node, {&x});
+  return attach(node, y);
+}
+
+Tensor clone(const Tensor& x) {
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    y = ember::clone(x);
+  }
+  auto node = std::make_shared<ConvertBackward>(x.dtype(), x.device(), true);
+  connect(node, {&x});
+  return attach(node, y);
+}
+
+void rebase_inplace(const Tensor& self, const Tensor& result, const char* op) {
+  EMBER_CHECK(!(self.is_leaf() && self.requires_grad()), op, ": a leaf Variable that requires grad is being used in "
+              "an in-place operation (wrap parameter updates in NoGradGuard)");
+  EMBER_CHECK(!self.unsafe_impl()->is_view, op, ": in-place operation on a view of a tensor that takes part in "
+              "autograd is not supported; use the out-of-place form (e.g. x = x.", op, "...) instead");
+  {
+    NoGradGuard no_grad;
+    copy_into(self, result);
+  }
+  self.bump_version();
+  AutogradMeta& meta = self.autograd_meta();
+  const AutogradMeta* from = result.autograd_meta_or_null();
+  meta.grad_fn = from ? from->grad_fn : nullptr;
+  meta.output_nr = from ? from->output_nr : 0;
+}
+
+}  // namespace ember::autograd
