@@ -8,13 +8,13 @@ namespace ember::autograd {
 void connect(const std::shared_ptr<Node>& node, std::initializer_list<const Tensor*> inputs) {
   auto& edges = node->next_edges();
   edges.clear();
-  for (const Tensor* t : inputs) edges.push_back(t && t->requires_grad() ? gradient_edge(*t) : Edge{});
+  for (const Tensor* t : inputs) edges.push_back(t && t->defined() && t->requires_grad() ? gradient_edge(*t) : Edge{});
 }
 
 void connect(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs) {
   auto& edges = node->next_edges();
   edges.clear();
-  for (const Tensor& t : inputs) edges.push_back(t.requires_grad() ? gradient_edge(t) : Edge{});
+  for (const Tensor& t : inputs) edges.push_back(t.defined() && t.requires_grad() ? gradient_edge(t) : Edge{});
 }
 
 std::vector<Tensor> attach(const std::shared_ptr<Node>& node, std::vector<Tensor> outputs) {

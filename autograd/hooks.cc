@@ -26,7 +26,7 @@ class EngineHooks final : public AutogradHooks {
   Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) override { return autograd::cat(tensors, dim); }
   Tensor bmm(const Tensor& a, const Tensor& b) override { return autograd::bmm(a, b); }
   Tensor convert(const Tensor& x, DType dtype, Device device) override { return autograd::convert(x, dtype, device); }
-  Tensor clone(const Tensor& x) override { return autograd::clone(x); }
+  Tensor clone(const Tensor& x, bool contiguous) override { return autograd::clone(x, contiguous); }
   void rebase_inplace(const Tensor& self, const Tensor& result, const char* op) override {
     autograd::rebase_inplace(self, result, op);
   }

@@ -28,7 +28,7 @@ class AutogradHooks {
   virtual Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) = 0;
   virtual Tensor bmm(const Tensor& a, const Tensor& b) = 0;
   virtual Tensor convert(const Tensor& x, DType dtype, Device device) = 0;
-  virtual Tensor clone(const Tensor& x) = 0;
+  virtual Tensor clone(const Tensor& x, bool contiguous) = 0;
   // In-place op on `self` while grad mode is on and self or an input requires grad:
   // `out_of_place` is the recorded result whose value and history `self` takes over.
   virtual void rebase_inplace(const Tensor& self, const Tensor& out_of_place, const char* op) = 0;

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 #include "core/device.h"
 #include "core/loop.h"
 #include "core/op_kinds.h"
 #include "core/scalar.h"
 #include "core/storage.h"
+#include "core/tensor.h"
 
 namespace ember {
 
@@ -38,6 +40,24 @@ struct PhiloxState {
   uint64_t offset = 0;
 };
 
+// Convolution geometry, NCHW semantics: input [N, C, H, W], weight [O, C / groups, KH, KW].
+struct ConvParams {
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t groups = 1;
+};
+
+// Pooling geometry; out_h/out_w are resolved by the op (ceil_mode applied) before the kernel runs.
+struct PoolParams {
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+  bool count_include_pad = true;  // avg pooling: divide by the full window
+  int64_t out_h = 0, out_w = 0;
+};
+
 struct KernelTable {
   const char* name = "?";
   Allocator* (*allocator)(int device_index) = nullptr;
@@ -57,6 +77,44 @@ struct KernelTable {
   // Bernoulli(p = a), RandInt [a, b).
   void (*random)(RandomKind kind, void* data, DType dtype, int64_t numel, PhiloxState state, double a,
                  double b) = nullptr;
+  // ---- neural-net primitives. Tensors may have any strides (NCHW or channels-last); a kernel
+  // returns its outputs in the layout it prefers. ----
+  Tensor (*conv2d)(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvParams& p) = nullptr;
+  Tensor (*conv2d_backward_input)(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,
+                                  const ConvParams& p) = nullptr;
+  // (grad_weight, grad_bias); grad_bias only when want_bias.
+  std::pair<Tensor, Tensor> (*conv2d_backward_weight)(const Tensor& grad_output, const Tensor& input,
+                                                      const Shape& weight_shape, bool want_bias,
+                                                      const ConvParams& p) = nullptr;
+  // (output, int64 indices into each H*W plane, as PyTorch returns them).
+  std::pair<Tensor, Tensor> (*max_pool2d)(const Tensor& input, const PoolParams& p) = nullptr;
+  Tensor (*max_pool2d_backward)(const Tensor& grad_output, const Tensor& indices, const Shape& input_shape,
+                                const PoolParams& p) = nullptr;
+  Tensor (*avg_pool2d)(const Tensor& input, const PoolParams& p) = nullptr;
+  Tensor (*avg_pool2d_backward)(const Tensor& grad_output, const Shape& input_shape, const PoolParams& p) = nullptr;
+  Tensor (*adaptive_avg_pool2d)(const Tensor& input, int64_t out_h, int64_t out_w) = nullptr;
+  Tensor (*adaptive_avg_pool2d_backward)(const Tensor& grad_output, const Shape& input_shape) = nullptr;
+  // Batch norm over dim 1 of [N, C, *]. stats: per-channel (mean, biased variance) in float32
+  // or float64 (the input's floating type, at least float32).
+  std::pair<Tensor, Tensor> (*batch_norm_stats)(const Tensor& input) = nullptr;
+  // y = (x - mean) * invstd * weight + bias; weight/bias may be undefined (1 and 0).
+  Tensor (*batch_norm_apply)(const Tensor& input, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                             const Tensor& bias) = nullptr;
+  // Per-channel (sum of dy, sum of dy * (x - mean)): the reductions of the backward, kept apart
+  // so SyncBatchNorm can all-reduce them between ranks.
+  std::pair<Tensor, Tensor> (*batch_norm_backward_reduce)(const Tensor& grad_output, const Tensor& input,
+                                                          const Tensor& mean) = nullptr;
+  // dx = (dy - sum_dy / count - (x - mean) * invstd^2 * sum_dy_xmu / count) * invstd * weight.
+  Tensor (*batch_norm_backward_input)(const Tensor& grad_output, const Tensor& input, const Tensor& mean,
+                                      const Tensor& invstd, const Tensor& weight, const Tensor& sum_dy,
+                                      const Tensor& sum_dy_xmu, int64_t count) = nullptr;
+  // Softmax (or log-softmax when log) along dim, and its backward from the forward output.
+  Tensor (*softmax)(const Tensor& input, int64_t dim, bool log) = nullptr;
+  Tensor (*softmax_backward)(const Tensor& grad_output, const Tensor& output, int64_t dim, bool log) = nullptr;
+  // out[i][j] = input[i][index[i][j]] along dim (PyTorch's gather), and its adjoint: out[...index...] += src.
+  void (*gather)(const Tensor& out, const Tensor& input, int64_t dim, const Tensor& index) = nullptr;
+  void (*scatter_add)(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) = nullptr;
+
   // Copies nbytes between devices of this backend's type and the CPU (either direction).
   void (*memcpy_device)(void* dst, Device dst_device, const void* src, Device src_device,
                         size_t nbytes) = nullptr;

@@ -34,10 +34,19 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   if (!staged_dst.is_same(dst)) copy_into(dst, staged_dst);
 }
 
+namespace {
+// A destination for a conversion of x: x's dense layout is kept, like PyTorch's preserve_format.
+Tensor converted_like(const Tensor& x, DType dtype, Device device) {
+  TensorOptions options = TensorOptions(dtype).device(device);
+  if (!x.is_contiguous() && is_dense(x)) return empty_strided(x.sizes(), x.strides(), options);
+  return empty(x.sizes(), options);
+}
+}  // namespace
+
 Tensor to_dtype(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   if (needs_grad({&x}) && is_floating(dtype)) return autograd_hooks()->convert(x, dtype, x.device());
-  Tensor out = empty(x.sizes(), TensorOptions(dtype).device(x.device()));
+  Tensor out = converted_like(x, dtype, x.device());
   copy_into(out, x);
   return out;
 }
@@ -45,14 +54,14 @@ Tensor to_dtype(const Tensor& x, DType dtype) {
 Tensor to_device(const Tensor& x, Device device) {
   if (x.device() == device) return x;
   if (needs_grad({&x})) return autograd_hooks()->convert(x, x.dtype(), device);
-  Tensor out = empty(x.sizes(), TensorOptions(x.dtype()).device(device));
+  Tensor out = converted_like(x, x.dtype(), device);
   copy_into(out, x);
   return out;
 }
 
-Tensor clone(const Tensor& x) {
-  if (needs_grad({&x})) return autograd_hooks()->clone(x);
-  Tensor out = empty(x.sizes(), x.options());
+Tensor clone(const Tensor& x, bool contiguous) {
+  if (needs_grad({&x})) return autograd_hooks()->clone(x, contiguous);
+  Tensor out = contiguous ? empty(x.sizes(), x.options()) : empty_like(x);
   copy_into(out, x);
   return out;
 }

@@ -60,6 +60,20 @@ bool floating_only(UnaryOp op) {
   }
 }
 
+// An output for an elementwise op: it takes the layout of `like` (e.g. channels-last) when
+// `like` already has the output's shape and is dense, as PyTorch does.
+Tensor alloc_output(const Shape& shape, const TensorOptions& options, const Tensor& like) {
+  if (like.defined() && like.sizes() == shape && !like.is_contiguous() && is_dense(like))
+    return empty_strided(shape, like.strides(), options);
+  return empty(shape, options);
+}
+
+Tensor pick_layout(const Tensor& a, const Tensor& b, const Shape& shape) {
+  if (a.sizes() == shape && !a.is_contiguous() && is_dense(a)) return a;
+  if (b.sizes() == shape && !b.is_contiguous() && is_dense(b)) return b;
+  return Tensor();
+}
+
 }  // namespace
 
 DType result_type(const Tensor& a, const Tensor& b) {
@@ -88,7 +102,7 @@ Tensor unary(UnaryOp op, const Tensor& x, double a, double b) {
               ": expected a numeric tensor, got dtype bool");
   DType dtype = (floating_only(op) && !is_floating(x.dtype())) ? kFloat32 : x.dtype();
   Tensor input = x.dtype() == dtype ? x : x.to(dtype);
-  Tensor out = empty(x.sizes(), TensorOptions(dtype).device(x.device()));
+  Tensor out = alloc_output(x.sizes(), TensorOptions(dtype).device(x.device()), x);
   if (out.numel() == 0) return out;
   StridedLoop loop = make_loop({&out, &input}, name);
   kernels_for(x.device(), name).unary(op, loop, a, b);
@@ -97,7 +111,7 @@ Tensor unary(UnaryOp op, const Tensor& x, double a, double b) {
 
 Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y, double a, double b) {
   const char* name = unary_op_name(op);
-  Tensor out = empty(grad.sizes(), grad.options());
+  Tensor out = alloc_output(grad.sizes(), grad.options(), grad);
   if (out.numel() == 0) return out;
   Tensor gx = x.to(grad.dtype()).expand(grad.sizes()), gy = y.to(grad.dtype()).expand(grad.sizes());
   StridedLoop loop = make_loop({&out, &grad, &gx, &gy}, name);
@@ -126,7 +140,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
                   op == BinaryOp::Add,
               name, ": not supported for bool tensors");
   Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
-  Tensor out = empty(shape, TensorOptions(dtype).device(a.device()));
+  Tensor out = alloc_output(shape, TensorOptions(dtype).device(a.device()), pick_layout(a, b, shape));
   binary_into(op, out, a, b);
   return out;
 }

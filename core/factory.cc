@@ -2,6 +2,7 @@
 #include "core/factory.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 
 #include "core/backend.h"
@@ -34,7 +35,41 @@ Tensor full(const Shape& shape, Scalar value, const TensorOptions& options) {
 
 Tensor zeros(const Shape& shape, const TensorOptions& options) { return full(shape, 0, options); }
 Tensor ones(const Shape& shape, const TensorOptions& options) { return full(shape, 1, options); }
-Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.options()); }
+Tensor empty_strided(const Shape& shape, const Shape& strides, const TensorOptions& options) {
+  EMBER_CHECK(shape.size() == strides.size(), "empty_strided: ", shape.size(), " sizes but ", strides.size(),
+              " strides");
+  int64_t extent = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    EMBER_CHECK(shape[d] >= 0 && strides[d] >= 0, "empty_strided: negative size or stride in ", shape_str(shape),
+                " / ", shape_str(strides));
+    if (shape[d] == 0) extent = 0;
+    else if (extent > 0) extent = std::max<int64_t>(extent, (shape[d] - 1) * strides[d] + 1);
+  }
+  Tensor flat = empty({extent}, options.requires_grad(false));
+  auto impl = std::make_shared<TensorImpl>(flat.storage(), shape, strides, 0, options.dtype());
+  Tensor t(std::move(impl));
+  if (options.requires_grad()) t.requires_grad_(true);
+  return t;
+}
+
+bool is_dense(const Tensor& t) {
+  // Sort dims by stride; dense when each stride equals the product of the sizes inside it.
+  std::vector<int64_t> order;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) != 1) order.push_back(d);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return t.stride(a) < t.stride(b); });
+  int64_t expected = 1;
+  for (int64_t d : order) {
+    if (t.stride(d) != expected) return false;
+    expected *= t.size(d);
+  }
+  return true;
+}
+
+Tensor empty_like(const Tensor& t) {
+  if (t.is_contiguous() || !is_dense(t)) return empty(t.sizes(), t.options());
+  return empty_strided(t.sizes(), t.strides(), t.options());
+}
 Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.options()); }
 Tensor ones_like(const Tensor& t) { return ones(t.sizes(), t.options()); }
 Tensor full_like(const Tensor& t, Scalar value) { return full(t.sizes(), value, t.options()); }

@@ -17,7 +17,12 @@ Tensor empty(const Shape& shape, const TensorOptions& options = {});
 Tensor zeros(const Shape& shape, const TensorOptions& options = {});
 Tensor ones(const Shape& shape, const TensorOptions& options = {});
 Tensor full(const Shape& shape, Scalar value, const TensorOptions& options = {});
+// Same shape and options; keeps t's memory layout when t is dense (e.g. channels-last).
 Tensor empty_like(const Tensor& t);
+// A dense tensor with the given strides' ordering (strides must describe a dense layout).
+Tensor empty_strided(const Shape& shape, const Shape& strides, const TensorOptions& options = {});
+// True when t's elements exactly fill a block of memory in some dimension order.
+bool is_dense(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, Scalar value);

@@ -186,6 +186,7 @@ class Tensor {
   Tensor le(const Tensor& other) const;
   Tensor gt(const Tensor& other) const;
   Tensor ge(const Tensor& other) const;
+  Tensor logical_not() const;  // bool result: true where the element is zero / false
   Tensor matmul(const Tensor& other) const;
 
   // ---- reductions (dims empty = all dims) ----
@@ -290,5 +291,6 @@ Tensor operator<(const Tensor& a, const Tensor& b);
 Tensor operator<=(const Tensor& a, const Tensor& b);
 Tensor operator>(const Tensor& a, const Tensor& b);
 Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator~(const Tensor& a);  // logical_not, for bool masks
 
 }  // namespace ember

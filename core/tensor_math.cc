@@ -51,6 +51,7 @@ Tensor Tensor::lt(const Tensor& other) const { return compare(CompareOp::Lt, *th
 Tensor Tensor::le(const Tensor& other) const { return compare(CompareOp::Le, *this, other); }
 Tensor Tensor::gt(const Tensor& other) const { return compare(CompareOp::Gt, *this, other); }
 Tensor Tensor::ge(const Tensor& other) const { return compare(CompareOp::Ge, *this, other); }
+Tensor Tensor::logical_not() const { return compare(CompareOp::Eq, *this, scalar_tensor(0, dtype(), device())); }
 
 Tensor Tensor::sum(const std::vector<int64_t>& dims, bool keepdim) const { return ember::sum(*this, dims, keepdim); }
 Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const { return ember::mean(*this, dims, keepdim); }
@@ -105,5 +106,6 @@ Tensor operator<(const Tensor& a, const Tensor& b) { return compare(CompareOp::L
 Tensor operator<=(const Tensor& a, const Tensor& b) { return compare(CompareOp::Le, a, b); }
 Tensor operator>(const Tensor& a, const Tensor& b) { return compare(CompareOp::Gt, a, b); }
 Tensor operator>=(const Tensor& a, const Tensor& b) { return compare(CompareOp::Ge, a, b); }
+Tensor operator~(const Tensor& a) { return a.logical_not(); }
 
 }  // namespace ember

@@ -143,7 +143,7 @@ Tensor Tensor::reshape(const Shape& shape) const {
     spec.shape = resolved;
     return make_view(*this, spec);
   }
-  return clone().view(resolved);
+  return ember::clone(*this, true).view(resolved);
 }
 
 Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
@@ -294,7 +294,7 @@ Tensor Tensor::unflatten(int64_t dim_in, const Shape& parts) const {
   return view(shape);
 }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : ember::clone(*this, true); }
 
 std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim_in) const {
   int64_t d = wrap_dim(dim_in, dim(), "split");

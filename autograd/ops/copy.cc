@@ -35,11 +35,11 @@ Tensor convert(const Tensor& x, DType dtype, Device device) {
   return attach(node, y);
 }
 
-Tensor clone(const Tensor& x) {
+Tensor clone(const Tensor& x, bool contiguous) {
   Tensor y;
   {
     NoGradGuard no_grad;
-    y = ember::clone(x);
+    y = ember::clone(x, contiguous);
   }
   auto node = std::make_shared<ConvertBackward>(x.dtype(), x.device(), true);
   connect(node, {&x});

@@ -20,7 +20,7 @@ Tensor view(const Tensor& x, const ViewSpec& spec);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
 Tensor bmm(const Tensor& a, const Tensor& b);
 Tensor convert(const Tensor& x, DType dtype, Device device);
-Tensor clone(const Tensor& x);
+Tensor clone(const Tensor& x, bool contiguous);
 void rebase_inplace(const Tensor& self, const Tensor& result, const char* op);
 
 }  // namespace ember::autograd

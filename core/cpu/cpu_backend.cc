@@ -1,5 +1,7 @@
 // Registers the CPU kernel table at start-up (this library is alwayslink).
+#include "core/cpu/conv_reference.h"
 #include "core/cpu/kernels.h"
+#include "core/cpu/nn_kernels.h"
 
 namespace ember::cpu {
 
@@ -21,6 +23,23 @@ const KernelTable& cpu_table() {
     t.arg_reduce = &arg_reduce_kernel;
     t.gemm = &gemm_kernel;
     t.random = &random_kernel;
+    t.conv2d = &reference::conv2d;
+    t.conv2d_backward_input = &reference::conv2d_backward_input;
+    t.conv2d_backward_weight = &reference::conv2d_backward_weight;
+    t.max_pool2d = &max_pool2d_kernel;
+    t.max_pool2d_backward = &max_pool2d_backward_kernel;
+    t.avg_pool2d = &avg_pool2d_kernel;
+    t.avg_pool2d_backward = &avg_pool2d_backward_kernel;
+    t.adaptive_avg_pool2d = &adaptive_avg_pool2d_kernel;
+    t.adaptive_avg_pool2d_backward = &adaptive_avg_pool2d_backward_kernel;
+    t.batch_norm_stats = &batch_norm_stats_kernel;
+    t.batch_norm_apply = &batch_norm_apply_kernel;
+    t.batch_norm_backward_reduce = &batch_norm_backward_reduce_kernel;
+    t.batch_norm_backward_input = &batch_norm_backward_input_kernel;
+    t.softmax = &softmax_kernel;
+    t.softmax_backward = &softmax_backward_kernel;
+    t.gather = &gather_kernel;
+    t.scatter_add = &scatter_add_kernel;
     return t;
   }();
   return table;

@@ -59,7 +59,9 @@ class Pool {
  private:
   void start(int threads) {
     shutdown_ = false;
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker(i); });
+    // The generation is read here, not in the thread: a run may start before the thread does.
+    const uint64_t generation = generation_.load(std::memory_order_acquire);
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i, generation] { worker(i, generation); });
   }
 
   void stop() {
@@ -89,8 +91,7 @@ class Pool {
     inside_task = was_inside;
   }
 
-  void worker(int index) {
-    uint64_t seen = generation_.load(std::memory_order_acquire);
+  void worker(int index, uint64_t seen) {
     while (true) {
       uint64_t now = seen;
       for (int spin = 0; spin < 20000; ++spin) {

@@ -1,0 +1,105 @@
+// batch_norm: statistics, normalisation, running-stat update, and a backward built from the
+// backend's two backward halves (per-channel reductions, then the input gradient).
+#include "autograd/function.h"
+#include "autograd/functional.h"
+#include "autograd/saved.h"
+#include "core/autograd_hooks.h"
+#include "core/backend.h"
+#include "core/factory.h"
+#include "core/grad_mode.h"
+#include "core/ops.h"
+
+namespace ember {
+
+namespace autograd {
+namespace {
+
+class BatchNormBackward final : public Node {
+ public:
+  BatchNormBackward(const Tensor& input, const Tensor& mean, const Tensor& invstd, const Tensor& weight, bool training,
+                    int64_t count)
+      : input_(input), mean_(mean), invstd_(invstd), weight_(weight), training_(training), count_(count),
+        weight_dtype_(weight.defined() ? weight.dtype() : input.dtype()) {}
+  std::string name() const override { return "NativeBatchNormBackward0"; }
+
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    const Tensor& g = grads[0];
+    const Tensor& x = input_.unpack(name());
+    const Tensor& mean = mean_.unpack(name());
+    const Tensor& invstd = invstd_.unpack(name());
+    const Tensor& weight = weight_.unpack(name());
+    const KernelTable& k = kernels_for(g.device(), "batch_norm backward");
+    auto [sum_dy, sum_dy_xmu] = k.batch_norm_backward_reduce(g, x, mean);
+    Tensor grad_input, grad_weight, grad_bias;
+    if (needs_input_grad(*this, 0)) {
+      // In evaluation the statistics are constants: only the affine scale reaches the input.
+      Tensor zero = zeros_like(sum_dy);
+      grad_input = k.batch_norm_backward_input(g, x, mean, invstd, weight, training_ ? sum_dy : zero,
+                                               training_ ? sum_dy_xmu : zero, count_);
+    }
+    if (needs_input_grad(*this, 1)) grad_weight = (sum_dy_xmu * invstd).to(weight_dtype_);
+    if (needs_input_grad(*this, 2)) grad_bias = sum_dy.to(weight_dtype_);
+    return {grad_input, grad_weight, grad_bias};
+  }
+
+  void release_saved() override {
+    input_.reset();
+    mean_.reset();
+    invstd_.reset();
+    weight_.reset();
+  }
+
+ private:
+  SavedTensor input_, mean_, invstd_, weight_;
+  bool training_;
+  int64_t count_;
+  DType weight_dtype_;
+};
+
+}  // namespace
+}  // namespace autograd
+
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  EMBER_CHECK(input.dim() >= 2, "batch_norm: expected input of at least 2 dims [N, C, ...], got ",
+              shape_str(input.sizes()));
+  EMBER_CHECK(is_floating(input.dtype()), "batch_norm: expected a floating input, got ", dtype_name(input.dtype()));
+  const int64_t channels = input.size(1);
+  for (const Tensor* t : {&running_mean, &running_var, &weight, &bias}) {
+    if (!t->defined()) continue;
+    EMBER_CHECK(t->dim() == 1 && t->size(0) == channels, "batch_norm: expected per-channel tensors of shape [",
+                channels, "] for input ", shape_str(input.sizes()), ", got ", shape_str(t->sizes()));
+  }
+  EMBER_CHECK(training || (running_mean.defined() && running_var.defined()),
+              "batch_norm: running_mean and running_var must be defined in evaluation mode");
+  const int64_t count = input.numel() / std::max<int64_t>(1, channels);
+  EMBER_CHECK(!training || count > 1, "batch_norm: expected more than 1 value per channel when training, got input "
+              "size ", shape_str(input.sizes()));
+  const KernelTable& k = kernels_for(input.device(), "batch_norm");
+  Tensor mean, invstd, out;
+  {
+    NoGradGuard no_grad;
+    if (training) {
+      auto [batch_mean, batch_var] = k.batch_norm_stats(input);
+      mean = batch_mean;
+      invstd = (batch_var + eps).rsqrt();
+      if (running_mean.defined()) {
+        Tensor m = running_mean, v = running_var;  // updated in place: they are the module's buffers
+        m.mul_(1.0 - momentum).add_(batch_mean.to(m.dtype()), momentum);
+        double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
+        v.mul_(1.0 - momentum).add_(batch_var.to(v.dtype()), momentum * unbias);
+      }
+    } else {
+      DType ct = input.dtype() == kFloat64 ? kFloat64 : kFloat32;
+      mean = running_mean.to(ct);
+      invstd = (running_var.to(ct) + eps).rsqrt();
+    }
+    out = k.batch_norm_apply(input, mean, invstd, weight, bias);
+  }
+  if (!needs_grad({&input, &weight, &bias})) return out;
+  auto node = std::make_shared<autograd::BatchNormBackward>(input, mean, invstd, weight, training, count);
+  autograd::connect(node, {&input, &weight, &bias});
+  return autograd::attach(node, out);
+}
+
+}  // namespace ember

@@ -1,0 +1,242 @@
+// CPU batch norm over dim 1 of [N, C, *]: statistics, the affine apply, and the two halves of
+// the backward (per-channel reductions, then the elementwise input gradient). Works on NCHW
+// contiguous data ([N, C, S]) and on channels-last data ([N*S, C]) without a layout copy.
+#include <cmath>
+#include <vector>
+
+#include "core/cpu/nn_kernels.h"
+#include "core/cpu/thread_pool.h"
+#include "core/factory.h"
+#include "core/grad_mode.h"
+#include "core/ops.h"
+
+namespace ember::cpu {
+
+namespace {
+
+// How the [N, C, S] view of a tensor is laid out in memory.
+struct Layout {
+  bool channels_last = false;  // element (n, c, s) at (n*S + s)*C + c, else (n*C + c)*S + s
+  int64_t n = 1, c = 1, s = 1;
+};
+
+bool is_channels_last(const Tensor& t) {
+  if (t.dim() < 3 || t.stride(1) != 1) return false;
+  return is_dense(t);
+}
+
+// Makes `t` contiguous or channels-last dense (matching `like` when given) and describes it.
+Tensor normalise_layout(const Tensor& t, const Tensor* like, Layout* layout) {
+  Tensor out = t;
+  bool want_cl = like ? is_channels_last(*like) : is_channels_last(t);
+  if (want_cl) {
+    if (!(is_channels_last(t) && (!like || t.strides() == like->strides()))) {
+      out = like ? empty_like(*like) : empty_strided(t.sizes(), contiguous_strides(t.sizes()), t.options());
+      copy_into(out, t);
+    }
+  } else if (!t.is_contiguous()) {
+    out = t.contiguous();
+  }
+  layout->channels_last = want_cl;
+  layout->n = t.size(0);
+  layout->c = t.size(1);
+  layout->s = t.numel() / std::max<int64_t>(1, layout->n * layout->c);
+  return out;
+}
+
+DType compute_dtype(DType d) { return d == kFloat64 ? kFloat64 : kFloat32; }
+
+// Calls visit(channel, pointer to a contiguous run, run length, run stride in elements) for
+// every run of one channel; channels-last runs have stride C.
+template <typename T, typename Visit>
+void for_channel_runs(const Layout& l, T* data, int64_t channel, Visit visit) {
+  if (l.channels_last) {
+    visit(data + channel, l.n * l.s, l.c);
+  } else {
+    for (int64_t b = 0; b < l.n; ++b) visit(data + (b * l.c + channel) * l.s, l.s, 1);
+  }
+}
+
+template <typename T>
+std::pair<Tensor, Tensor> stats_typed(const Tensor& x, const Layout& l) {
+  Tensor mean = empty({l.c}, x.options()), var = empty({l.c}, x.options());
+  T* m = mean.data_ptr<T>();
+  T* v = var.data_ptr<T>();
+  const T* data = x.data_ptr<T>();
+  const double count = static_cast<double>(l.n * l.s);
+  parallel_for(0, l.c, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c) {
+      // Shifted sums (by the channel's first value) keep E[x^2] - E[x]^2 free of cancellation.
+      const T shift = count > 0 ? data[l.channels_last ? c : c * l.s] : T(0);
+      double sum = 0, sum_sq = 0;
+      for_channel_runs(l, data, c, [&](const T* run, int64_t len, int64_t stride) {
+        for (int64_t i = 0; i < len; ++i) {
+          double d = static_cast<double>(run[i * stride] - shift);
+          sum += d;
+          sum_sq += d * d;
+        }
+      });
+      double mu = count > 0 ? sum / count : 0.0;
+      m[c] = static_cast<T>(mu + shift);
+      v[c] = static_cast<T>(count > 0 ? std::max(0.0, sum_sq / count - mu * mu) : NAN);
+    }
+  });
+  return {mean, var};
+}
+
+template <typename T>
+Tensor apply_typed(const Tensor& x, const Layout& l, const T* mean, const T* invstd, const T* weight, const T* bias) {
+  Tensor y = empty_like(x);
+  std::vector<T> scale(l.c), shift(l.c);
+  for (int64_t c = 0; c < l.c; ++c) {
+    scale[c] = invstd[c] * (weight ? weight[c] : T(1));
+    shift[c] = (bias ? bias[c] : T(0)) - mean[c] * scale[c];
+  }
+  const T* in = x.data_ptr<T>();
+  T* out = y.data_ptr<T>();
+  if (l.channels_last) {
+    parallel_for(0, l.n * l.s, std::max<int64_t>(1, 16384 / l.c), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r)
+        for (int64_t c = 0; c < l.c; ++c) out[r * l.c + c] = in[r * l.c + c] * scale[c] + shift[c];
+    });
+  } else {
+    parallel_for(0, l.n * l.c, std::max<int64_t>(1, 16384 / l.s), [&](int64_t lo, int64_t hi) {
+      for (int64_t plane = lo; plane < hi; ++plane) {
+        const T a = scale[plane % l.c], b = shift[plane % l.c];
+        for (int64_t i = 0; i < l.s; ++i) out[plane * l.s + i] = in[plane * l.s + i] * a + b;
+      }
+    });
+  }
+  return y;
+}
+
+template <typename T>
+std::pair<Tensor, Tensor> backward_reduce_typed(const Tensor& dy, const Tensor& x, const Layout& l, const T* mean) {
+  Tensor sum_dy = empty({l.c}, x.options()), sum_dy_xmu = empty({l.c}, x.options());
+  T* a = sum_dy.data_ptr<T>();
+  T* b = sum_dy_xmu.data_ptr<T>();
+  const T* g = dy.data_ptr<T>();
+  const T* in = x.data_ptr<T>();
+  parallel_for(0, l.c, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c) {
+      double s1 = 0, s2 = 0;
+      const T mu = mean[c];
+      // dy and x share a layout, so the same offsets address both.
+      for_channel_runs(l, in, c, [&](const T* run, int64_t len, int64_t stride) {
+        const T* grun = g + (run - in);
+        for (int64_t i = 0; i < len; ++i) {
+          double gi = static_cast<double>(grun[i * stride]);
+          s1 += gi;
+          s2 += gi * static_cast<double>(run[i * stride] - mu);
+        }
+      });
+      a[c] = static_cast<T>(s1);
+      b[c] = static_cast<T>(s2);
+    }
+  });
+  return {sum_dy, sum_dy_xmu};
+}
+
+template <typename T>
+Tensor backward_input_typed(const Tensor& dy, const Tensor& x, const Layout& l, const T* mean, const T* invstd,
+                            const T* weight, const T* sum_dy, const T* sum_dy_xmu, int64_t count) {
+  Tensor dx = empty_like(x);
+  // dx = dy * k - x * a - b per channel, with k = invstd * w, a = k * invstd^2 * sum_dy_xmu / count,
+  // b = k * (sum_dy / count) - mean * a.
+  std::vector<T> k(l.c), a(l.c), b(l.c);
+  for (int64_t c = 0; c < l.c; ++c) {
+    double kc = static_cast<double>(invstd[c]) * (weight ? weight[c] : 1.0);
+    double ac = kc * invstd[c] * invstd[c] * sum_dy_xmu[c] / static_cast<double>(count);
+    k[c] = static_cast<T>(kc);
+    a[c] = static_cast<T>(ac);
+    b[c] = static_cast<T>(kc * sum_dy[c] / static_cast<double>(count) - mean[c] * ac);
+  }
+  const T* g = dy.data_ptr<T>();
+  const T* in = x.data_ptr<T>();
+  T* out = dx.data_ptr<T>();
+  if (l.channels_last) {
+    parallel_for(0, l.n * l.s, std::max<int64_t>(1, 16384 / l.c), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r)
+        for (int64_t c = 0; c < l.c; ++c) {
+          int64_t i = r * l.c + c;
+          out[i] = g[i] * k[c] - in[i] * a[c] - b[c];
+        }
+    });
+  } else {
+    parallel_for(0, l.n * l.c, std::max<int64_t>(1, 16384 / l.s), [&](int64_t lo, int64_t hi) {
+      for (int64_t plane = lo; plane < hi; ++plane) {
+        const int64_t c = plane % l.c;
+        for (int64_t i = plane * l.s; i < (plane + 1) * l.s; ++i) out[i] = g[i] * k[c] - in[i] * a[c] - b[c];
+      }
+    });
+  }
+  return dx;
+}
+
+Tensor as_compute(const Tensor& t, DType ct) { return t.defined() ? t.to(ct).contiguous() : Tensor(); }
+
+template <typename T>
+const T* ptr_or_null(const Tensor& t) {
+  return t.defined() ? t.data_ptr<T>() : nullptr;
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> batch_norm_stats_kernel(const Tensor& input) {
+  NoGradGuard no_grad;
+  DType ct = compute_dtype(input.dtype());
+  Layout l;
+  Tensor x = normalise_layout(input.to(ct), nullptr, &l);
+  return ct == kFloat64 ? stats_typed<double>(x, l) : stats_typed<float>(x, l);
+}
+
+Tensor batch_norm_apply_kernel(const Tensor& input, const Tensor& mean_in, const Tensor& invstd_in,
+                               const Tensor& weight_in, const Tensor& bias_in) {
+  NoGradGuard no_grad;
+  DType ct = compute_dtype(input.dtype());
+  Layout l;
+  Tensor x = normalise_layout(input.to(ct), nullptr, &l);
+  Tensor mean = as_compute(mean_in, ct), invstd = as_compute(invstd_in, ct);
+  Tensor weight = as_compute(weight_in, ct), bias = as_compute(bias_in, ct);
+  Tensor y = ct == kFloat64 ? apply_typed<double>(x, l, mean.data_ptr<double>(), invstd.data_ptr<double>(),
+                                                  ptr_or_null<double>(weight), ptr_or_null<double>(bias))
+                            : apply_typed<float>(x, l, mean.data_ptr<float>(), invstd.data_ptr<float>(),
+                                                 ptr_or_null<float>(weight), ptr_or_null<float>(bias));
+  return y.to(input.dtype());
+}
+
+std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_output, const Tensor& input,
+                                                            const Tensor& mean_in) {
+  NoGradGuard no_grad;
+  DType ct = compute_dtype(input.dtype());
+  Layout l;
+  Tensor x = normalise_layout(input.to(ct), nullptr, &l);
+  Layout gl;
+  Tensor dy = normalise_layout(grad_output.to(ct), &x, &gl);
+  Tensor mean = as_compute(mean_in, ct);
+  return ct == kFloat64 ? backward_reduce_typed<double>(dy, x, l, mean.data_ptr<double>())
+                        : backward_reduce_typed<float>(dy, x, l, mean.data_ptr<float>());
+}
+
+Tensor batch_norm_backward_input_kernel(const Tensor& grad_output, const Tensor& input, const Tensor& mean_in,
+                                        const Tensor& invstd_in, const Tensor& weight_in, const Tensor& sum_dy_in,
+                                        const Tensor& sum_dy_xmu_in, int64_t count) {
+  NoGradGuard no_grad;
+  DType ct = compute_dtype(input.dtype());
+  Layout l;
+  Tensor x = normalise_layout(input.to(ct), nullptr, &l);
+  Layout gl;
+  Tensor dy = normalise_layout(grad_output.to(ct), &x, &gl);
+  Tensor mean = as_compute(mean_in, ct), invstd = as_compute(invstd_in, ct), weight = as_compute(weight_in, ct);
+  Tensor sum_dy = as_compute(sum_dy_in, ct), sum_dy_xmu = as_compute(sum_dy_xmu_in, ct);
+  Tensor dx = ct == kFloat64
+                  ? backward_input_typed<double>(dy, x, l, mean.data_ptr<double>(), invstd.data_ptr<double>(),
+                                                 ptr_or_null<double>(weight), sum_dy.data_ptr<double>(),
+                                                 sum_dy_xmu.data_ptr<double>(), count)
+                  : backward_input_typed<float>(dy, x, l, mean.data_ptr<float>(), invstd.data_ptr<float>(),
+                                                ptr_or_null<float>(weight), sum_dy.data_ptr<float>(),
+                                                sum_dy_xmu.data_ptr<float>(), count);
+  return dx.to(grad_output.dtype());
+}
+
+}  // namespace ember::cpu
