@@ -1,0 +1,92 @@
+// Ember vs PyTorch 1.13 on the reference cases of tools/golden/make_golden.py: outputs, running
+// statistics and every gradient must match to rtol 1e-4 in float32.
+#include <catch2/catch.hpp>
+
+#include "autograd/functional.h"
+#include "core/ember_core.h"
+#include "core/safetensors.h"
+
+using namespace ember;
+
+namespace {
+
+// max |a - b| / (atol + rtol |b|) <= 1, reported with the worst element.
+void require_close(const Tensor& actual, const Tensor& expected, const std::string& what, double rtol = 1e-4,
+                   double atol = 1e-5) {
+  INFO(what << ": shapes " << shape_str(actual.sizes()) << " vs " << shape_str(expected.sizes()));
+  REQUIRE(actual.sizes() == expected.sizes());
+  std::vector<double> a = actual.to_vector<double>(), b = expected.to_vector<double>();
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    double ratio = std::abs(a[i] - b[i]) / (atol + rtol * std::abs(b[i]));
+    if (ratio > worst) {
+      worst = ratio;
+      at = i;
+    }
+  }
+  INFO(what << ": worst element " << at << ": " << (a.empty() ? 0 : a[at]) << " vs " << (b.empty() ? 0 : b[at]));
+  REQUIRE(worst <= 1.0);
+}
+
+}  // namespace
+
+TEST_CASE("conv2d + batch_norm + relu + max_pool2d match PyTorch", "[golden]") {
+  SafetensorsFile ref = load_safetensors("tests/golden/conv_bn_relu_pool.safetensors");
+  Tensor x = ref.at("input").clone().requires_grad_();
+  Tensor w = ref.at("weight").clone().requires_grad_();
+  Tensor b = ref.at("bias").clone().requires_grad_();
+  Tensor gamma = ref.at("gamma").clone().requires_grad_();
+  Tensor beta = ref.at("beta").clone().requires_grad_();
+  Tensor running_mean = ref.at("running_mean_before").clone();
+  Tensor running_var = ref.at("running_var_before").clone();
+
+  Tensor h = conv2d(x, w, b, 1, 1);
+  h = batch_norm(h, running_mean, running_var, gamma, beta, true, 0.1, 1e-5);
+  h = relu(h);
+  Tensor out = max_pool2d(h, 3, Size2(2), 1);
+  require_close(out, ref.at("output"), "output");
+  require_close(running_mean, ref.at("running_mean_after"), "running_mean");
+  require_close(running_var, ref.at("running_var_after"), "running_var");
+
+  (out * ref.at("upstream")).sum().backward();
+  require_close(x.grad(), ref.at("grad_input"), "grad input");
+  require_close(w.grad(), ref.at("grad_weight"), "grad weight");
+  require_close(b.grad(), ref.at("grad_bias"), "grad bias");
+  require_close(gamma.grad(), ref.at("grad_gamma"), "grad gamma");
+  require_close(beta.grad(), ref.at("grad_beta"), "grad beta");
+}
+
+TEST_CASE("cross_entropy with label smoothing matches PyTorch", "[golden]") {
+  SafetensorsFile ref = load_safetensors("tests/golden/cross_entropy_label_smoothing.safetensors");
+  const Tensor& target = ref.at("target");
+
+  SECTION("mean, ignore_index") {
+    Tensor logits = ref.at("logits").clone().requires_grad_();
+    Tensor loss = cross_entropy(logits, target, {}, Reduction::Mean, -100, 0.1);
+    require_close(loss, ref.at("loss_mean"), "loss");
+    loss.backward();
+    require_close(logits.grad(), ref.at("grad_mean"), "grad");
+  }
+  SECTION("class weights") {
+    Tensor logits = ref.at("logits").clone().requires_grad_();
+    Tensor loss = cross_entropy(logits, target, ref.at("weight"), Reduction::Mean, -100, 0.1);
+    require_close(loss, ref.at("loss_weighted"), "loss");
+    loss.backward();
+    require_close(logits.grad(), ref.at("grad_weighted"), "grad");
+  }
+  SECTION("no reduction") {
+    Tensor logits = ref.at("logits").clone().requires_grad_();
+    Tensor loss = cross_entropy(logits, target, {}, Reduction::None, -100, 0.1);
+    require_close(loss, ref.at("loss_none"), "loss");
+    (loss * ref.at("upstream")).sum().backward();
+    require_close(logits.grad(), ref.at("grad_none"), "grad");
+  }
+  SECTION("spatial targets") {
+    Tensor logits = ref.at("spatial").clone().requires_grad_();
+    Tensor loss = cross_entropy(logits, ref.at("spatial_target"), {}, Reduction::Mean, -100, 0.2);
+    require_close(loss, ref.at("loss_spatial"), "loss");
+    loss.backward();
+    require_close(logits.grad(), ref.at("grad_spatial"), "grad");
+  }
+}
