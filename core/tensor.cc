@@ -93,6 +93,22 @@ Tensor Tensor::detach() const {
   return Tensor(std::make_shared<TensorImpl>(i.storage, i.sizes, i.strides, i.offset, i.dtype));
 }
 
+void Tensor::set_data(const Tensor& data) const {
+  EMBER_CHECK(is_leaf(), "set_data: only leaf tensors (parameters, buffers) can have their data replaced");
+  EMBER_CHECK(data.defined(), "set_data: the new data is undefined");
+  TensorImpl& i = impl();
+  const TensorImpl& o = *data.impl_;
+  bool same_kind = i.dtype == o.dtype && i.sizes == o.sizes && i.storage->device() == o.storage->device();
+  i.storage = o.storage;
+  i.sizes = o.sizes;
+  i.strides = o.strides;
+  i.offset = o.offset;
+  i.dtype = o.dtype;
+  i.is_view = false;
+  i.refresh();
+  if (!same_kind && i.autograd) i.autograd->grad = Tensor();
+}
+
 // ---- autograd state ----
 
 AutogradMeta& Tensor::autograd_meta() const {

@@ -144,6 +144,9 @@ class Tensor {
   Tensor to(Device device) const;
   Tensor cpu() const { return to(Device(kCPU)); }
   Tensor detach() const;  // same storage, no autograd history
+  // Points this tensor (and every handle sharing its impl) at `data`'s storage, shape and dtype,
+  // keeping its autograd identity: how Module::to(device) moves a parameter in place.
+  void set_data(const Tensor& data) const;
 
   // ---- math (all broadcast, all accept any strides) ----
   Tensor add(const Tensor& other, Scalar alpha = 1) const;

@@ -1,0 +1,200 @@
+// Module: the base of every layer and model, in the PyTorch C++ frontend's shape. A module
+// registers parameters, buffers and child modules by name; names compose hierarchically
+// ("layer1.0.conv1.weight") in named_parameters() and state_dict().
+//
+//   struct Net : ember::nn::Cloneable<Net> {
+//     Net() { reset(); }
+//     void reset() override {
+//       fc1 = register_module("fc1", ember::nn::Linear(784, 128));
+//       fc2 = register_module("fc2", ember::nn::Linear(128, 10));
+//     }
+//     ember::Tensor forward(const ember::Tensor& x) override { return fc2(ember::relu(fc1(x))); }
+//     ember::nn::Linear fc1{nullptr}, fc2{nullptr};
+//   };
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/safetensors.h"
+#include "core/tensor.h"
+
+namespace ember::nn {
+
+template <typename Contained>
+class ModuleHolder;
+
+// What a non-strict load_state_dict found; a strict load raises listing all of it.
+struct LoadResult {
+  std::vector<std::string> missing_keys;
+  std::vector<std::string> unexpected_keys;
+  std::vector<std::string> mismatched_keys;  // "name: expected [shape] float32, got [shape] float64"
+};
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  explicit Module(std::string type_name = "Module") : type_name_(std::move(type_name)) {}
+  virtual ~Module() = default;
+  Module(const Module&) = default;
+  Module& operator=(const Module&) = default;
+
+  // The single-input forward that Sequential chains; modules with other signatures define
+  // their own forward and leave this one raising.
+  virtual Tensor forward(const Tensor& input);
+
+  // ---- registration ----
+  Tensor& register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
+  // Non-persistent buffers are not part of state_dict (e.g. cached masks).
+  Tensor& register_buffer(const std::string& name, Tensor tensor, bool persistent = true);
+  std::shared_ptr<Module> register_module(const std::string& name, std::shared_ptr<Module> module);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    register_module(name, std::static_pointer_cast<Module>(module));
+    return module;
+  }
+  // A holder (nn::Linear, ...) comes back as the same holder type.
+  template <typename Holder, typename = typename Holder::ContainedType>
+  Holder register_module(const std::string& name, Holder holder) {
+    register_module(name, std::static_pointer_cast<Module>(holder.ptr()));
+    return holder;
+  }
+  // Replaces a registered child (e.g. convert_sync_batchnorm swapping BatchNorm2d).
+  void replace_module(const std::string& name, std::shared_ptr<Module> module);
+
+  // ---- traversal (registration order; this module's own entries first) ----
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  std::vector<std::shared_ptr<Module>> children() const;
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
+  // This module and all descendants, depth first (prefix "" for this one).
+  std::vector<std::shared_ptr<Module>> modules();
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules(const std::string& prefix = "");
+  void apply(const std::function<void(Module&)>& fn);
+  Tensor* find_parameter(const std::string& name);  // this module only
+  Tensor* find_buffer(const std::string& name);
+  std::shared_ptr<Module> find_child(const std::string& name) const;
+
+  // ---- mode, placement, gradients ----
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  // Moves (copies) parameters and buffers in place of the old ones; parameters stay leaves.
+  virtual void to(Device device);
+  virtual void to(DType dtype);  // floating parameters and buffers only
+  void zero_grad(bool set_to_none = true);
+
+  // A deep copy: parameters and buffers are copied, children cloned (DataParallel replicates
+  // with it). Implemented by Cloneable<Derived>.
+  virtual std::shared_ptr<Module> clone(std::optional<Device> device = std::nullopt) const;
+
+  // ---- state ----
+  NamedTensors state_dict() const;
+  // Copies values into the existing parameters and buffers (on their current device).
+  LoadResult load_state_dict(const NamedTensors& state, bool strict = true);
+
+  // ---- printing ----
+  const std::string& type_name() const { return type_name_; }
+  // One-line description of this module's configuration, e.g. "3, 16, kernel_size=(3, 3)".
+  virtual std::string extra_repr() const { return ""; }
+  std::string repr() const;  // the whole tree, like PyTorch's print(module)
+
+ protected:
+  // Copies this module's own parameters/buffers into `copy` (same structure) and clones its
+  // children onto `device`; used by Cloneable after it re-ran reset() on the copy.
+  void copy_state_into(Module& copy, std::optional<Device> device) const;
+
+ private:
+  struct Entry {
+    std::string name;
+    Tensor tensor;
+    bool persistent = true;
+  };
+  void collect(const std::string& prefix, bool params, bool recurse, bool persistent_only,
+               std::vector<std::pair<std::string, Tensor>>& out) const;
+  void repr_into(std::ostream& out, int indent) const;
+
+  std::string type_name_;
+  bool training_ = true;
+  std::vector<Entry> parameters_;
+  std::vector<Entry> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+
+  template <typename Derived>
+  friend class Cloneable;
+};
+
+std::ostream& operator<<(std::ostream& out, const Module& module);
+
+// The state with `prefix` removed from every key that has it (e.g. "module." from a file saved
+// through a wrapper that did not strip it).
+NamedTensors strip_prefix(const NamedTensors& state, const std::string& prefix);
+
+// CRTP base that gives a module its deep clone(): the copy re-runs reset() (which must
+// (re)create every parameter, buffer and child with register_*) and then receives this
+// module's values. Ember's layers all derive from it; user models do too, PyTorch-style.
+template <typename Derived>
+class Cloneable : public Module {
+ public:
+  using Module::Module;
+  virtual void reset() = 0;
+
+  std::shared_ptr<Module> clone(std::optional<Device> device = std::nullopt) const override {
+    auto copy = std::make_shared<Derived>(static_cast<const Derived&>(*this));
+    copy->parameters_.clear();
+    copy->buffers_.clear();
+    copy->children_.clear();
+    copy->reset();
+    copy_state_into(*copy, device);
+    return copy;
+  }
+};
+
+// A handle to a module, like torch::nn::Linear wrapping LinearImpl: `Linear fc(10, 5); fc(x)`.
+template <typename Contained>
+class ModuleHolder {
+ public:
+  using ContainedType = Contained;
+  // Default-constructs the module when it has a default constructor: nn::ReLU().
+  template <typename C = Contained, typename = std::enable_if_t<std::is_default_constructible_v<C>>>
+  ModuleHolder() : impl_(std::make_shared<C>()) {}
+  ModuleHolder(std::nullptr_t) {}  // NOLINT: an empty holder, filled later
+  ModuleHolder(std::shared_ptr<Contained> module) : impl_(std::move(module)) {}  // NOLINT
+  template <typename First, typename... Rest,
+            typename = std::enable_if_t<!std::is_same_v<std::decay_t<First>, std::nullptr_t> &&
+                                        !std::is_same_v<std::decay_t<First>, std::shared_ptr<Contained>>>>
+  explicit ModuleHolder(First&& first, Rest&&... rest)
+      : impl_(std::make_shared<Contained>(std::forward<First>(first), std::forward<Rest>(rest)...)) {}
+
+  Contained* operator->() const { return checked(); }
+  Contained& operator*() const { return *checked(); }
+  const std::shared_ptr<Contained>& ptr() const { return impl_; }
+  bool is_empty() const { return impl_ == nullptr; }
+  explicit operator bool() const { return impl_ != nullptr; }
+  template <typename... Args>
+  auto operator()(Args&&... args) const {
+    return checked()->forward(std::forward<Args>(args)...);
+  }
+
+ private:
+  Contained* checked() const {
+    EMBER_CHECK(impl_ != nullptr, "ModuleHolder: accessing an empty module holder (constructed with nullptr)");
+    return impl_.get();
+  }
+  std::shared_ptr<Contained> impl_;
+};
+
+}  // namespace ember::nn
+
+// Declares `Name` as the holder of `NameImpl`, as TORCH_MODULE does.
+#define EMBER_MODULE(Name)                                   \
+  class Name : public ::ember::nn::ModuleHolder<Name##Impl> { \
+   public:                                                    \
+    using ::ember::nn::ModuleHolder<Name##Impl>::ModuleHolder; \
+  }
