@@ -91,7 +91,95 @@ def cross_entropy_label_smoothing():
     }, {"torch": torch.__version__, "case": "cross_entropy(label_smoothing=0.1, ignore_index=-100), spatial 0.2"})
 
 
-CASES = {"conv_bn_relu_pool": conv_bn_relu_pool, "cross_entropy_label_smoothing": cross_entropy_label_smoothing}
+def hashed_uniform(count, key):
+    """Values in [-0.5, 0.5) from integer hashing: bit-identical in Ember's test (no libm involved)."""
+    i = torch.arange(count, dtype=torch.int64)
+    h = (i * 2654435761 + key * 40503 + 12345) % 4294967296
+    h = (h * 1103515245 + 12345) % 4294967296
+    return (h.to(torch.float64) / 4294967296.0 - 0.5)
+
+
+class BasicBlock(torch.nn.Module):
+    """Ember's models/resnet.cc BasicBlock with an option-A shortcut (torchvision names)."""
+
+    def __init__(self, in_planes, planes, stride):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(in_planes, planes, 3, stride, 1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(planes)
+        self.conv2 = torch.nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(planes)
+        self.stride, self.in_planes, self.planes = stride, in_planes, planes
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        identity = x
+        if self.stride != 1 or self.in_planes != self.planes:
+            sub = x[:, :, ::self.stride, ::self.stride]
+            extra = self.planes - self.in_planes
+            identity = F.pad(sub, (0, 0, 0, 0, extra // 2, extra - extra // 2))
+        return F.relu(out + identity)
+
+
+class ResNet20(torch.nn.Module):
+    def __init__(self, in_channels=3, num_classes=10):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(in_channels, 16, 3, 1, 1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(16)
+        in_planes, layers = 16, []
+        for stage, width in enumerate([16, 32, 64]):
+            blocks = []
+            for b in range(3):
+                blocks.append(BasicBlock(in_planes, width, 2 if stage > 0 and b == 0 else 1))
+                in_planes = width
+            layers.append(torch.nn.Sequential(*blocks))
+        self.layer1, self.layer2, self.layer3 = layers
+        self.fc = torch.nn.Linear(64, num_classes)
+
+    def forward(self, x):
+        h = F.relu(self.bn1(self.conv1(x)))
+        h = self.layer3(self.layer2(self.layer1(h)))
+        return self.fc(F.adaptive_avg_pool2d(h, 1).flatten(1))
+
+
+PROJECTIONS = 8
+FULL_LIMIT = 4096  # gradients up to this many elements are stored whole; larger ones as projections
+
+
+def resnet20_forward_backward():
+    """ResNet-20 (option A) forward + backward on a fixed batch, training mode. Weights and inputs come
+    from hashed_uniform (recomputed by the C++ test), so only outputs and gradients are stored; large
+    gradients are stored as PROJECTIONS dot products with hashed +-1 vectors, keeping the file small."""
+    model = ResNet20()
+    with torch.no_grad():
+        for k, (name, p) in enumerate(model.named_parameters()):
+            u = hashed_uniform(p.numel(), k).view(p.shape)
+            if "bn" in name or "downsample.1" in name:
+                p.copy_(1.0 + 0.2 * u if name.endswith("weight") else 0.2 * u)
+            else:
+                fan_in = p[0].numel() if p.dim() > 1 else p.numel()
+                p.copy_(u * (12.0 / fan_in) ** 0.5)  # uniform with variance 1 / fan_in
+    x = (2.0 * hashed_uniform(8 * 3 * 32 * 32, 1000)).to(torch.float32).view(8, 3, 32, 32)
+    labels = torch.arange(8, dtype=torch.int64) % 10
+    logits = model(x)
+    loss = F.cross_entropy(logits, labels)
+    loss.backward()
+    tensors = {"input": x, "labels": labels, "logits": logits, "loss": loss,
+               "running_mean_bn1": model.bn1.running_mean, "running_var_bn1": model.bn1.running_var}
+    for k, (name, p) in enumerate(model.named_parameters()):
+        g = p.grad.detach().to(torch.float64).flatten()
+        if g.numel() <= FULL_LIMIT:
+            tensors["grad." + name] = p.grad
+        else:
+            signs = torch.stack([torch.sign(hashed_uniform(g.numel(), 5000 + 100 * k + j)) for j in range(PROJECTIONS)])
+            tensors["proj." + name] = signs @ g
+            tensors["absproj." + name] = signs.abs() @ g.abs()
+    save_safetensors(os.path.join(OUT_DIR, "resnet20.safetensors"), tensors,
+                     {"torch": torch.__version__, "case": "ResNet-20 option A, batch 8x3x32x32, train mode, mean CE"})
+
+
+CASES = {"conv_bn_relu_pool": conv_bn_relu_pool, "cross_entropy_label_smoothing": cross_entropy_label_smoothing,
+         "resnet20": resnet20_forward_backward}
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
