@@ -1,0 +1,249 @@
+// The communication and watchdog threads. MPI is initialised with MPI_THREAD_MULTIPLE so
+// benchmarks may call MPI directly too, but Ember itself calls MPI from one thread only.
+#include "comm/mpi/runtime.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+
+#include "comm/mpi/mpi_types.h"
+#include "core/error.h"
+
+namespace ember::comm::mpi {
+
+namespace {
+
+// What the SIGTERM handler prints; rewritten before each collective (async-signal-safe read).
+char signal_message[512] = "";
+std::atomic<int> signal_message_length{0};
+
+void on_terminate(int signal_number) {
+  int n = signal_message_length.load();
+  if (n > 0) {
+    ssize_t ignored = ::write(2, signal_message, static_cast<size_t>(n));
+    (void)ignored;
+  }
+  ::signal(signal_number, SIG_DFL);
+  ::raise(signal_number);
+}
+
+std::string seconds(std::chrono::milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f s", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
+}  // namespace
+
+MpiWork::MpiWork(CollectiveInfo info, std::function<MPI_Request()> start, std::function<void()> finish, int rank)
+    : info_(std::move(info)), start_(std::move(start)), finish_(std::move(finish)), rank_(rank) {}
+
+void MpiWork::wait(std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) timeout = collective_timeout();
+  std::unique_lock<std::mutex> lock(mutex_);
+  bool finished = done_cv_.wait_for(lock, timeout, [&] { return done_; });
+  EMBER_CHECK(finished, "rank ", rank_, ": ", info_.describe(), " did not complete within ", seconds(timeout),
+              " (a rank may have stopped issuing collectives, or issued them in a different order; run with "
+              "EMBER_DISTRIBUTED_DEBUG=1 to compare the ranks' collectives)");
+  EMBER_CHECK(error_.empty(), error_);
+}
+
+bool MpiWork::is_completed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+std::string MpiWork::error() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
+}
+
+void MpiWork::complete(const std::string& error) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+    error_ = error;
+    start_ = nullptr;  // drop tensor references held by the closures
+    finish_ = nullptr;
+  }
+  done_cv_.notify_all();
+}
+
+Runtime& Runtime::get() {
+  static Runtime runtime;
+  return runtime;
+}
+
+Runtime::Runtime() {
+  comm_thread_ = std::thread([this] { communication_loop(); });
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return ready_; });
+  if (!init_error_.empty()) {
+    lock.unlock();
+    comm_thread_.join();
+    EMBER_FAIL(init_error_);
+  }
+  watchdog_thread_ = std::thread([this] { watchdog_loop(); });
+  struct sigaction action;
+  std::memset(&action, 0, sizeof(action));
+  action.sa_handler = &on_terminate;
+  ::sigaction(SIGTERM, &action, nullptr);
+}
+
+Runtime::~Runtime() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (watchdog_thread_.joinable()) watchdog_thread_.join();
+  if (comm_thread_.joinable()) comm_thread_.join();
+}
+
+void Runtime::submit(const std::shared_ptr<MpiWork>& work) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    EMBER_CHECK(!stopping_, "rank ", world_rank_, ": ", work->info().describe(), ": the MPI runtime is shutting down");
+    queue_.push_back(work);
+  }
+  cv_.notify_all();
+}
+
+void Runtime::run_sync(const std::function<void()>& task) {
+  CollectiveInfo info;
+  info.kind = CollectiveKind::Barrier;
+  info.group = "(communicator setup)";
+  auto work = std::make_shared<MpiWork>(info, [&] { task(); return MPI_REQUEST_NULL; }, nullptr, world_rank_);
+  submit(work);
+  work->wait(collective_timeout());
+}
+
+void Runtime::abort(const std::string& message) {
+  std::string line = "[rank " + std::to_string(world_rank_) + "] ember: " + message + "\n";
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);
+}
+
+void Runtime::set_current(const MpiWork* work) {
+  if (work == nullptr) {
+    signal_message_length.store(0);
+    return;
+  }
+  std::string text = "[rank " + std::to_string(world_rank_) + "] ember: terminated while in " +
+                     work->info().describe() + "; another rank probably failed or exited early (see its output)\n";
+  // Hide the message while it is rewritten so a signal never prints a torn line.
+  signal_message_length.store(0);
+  size_t n = std::min(text.size(), sizeof(signal_message));
+  std::memcpy(signal_message, text.data(), n);
+  signal_message_length.store(static_cast<int>(n));
+}
+
+void Runtime::communication_loop() {
+  int provided = 0;
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  int rc = initialized ? MPI_SUCCESS : MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (rc != MPI_SUCCESS) {
+      init_error_ = "comm::init: MPI_Init_thread failed (is this process started by mpirun?)";
+    } else {
+      MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+      MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+      // Errors come back as codes, so they become messages naming the collective.
+      MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+      create_custom_ops();
+    }
+    ready_ = true;
+  }
+  cv_.notify_all();
+  if (rc != MPI_SUCCESS) return;
+
+  while (true) {
+    std::shared_ptr<MpiWork> work;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (queue_.empty() && in_flight_.empty()) {
+        if (stopping_) break;
+        cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return !queue_.empty() || stopping_; });
+      }
+      if (!queue_.empty()) {
+        work = queue_.front();
+        queue_.pop_front();
+        work->started_ = std::chrono::steady_clock::now();
+        current_ = work;
+      }
+    }
+    if (work) {
+      set_current(work.get());
+      std::string error;
+      MPI_Request request = MPI_REQUEST_NULL;
+      try {
+        request = work->start_();
+        if (request == MPI_REQUEST_NULL && work->finish_) work->finish_();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      set_current(nullptr);
+      if (request != MPI_REQUEST_NULL && error.empty()) in_flight_.emplace_back(work, request);
+      else work->complete(error);
+      std::lock_guard<std::mutex> lock(mutex_);
+      current_ = nullptr;
+    }
+    // Point-to-point requests progress here between collectives.
+    bool progressed = false;
+    for (size_t i = 0; i < in_flight_.size();) {
+      int flag = 0;
+      MPI_Status status;
+      int test = MPI_Test(&in_flight_[i].second, &flag, &status);
+      auto& pending = in_flight_[i].first;
+      if (test != MPI_SUCCESS || flag) {
+        std::string error;
+        if (test != MPI_SUCCESS) {
+          error = "rank " + std::to_string(world_rank_) + ": " + pending->info().describe() + " failed in MPI";
+        } else if (pending->finish_) {
+          try {
+            pending->finish_();
+          } catch (const std::exception& e) {
+            error = e.what();
+          }
+        }
+        pending->complete(error);
+        in_flight_.erase(in_flight_.begin() + static_cast<long>(i));
+        progressed = true;
+      } else {
+        ++i;
+      }
+    }
+    if (!in_flight_.empty() && !progressed) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (queue_.empty()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  free_custom_ops();
+  MPI_Finalize();
+}
+
+void Runtime::watchdog_loop() {
+  const auto timeout = collective_timeout();
+  const auto period = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(1000), timeout / 4 + std::chrono::milliseconds(1));
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    cv_.wait_for(lock, period, [&] { return stopping_; });
+    if (stopping_) break;
+    if (current_ && std::chrono::steady_clock::now() - current_->started_ > timeout) {
+      std::string what = current_->info().describe();
+      lock.unlock();
+      abort(what + " did not complete within " + seconds(timeout) +
+            " (EMBER_COLLECTIVE_TIMEOUT); the other ranks are stuck elsewhere or gone. Aborting the job. With "
+            "EMBER_DISTRIBUTED_DEBUG=1 ranks compare their collectives and name the first mismatch.");
+    }
+  }
+}
+
+}  // namespace ember::comm::mpi

@@ -1,0 +1,76 @@
+// Names and descriptions used in every distributed error message, and the environment knobs.
+#include "comm/process_group.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace ember::comm {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Avg: return "avg";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Product: return "product";
+  }
+  return "?";
+}
+
+const char* collective_name(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::AllReduce: return "all_reduce";
+    case CollectiveKind::Broadcast: return "broadcast";
+    case CollectiveKind::Reduce: return "reduce";
+    case CollectiveKind::AllGather: return "all_gather";
+    case CollectiveKind::AllGatherIntoTensor: return "all_gather_into_tensor";
+    case CollectiveKind::ReduceScatter: return "reduce_scatter";
+    case CollectiveKind::ReduceScatterTensor: return "reduce_scatter_tensor";
+    case CollectiveKind::AllToAll: return "all_to_all";
+    case CollectiveKind::AllToAllSingle: return "all_to_all_single";
+    case CollectiveKind::Send: return "send";
+    case CollectiveKind::Recv: return "recv";
+    case CollectiveKind::Barrier: return "barrier";
+  }
+  return "?";
+}
+
+std::string CollectiveInfo::describe() const {
+  std::ostringstream out;
+  out << collective_name(kind) << " #" << sequence;
+  bool reduces = kind == CollectiveKind::AllReduce || kind == CollectiveKind::Reduce ||
+                 kind == CollectiveKind::ReduceScatter || kind == CollectiveKind::ReduceScatterTensor;
+  if (reduces) out << " (" << reduce_op_name(op) << ")";
+  out << " on " << group;
+  if (kind != CollectiveKind::Barrier) out << ", " << dtype_name(dtype) << " " << shape_str(shape);
+  if (peer >= 0) {
+    bool p2p = kind == CollectiveKind::Send || kind == CollectiveKind::Recv;
+    out << (p2p ? (kind == CollectiveKind::Send ? ", to rank " : ", from rank ") : ", root ") << peer;
+  }
+  return out.str();
+}
+
+std::chrono::milliseconds collective_timeout() {
+  static const std::chrono::milliseconds timeout = [] {
+    const char* env = std::getenv("EMBER_COLLECTIVE_TIMEOUT");
+    if (env == nullptr || *env == '\0') return std::chrono::milliseconds(600'000);
+    char* end = nullptr;
+    double seconds = std::strtod(env, &end);
+    EMBER_CHECK(end != env && *end == '\0' && seconds > 0, "EMBER_COLLECTIVE_TIMEOUT: expected a positive number "
+                "of seconds, got '", env, "'");
+    return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+  }();
+  return timeout;
+}
+
+bool distributed_debug() {
+  static const bool debug = [] {
+    const char* env = std::getenv("EMBER_DISTRIBUTED_DEBUG");
+    return env != nullptr && std::string(env) == "1";
+  }();
+  return debug;
+}
+
+}  // namespace ember::comm

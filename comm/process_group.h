@@ -1,0 +1,98 @@
+// ProcessGroup: a set of ranks that run collectives on tensors. Every collective is
+// asynchronous: it returns a Work to wait on. Ranks must issue the same collectives in the same
+// order (EMBER_DISTRIBUTED_DEBUG=1 checks that and names the first difference); a collective
+// that does not finish within EMBER_COLLECTIVE_TIMEOUT seconds (default 600) ends the job with a
+// message naming it, its sequence number, the group and the tensor.
+//
+//   auto world = ember::comm::init();           // from the mpirun environment
+//   auto work = world->all_reduce(grad, ember::comm::ReduceOp::Avg);
+//   ... overlap other work ...
+//   work->wait();
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember::comm {
+
+enum class ReduceOp { Sum, Avg, Min, Max, Product };
+const char* reduce_op_name(ReduceOp op);
+
+enum class CollectiveKind {
+  AllReduce, Broadcast, Reduce, AllGather, AllGatherIntoTensor, ReduceScatter, ReduceScatterTensor, AllToAll,
+  AllToAllSingle, Send, Recv, Barrier
+};
+const char* collective_name(CollectiveKind kind);
+
+// What a collective was, for error messages and the debug-mode cross-rank check.
+struct CollectiveInfo {
+  CollectiveKind kind = CollectiveKind::Barrier;
+  uint64_t sequence = 0;  // per group, counted from 1
+  std::string group;      // e.g. "WORLD" or "group(0,2)"
+  DType dtype = kFloat32;
+  Shape shape;
+  ReduceOp op = ReduceOp::Sum;
+  int peer = -1;  // root or peer rank, when there is one
+  std::string describe() const;  // "all_reduce #17 (sum) on WORLD, float32 [1024]"
+};
+
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks until the collective finished; raises ember::Error if it failed or did not finish
+  // within `timeout` (default: EMBER_COLLECTIVE_TIMEOUT).
+  virtual void wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) = 0;
+  virtual bool is_completed() const = 0;
+  // Empty while running or after success; the failure text otherwise.
+  virtual std::string error() const = 0;
+  virtual const CollectiveInfo& info() const = 0;
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string name() const = 0;
+  // The world ranks of this group's members, in group-rank order.
+  virtual std::vector<int> world_ranks() const = 0;
+
+  // All tensors are contiguous CPU tensors (or device tensors the backend supports) and are
+  // written in place. Avg is defined for floating dtypes only.
+  virtual WorkPtr all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum) = 0;
+  virtual WorkPtr broadcast(const Tensor& tensor, int root) = 0;
+  // The result lands on `root` only; other ranks' tensors are left unspecified.
+  virtual WorkPtr reduce(const Tensor& tensor, int root, ReduceOp op = ReduceOp::Sum) = 0;
+  // outputs[r] receives rank r's input; outputs.size() == size().
+  virtual WorkPtr all_gather(const std::vector<Tensor>& outputs, const Tensor& input) = 0;
+  // output is size() inputs concatenated along dim 0.
+  virtual WorkPtr all_gather_into_tensor(const Tensor& output, const Tensor& input) = 0;
+  // output = reduction over ranks of inputs[rank]; inputs.size() == size().
+  virtual WorkPtr reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                 ReduceOp op = ReduceOp::Sum) = 0;
+  // input is size() equal chunks along dim 0; this rank gets the reduction of its chunk.
+  virtual WorkPtr reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) = 0;
+  // outputs[r] receives inputs[rank] of rank r.
+  virtual WorkPtr all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) = 0;
+  // Equal chunks along dim 0: chunk r of input goes to rank r, chunk r of output comes from it.
+  virtual WorkPtr all_to_all_single(const Tensor& output, const Tensor& input) = 0;
+  virtual WorkPtr send(const Tensor& tensor, int dst, int tag = 0) = 0;
+  virtual WorkPtr recv(const Tensor& tensor, int src, int tag = 0) = 0;
+  virtual WorkPtr barrier() = 0;
+
+  // A sub-group of the given ranks of this group. Every rank of this group must call it with the
+  // same list; ranks outside the list get nullptr.
+  virtual std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks) = 0;
+};
+
+// The collective timeout from EMBER_COLLECTIVE_TIMEOUT (seconds; default 600).
+std::chrono::milliseconds collective_timeout();
+// True when EMBER_DISTRIBUTED_DEBUG=1.
+bool distributed_debug();
+
+}  // namespace ember::comm
