@@ -14,6 +14,9 @@ namespace ember::autograd {
 
 namespace {
 
+// The callbacks of the backward pass running in this thread (null when none runs).
+thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
+
 struct ReadyOrder {
   bool operator()(Node* a, Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
 };
@@ -31,6 +34,26 @@ class GraphTask {
       : retain_graph_(retain_graph), captures_(std::move(captures)), captured_(captures_.size()) {}
 
   void run(const std::vector<Edge>& roots, std::vector<Tensor> root_grads) {
+    // Nested passes (a hook calling backward) keep their own callback lists.
+    std::vector<std::function<void()>> callbacks;
+    std::vector<std::function<void()>>* outer = current_callbacks;
+    current_callbacks = &callbacks;
+    struct Restore {
+      std::vector<std::function<void()>>* outer;
+      ~Restore() { current_callbacks = outer; }
+    } restore{outer};
+    walk(roots, std::move(root_grads));
+    // A callback may queue further callbacks; run until none is left.
+    for (size_t i = 0; i < callbacks.size(); ++i) {
+      std::function<void()> callback = callbacks[i];  // the vector may grow while it runs
+      callback();
+    }
+  }
+
+  std::vector<Tensor>& captured() { return captured_; }
+
+ private:
+  void walk(const std::vector<Edge>& roots, std::vector<Tensor> root_grads) {
     count_dependencies(roots);
     for (size_t i = 0; i < roots.size(); ++i) {
       if (!roots[i].valid()) continue;
@@ -47,9 +70,6 @@ class GraphTask {
     }
   }
 
-  std::vector<Tensor>& captured() { return captured_; }
-
- private:
   void count_dependencies(const std::vector<Edge>& roots) {
     std::vector<Node*> stack;
     for (const Edge& root : roots) {
@@ -163,6 +183,11 @@ std::vector<Tensor> root_gradients(const std::vector<Tensor>& roots, const std::
 }
 
 }  // namespace
+
+void queue_callback(std::function<void()> callback) {
+  EMBER_CHECK(current_callbacks != nullptr, "queue_callback: no backward pass is running in this thread");
+  current_callbacks->push_back(std::move(callback));
+}
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
   std::vector<Tensor> root_grads = root_gradients(roots, grads, "backward");

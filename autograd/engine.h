@@ -4,6 +4,7 @@
 // the calling thread with its own bookkeeping, so threads may run independent passes at once.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -13,6 +14,10 @@ namespace ember::autograd {
 // Accumulates d(roots)/d(leaf) into every reachable leaf's .grad. `grads` (one per root,
 // undefined = ones for a scalar root).
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads = {}, bool retain_graph = false);
+
+// Runs `callback` once the backward pass currently running in this thread has processed every
+// node (DDP waits for its all-reduces there, before backward() returns). Raises outside backward.
+void queue_callback(std::function<void()> callback);
 
 // Returns d(outputs)/d(inputs) without touching any .grad; an input no output depends on gets
 // an undefined tensor when allow_unused, an error otherwise.

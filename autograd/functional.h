@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -40,11 +41,25 @@ Tensor avg_pool2d(const Tensor& input, Size2 kernel, std::optional<Size2> stride
                   bool ceil_mode = false, bool count_include_pad = true);
 Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size);
 
+// Combines batch-norm statistics across processes (SyncBatchNorm); the parallel package
+// implements it over a ProcessGroup. Calls happen in the same order on every process.
+class BatchNormStatsReducer {
+ public:
+  virtual ~BatchNormStatsReducer() = default;
+  // In: this process's per-channel mean and biased variance over `count` values each.
+  // Out: the same over all processes' values.
+  virtual void reduce_stats(Tensor& mean, Tensor& var, int64_t& count) = 0;
+  // Sums the backward's per-channel sums over all processes, in place.
+  virtual void reduce_grad_sums(Tensor& sum_dy, Tensor& sum_dy_xmu) = 0;
+};
+
 // Training: normalises with the batch statistics over all dims but 1 and, when running stats are
 // given, updates them in place with `momentum` (running_var gets the unbiased variance).
 // Evaluation: normalises with the running statistics.
+// With a `reducer` (training only), the statistics are those of the global batch across processes.
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
+                  const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5,
+                  std::shared_ptr<BatchNormStatsReducer> reducer = nullptr);
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
 // Zeroes elements with probability p and scales the rest by 1 / (1 - p); identity when !training.

@@ -68,9 +68,10 @@ class Module : public std::enable_shared_from_this<Module> {
 
   // ---- traversal (registration order; this module's own entries first) ----
   std::vector<Tensor> parameters(bool recurse = true) const;
-  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  // Virtual so wrappers (DistributedDataParallel) can present the wrapped module's names.
+  virtual std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
-  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  virtual std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
   std::vector<std::shared_ptr<Module>> children() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
   // This module and all descendants, depth first (prefix "" for this one).
@@ -95,12 +96,13 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual std::shared_ptr<Module> clone(std::optional<Device> device = std::nullopt) const;
 
   // ---- state ----
-  NamedTensors state_dict() const;
+  virtual NamedTensors state_dict() const;
   // Copies values into the existing parameters and buffers (on their current device).
-  LoadResult load_state_dict(const NamedTensors& state, bool strict = true);
+  virtual LoadResult load_state_dict(const NamedTensors& state, bool strict = true);
 
   // ---- printing ----
   const std::string& type_name() const { return type_name_; }
+  void set_type_name(std::string name) { type_name_ = std::move(name); }
   // One-line description of this module's configuration, e.g. "3, 16, kernel_size=(3, 3)".
   virtual std::string extra_repr() const { return ""; }
   std::string repr() const;  // the whole tree, like PyTorch's print(module)

@@ -17,9 +17,9 @@ namespace {
 class BatchNormBackward final : public Node {
  public:
   BatchNormBackward(const Tensor& input, const Tensor& mean, const Tensor& invstd, const Tensor& weight, bool training,
-                    int64_t count)
+                    int64_t count, std::shared_ptr<BatchNormStatsReducer> reducer)
       : input_(input), mean_(mean), invstd_(invstd), weight_(weight), training_(training), count_(count),
-        weight_dtype_(weight.defined() ? weight.dtype() : input.dtype()) {}
+        weight_dtype_(weight.defined() ? weight.dtype() : input.dtype()), reducer_(std::move(reducer)) {}
   std::string name() const override { return "NativeBatchNormBackward0"; }
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
@@ -30,6 +30,8 @@ class BatchNormBackward final : public Node {
     const Tensor& weight = weight_.unpack(name());
     const KernelTable& k = kernels_for(g.device(), "batch_norm backward");
     auto [sum_dy, sum_dy_xmu] = k.batch_norm_backward_reduce(g, x, mean);
+    // SyncBatchNorm: every process needs the sums over the global batch.
+    if (reducer_ && training_) reducer_->reduce_grad_sums(sum_dy, sum_dy_xmu);
     Tensor grad_input, grad_weight, grad_bias;
     if (needs_input_grad(*this, 0)) {
       // In evaluation the statistics are constants: only the affine scale reaches the input.
@@ -54,13 +56,15 @@ class BatchNormBackward final : public Node {
   bool training_;
   int64_t count_;
   DType weight_dtype_;
+  std::shared_ptr<BatchNormStatsReducer> reducer_;
 };
 
 }  // namespace
 }  // namespace autograd
 
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps) {
+                  const Tensor& bias, bool training, double momentum, double eps,
+                  std::shared_ptr<BatchNormStatsReducer> reducer) {
   EMBER_CHECK(input.dim() >= 2, "batch_norm: expected input of at least 2 dims [N, C, ...], got ",
               shape_str(input.sizes()));
   EMBER_CHECK(is_floating(input.dtype()), "batch_norm: expected a floating input, got ", dtype_name(input.dtype()));
@@ -72,15 +76,21 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   }
   EMBER_CHECK(training || (running_mean.defined() && running_var.defined()),
               "batch_norm: running_mean and running_var must be defined in evaluation mode");
-  const int64_t count = input.numel() / std::max<int64_t>(1, channels);
-  EMBER_CHECK(!training || count > 1, "batch_norm: expected more than 1 value per channel when training, got input "
-              "size ", shape_str(input.sizes()));
+  int64_t count = input.numel() / std::max<int64_t>(1, channels);
+  if (!reducer) {
+    EMBER_CHECK(!training || count > 1, "batch_norm: expected more than 1 value per channel when training, got input "
+                "size ", shape_str(input.sizes()));
+  }
   const KernelTable& k = kernels_for(input.device(), "batch_norm");
   Tensor mean, invstd, out;
   {
     NoGradGuard no_grad;
     if (training) {
       auto [batch_mean, batch_var] = k.batch_norm_stats(input);
+      if (reducer) {
+        reducer->reduce_stats(batch_mean, batch_var, count);
+        EMBER_CHECK(count > 1, "SyncBatchNorm: expected more than 1 value per channel over all processes, got ", count);
+      }
       mean = batch_mean;
       invstd = (batch_var + eps).rsqrt();
       if (running_mean.defined()) {
@@ -97,7 +107,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
     out = k.batch_norm_apply(input, mean, invstd, weight, bias);
   }
   if (!needs_grad({&input, &weight, &bias})) return out;
-  auto node = std::make_shared<autograd::BatchNormBackward>(input, mean, invstd, weight, training, count);
+  auto node = std::make_shared<autograd::BatchNormBackward>(input, mean, invstd, weight, training, count,
+                                                            training ? reducer : nullptr);
   autograd::connect(node, {&input, &weight, &bias});
   return autograd::attach(node, out);
 }

@@ -72,8 +72,8 @@ Tensor BatchNormImplBase<Derived>::forward(const Tensor& input) {
   bool use_batch_stats = this->is_training() || !options.track_running_stats();
   double momentum = 0.0;
   if (this->is_training() && options.track_running_stats()) momentum = step_momentum();
-  return batch_norm(input, running_mean, running_var, weight, bias,
-                    use_batch_stats, momentum, options.eps());
+  return batch_norm(input, running_mean, running_var, weight, bias, use_batch_stats, momentum, options.eps(),
+                    use_batch_stats ? reducer : nullptr);
 }
 
 template <typename Derived>

@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "autograd/functional.h"
 #include "nn/module.h"
 #include "nn/options.h"
 
@@ -34,6 +35,8 @@ class BatchNormImplBase : public Cloneable<Derived> {
 
   BatchNormOptions options;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+  // Set by parallel::convert_sync_batchnorm: training statistics then span all processes.
+  std::shared_ptr<BatchNormStatsReducer> reducer;
 
  private:
   int64_t min_dim_, max_dim_;

@@ -1,0 +1,281 @@
+// Bucketing, readiness tracking, launch order and the end-of-backward wait.
+#include "parallel/reducer.h"
+
+#include <algorithm>
+#include <sstream>
+#include <unordered_map>
+
+#include "autograd/engine.h"
+#include "autograd/node.h"
+#include "core/factory.h"
+#include "core/grad_mode.h"
+#include "core/ops.h"
+
+namespace ember::parallel {
+
+namespace {
+
+// The leaves (by impl) reachable from `outputs` through the autograd graph.
+std::vector<const TensorImpl*> reachable_leaves(const std::vector<Tensor>& outputs) {
+  std::vector<const TensorImpl*> leaves;
+  std::vector<autograd::Node*> stack;
+  std::unordered_map<autograd::Node*, bool> seen;
+  for (const Tensor& out : outputs) {
+    if (!out.defined() || !out.requires_grad()) continue;
+    if (out.grad_fn()) stack.push_back(out.grad_fn().get());
+    else leaves.push_back(out.unsafe_impl());
+  }
+  while (!stack.empty()) {
+    autograd::Node* node = stack.back();
+    stack.pop_back();
+    if (seen[node]) continue;
+    seen[node] = true;
+    if (auto* acc = dynamic_cast<autograd::AccumulateGrad*>(node)) leaves.push_back(acc->leaf().unsafe_impl());
+    for (const autograd::Edge& edge : node->next_edges())
+      if (edge.valid()) stack.push_back(edge.function.get());
+  }
+  return leaves;
+}
+
+}  // namespace
+
+Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> parameters, std::shared_ptr<comm::ProcessGroup> group,
+                 ReducerOptions options)
+    : parameters_(std::move(parameters)), group_(std::move(group)), options_(options), hook_(allreduce_hook) {
+  const size_t n = parameters_.size();
+  ready_.assign(n, false);
+  unused_.assign(n, false);
+  for (const auto& [name, p] : parameters_) {
+    EMBER_CHECK(p.is_contiguous(), "DistributedDataParallel: parameter '", name, "' must be contiguous");
+    EMBER_CHECK(is_floating(p.dtype()), "DistributedDataParallel: parameter '", name, "' must be floating point");
+  }
+  // Reverse registration order: the last layers' gradients are ready first.
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = n - 1 - i;
+  build_buckets(order);
+  for (size_t i = 0; i < n; ++i) {
+    hook_handles_.push_back(
+        parameters_[i].second.register_post_accumulate_grad_hook([this, i](const Tensor&) { mark_grad_ready(i); }));
+  }
+}
+
+Reducer::~Reducer() {
+  for (size_t i = 0; i < parameters_.size(); ++i) parameters_[i].second.remove_hook(hook_handles_[i]);
+}
+
+void Reducer::build_buckets(const std::vector<size_t>& order) {
+  buckets_.clear();
+  bucket_of_.assign(parameters_.size(), 0);
+  slot_of_.assign(parameters_.size(), 0);
+  double cap = options_.first_bucket_mb;
+  Bucket current;
+  size_t bytes = 0;
+  auto close = [&] {
+    if (current.params.empty()) return;
+    buckets_.push_back(std::move(current));
+    current = Bucket();
+    bytes = 0;
+    cap = options_.bucket_cap_mb;
+  };
+  for (size_t index : order) {
+    const Tensor& p = parameters_[index].second;
+    // A bucket holds one dtype and device; a full one is closed.
+    if (!current.params.empty()) {
+      const Tensor& first = parameters_[current.params.front()].second;
+      if (first.dtype() != p.dtype() || first.device() != p.device()) close();
+    }
+    current.params.push_back(index);
+    bytes += p.nbytes();
+    if (static_cast<double>(bytes) >= cap * 1024.0 * 1024.0) close();
+  }
+  close();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    Bucket& bucket = buckets_[b];
+    int64_t total = 0;
+    for (size_t k = 0; k < bucket.params.size(); ++k) {
+      bucket_of_[bucket.params[k]] = b;
+      slot_of_[bucket.params[k]] = k;
+      bucket.offsets.push_back(total);
+      total += parameters_[bucket.params[k]].second.numel();
+    }
+    const Tensor& first = parameters_[bucket.params.front()].second;
+    bucket.buffer = zeros({total}, first.options());
+    bucket.pending = bucket.params.size();
+  }
+  stats_.buckets = buckets_.size();
+  if (options_.gradient_as_bucket_view) point_grads_at_buckets();
+}
+
+// gradient_as_bucket_view: each .grad becomes a view into its bucket, keeping any value it had.
+void Reducer::point_grads_at_buckets() {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    Tensor& p = parameters_[i].second;
+    const Bucket& bucket = buckets_[bucket_of_[i]];
+    Tensor view = bucket.buffer.narrow(0, bucket.offsets[slot_of_[i]], p.numel()).view(p.sizes());
+    const Tensor& old = p.grad();
+    if (old.defined() && old.unsafe_impl() != view.unsafe_impl()) copy_into(view, old);
+    else if (!old.defined()) view.zero_();
+    p.mutable_grad() = view;
+  }
+}
+
+std::vector<std::vector<std::string>> Reducer::bucket_parameter_names() const {
+  std::vector<std::vector<std::string>> names;
+  for (const Bucket& bucket : buckets_) {
+    names.emplace_back();
+    for (size_t i : bucket.params) names.back().push_back(parameters_[i].first);
+  }
+  return names;
+}
+
+void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
+  if (!sync_) return;
+  if (options_.gradient_as_bucket_view) {
+    // zero_grad(set_to_none) drops the views; bring them back before gradients accumulate.
+    for (size_t i = 0; i < parameters_.size(); ++i) {
+      const Tensor& g = parameters_[i].second.grad();
+      if (!g.defined() || g.storage() != buckets_[bucket_of_[i]].buffer.storage()) {
+        point_grads_at_buckets();
+        break;
+      }
+    }
+  }
+  std::fill(unused_.begin(), unused_.end(), false);
+  if (!options_.find_unused_parameters) return;
+  std::vector<const TensorImpl*> used = reachable_leaves(outputs);
+  std::sort(used.begin(), used.end());
+  for (size_t i = 0; i < parameters_.size(); ++i)
+    unused_[i] = !std::binary_search(used.begin(), used.end(), parameters_[i].second.unsafe_impl());
+}
+
+void Reducer::mark_grad_ready(size_t index) {
+  if (!sync_) return;  // no_sync(): gradients just accumulate locally
+  if (!in_backward_) {
+    in_backward_ = true;
+    autograd::queue_callback([this] { finalize(); });
+    // Parameters the graph cannot reach are ready now, with zero gradient.
+    for (size_t i = 0; i < parameters_.size(); ++i)
+      if (unused_[i] && !ready_[i]) mark_grad_ready(i);
+  }
+  EMBER_CHECK(!ready_[index], "DistributedDataParallel: parameter '", parameters_[index].first,
+              "' received its gradient twice in one backward pass (is it shared between modules that DDP "
+              "sees separately, or was backward run twice without an optimizer step?)");
+  ready_[index] = true;
+  if (iterations_ == 0) arrival_order_.push_back(index);
+  Bucket& bucket = buckets_[bucket_of_[index]];
+  if (!options_.gradient_as_bucket_view) {
+    NoGradGuard no_grad;
+    Tensor slot = bucket.buffer.narrow(0, bucket.offsets[slot_of_[index]], parameters_[index].second.numel());
+    const Tensor& grad = parameters_[index].second.grad();
+    if (grad.defined() && !unused_[index]) copy_into(slot, grad.reshape({-1}));
+    else slot.zero_();
+  }
+  if (--bucket.pending == 0) mark_bucket_ready(bucket_of_[index]);
+}
+
+void Reducer::mark_bucket_ready(size_t b) {
+  buckets_[b].ready = true;
+  launch_ready_buckets(true);
+}
+
+void Reducer::launch_ready_buckets(bool from_hook) {
+  // Strictly in index order, so every rank issues the same all-reduce sequence.
+  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].ready) {
+    Bucket& bucket = buckets_[next_bucket_];
+    GradBucket view;
+    view.index = next_bucket_;
+    view.buffer = bucket.buffer;
+    for (size_t i : bucket.params) view.names.push_back(parameters_[i].first);
+    view.is_last = next_bucket_ + 1 == buckets_.size();
+    if (next_bucket_ == 0) first_launch_ = std::chrono::steady_clock::now();
+    bucket.work = hook_(*group_, view);
+    if (from_hook) ++stats_.launched_during_backward;
+    ++next_bucket_;
+  }
+}
+
+void Reducer::finalize() {
+  auto end_of_backward = std::chrono::steady_clock::now();
+  std::vector<std::string> missing;
+  for (size_t i = 0; i < parameters_.size(); ++i)
+    if (!ready_[i]) missing.push_back(parameters_[i].first);
+  if (!missing.empty()) {
+    std::ostringstream names;
+    for (size_t k = 0; k < missing.size(); ++k) names << (k ? ", " : "") << missing[k];
+    reset_iteration();
+    EMBER_FAIL("DistributedDataParallel (rank ", group_->rank(), " of ", group_->name(), "): ", missing.size(),
+               " parameter(s) received no gradient in this backward pass: ", names.str(),
+               ". DDP cannot know whether other ranks used them, so it would wait forever; construct "
+               "DistributedDataParallel with find_unused_parameters=true, or make every parameter take part in the "
+               "loss.");
+  }
+  launch_ready_buckets(false);
+  stats_.first_launch_to_end_of_backward =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(end_of_backward - first_launch_);
+  auto wait_start = std::chrono::steady_clock::now();
+  for (Bucket& bucket : buckets_) bucket.work->wait();
+  auto done = std::chrono::steady_clock::now();
+  stats_.wait_time = std::chrono::duration_cast<std::chrono::nanoseconds>(done - wait_start);
+  stats_.comm_time = std::chrono::duration_cast<std::chrono::nanoseconds>(done - first_launch_);
+  if (!options_.gradient_as_bucket_view) {
+    NoGradGuard no_grad;
+    for (size_t i = 0; i < parameters_.size(); ++i) {
+      Tensor& p = parameters_[i].second;
+      const Bucket& bucket = buckets_[bucket_of_[i]];
+      Tensor averaged = bucket.buffer.narrow(0, bucket.offsets[slot_of_[i]], p.numel()).view(p.sizes());
+      if (p.grad().defined()) copy_into(p.mutable_grad(), averaged);
+      else p.mutable_grad() = averaged.clone();
+    }
+  }
+  ++iterations_;
+  reset_iteration();
+  if (iterations_ == 1 && options_.rebuild_buckets && !rebuilt_) rebuild_from_first_iteration();
+}
+
+void Reducer::reset_iteration() {
+  std::fill(ready_.begin(), ready_.end(), false);
+  for (Bucket& bucket : buckets_) {
+    bucket.pending = bucket.params.size();
+    bucket.ready = false;
+    bucket.work = nullptr;
+  }
+  next_bucket_ = 0;
+  in_backward_ = false;
+}
+
+void Reducer::rebuild_from_first_iteration() {
+  // Rank 0's arrival order decides for everyone; bucket layouts must agree across ranks.
+  const size_t n = parameters_.size();
+  Tensor order = empty({static_cast<int64_t>(n)}, TensorOptions(kInt64));
+  int64_t* data = order.data_ptr<int64_t>();
+  std::vector<bool> placed(n, false);
+  size_t k = 0;
+  for (size_t i : arrival_order_) {
+    data[k++] = static_cast<int64_t>(i);
+    placed[i] = true;
+  }
+  for (size_t i = n; i-- > 0;)
+    if (!placed[i]) data[k++] = static_cast<int64_t>(i);
+  group_->broadcast(order, 0)->wait();
+  std::vector<size_t> agreed(n);
+  for (size_t i = 0; i < n; ++i) agreed[i] = static_cast<size_t>(data[i]);
+  build_buckets(agreed);
+  rebuilt_ = true;
+  arrival_order_.clear();
+}
+
+void Reducer::shadow_backward() {
+  // Zero gradients stand in for this rank's; the bucket collectives match the active ranks'.
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    GradBucket view;
+    view.index = b;
+    view.buffer = zeros_like(buckets_[b].buffer);
+    view.is_last = b + 1 == buckets_.size();
+    hook_(*group_, view)->wait();
+  }
+  ++iterations_;
+  if (iterations_ == 1 && options_.rebuild_buckets && !rebuilt_) rebuild_from_first_iteration();
+}
+
+}  // namespace ember::parallel

@@ -1,0 +1,98 @@
+// The DDP reducer: parameters' gradients grouped into flat buckets (reverse registration order,
+// first bucket 1 MB, then 25 MB by default). Each parameter's post-accumulate-grad hook marks it
+// ready; a bucket whose last gradient arrived starts its all-reduce at once, while backward is
+// still running, and buckets start in index order on every rank. A callback at the end of the
+// backward pass waits for all of them and writes the averaged gradients back. After the first
+// iteration the buckets are rebuilt once, in the order gradients actually arrived (rank 0's).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/process_group.h"
+#include "parallel/comm_hooks.h"
+
+namespace ember::parallel {
+
+struct ReducerOptions {
+  double first_bucket_mb = 1.0;
+  double bucket_cap_mb = 25.0;
+  bool find_unused_parameters = false;
+  bool gradient_as_bucket_view = false;
+  bool rebuild_buckets = true;
+};
+
+// What the last synchronised backward did (for tests and benchmarks).
+struct ReducerStats {
+  size_t buckets = 0;
+  size_t launched_during_backward = 0;  // bucket all-reduces started from gradient hooks
+  std::chrono::nanoseconds first_launch_to_end_of_backward{0};  // > 0: communication overlapped compute
+  std::chrono::nanoseconds wait_time{0};  // spent waiting for all-reduces after backward's last node
+  std::chrono::nanoseconds comm_time{0};  // from first launch until the last bucket completed
+};
+
+class Reducer {
+ public:
+  Reducer(std::vector<std::pair<std::string, Tensor>> parameters, std::shared_ptr<comm::ProcessGroup> group,
+          ReducerOptions options);
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // Called after forward, before backward: with find_unused_parameters, the parameters the
+  // outputs do not depend on are found here and count as ready at once.
+  void prepare_for_backward(const std::vector<Tensor>& outputs);
+  void set_sync(bool sync) { sync_ = sync; }
+  bool sync() const { return sync_; }
+  void register_comm_hook(CommHook hook) { hook_ = std::move(hook); }
+  const ReducerStats& stats() const { return stats_; }
+  size_t bucket_count() const { return buckets_.size(); }
+  std::vector<std::vector<std::string>> bucket_parameter_names() const;
+  bool rebuild_pending() const { return options_.rebuild_buckets && !rebuilt_ && iterations_ > 0; }
+
+  // Join support: the collectives one backward of an active rank issues, performed with zero
+  // gradients by a rank that has run out of data.
+  void shadow_backward();
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;
+    std::vector<int64_t> offsets;  // element offset of each parameter in the buffer
+    Tensor buffer;
+    size_t pending = 0;
+    bool ready = false;
+    comm::WorkPtr work;
+  };
+
+  void build_buckets(const std::vector<size_t>& order);
+  void mark_grad_ready(size_t index);
+  void mark_bucket_ready(size_t bucket);
+  void launch_ready_buckets(bool from_hook);
+  void finalize();
+  void reset_iteration();
+  void rebuild_from_first_iteration();
+  void point_grads_at_buckets();
+
+  std::vector<std::pair<std::string, Tensor>> parameters_;
+  std::shared_ptr<comm::ProcessGroup> group_;
+  ReducerOptions options_;
+  CommHook hook_;
+  std::vector<size_t> hook_handles_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;  // parameter -> bucket
+  std::vector<size_t> slot_of_;    // parameter -> position inside its bucket
+  std::vector<bool> ready_;
+  std::vector<bool> unused_;
+  std::vector<size_t> arrival_order_;
+  size_t next_bucket_ = 0;
+  bool sync_ = true;
+  bool in_backward_ = false;
+  bool rebuilt_ = false;
+  int64_t iterations_ = 0;
+  ReducerStats stats_;
+  std::chrono::steady_clock::time_point first_launch_;
+};
+
+}  // namespace ember::parallel

@@ -1,0 +1,62 @@
+// Combining per-rank statistics: Chan et al.'s parallel variance in float64, so ranks with
+// different counts (the last, smaller batch) combine exactly.
+#include "parallel/sync_batch_norm.h"
+
+#include "core/factory.h"
+#include "core/grad_mode.h"
+#include "core/ops.h"
+#include "nn/modules/batchnorm.h"
+
+namespace ember::parallel {
+
+void ProcessGroupBatchNormReducer::reduce_stats(Tensor& mean, Tensor& var, int64_t& count) {
+  NoGradGuard no_grad;
+  const int64_t channels = mean.numel();
+  // [count, mean..., var...] per rank, gathered in float64.
+  Tensor local = cat({full({1}, static_cast<double>(count), TensorOptions(kFloat64)), mean.to(kFloat64).reshape({-1}),
+                      var.to(kFloat64).reshape({-1})});
+  Tensor gathered = empty({group_->size() * local.numel()}, TensorOptions(kFloat64));
+  group_->all_gather_into_tensor(gathered, local)->wait();
+  Tensor rows = gathered.view({group_->size(), local.numel()});
+  Tensor counts = rows.select(1, 0).unsqueeze(1);                   // [R, 1]
+  Tensor means = rows.narrow(1, 1, channels);                        // [R, C]
+  Tensor vars = rows.narrow(1, 1 + channels, channels);              // [R, C]
+  Tensor total = counts.sum({0});                                    // [1]
+  Tensor global_mean = (means * counts).sum({0}) / total;            // [C]
+  // Sum of squared deviations: within each rank plus between ranks.
+  Tensor deviation = means - global_mean;
+  Tensor m2 = (vars * counts).sum({0}) + (deviation * deviation * counts).sum({0});
+  Tensor global_var = m2 / total;
+  count = static_cast<int64_t>(total.item<double>());
+  mean = global_mean.to(mean.dtype()).view(mean.sizes());
+  var = global_var.to(var.dtype()).view(var.sizes());
+}
+
+void ProcessGroupBatchNormReducer::reduce_grad_sums(Tensor& sum_dy, Tensor& sum_dy_xmu) {
+  NoGradGuard no_grad;
+  const int64_t channels = sum_dy.numel();
+  Tensor both = cat({sum_dy.reshape({-1}), sum_dy_xmu.reshape({-1})});
+  group_->all_reduce(both, comm::ReduceOp::Sum)->wait();
+  sum_dy = both.narrow(0, 0, channels).view(sum_dy.sizes()).clone();
+  sum_dy_xmu = both.narrow(0, channels, channels).view(sum_dy_xmu.sizes()).clone();
+}
+
+int convert_sync_batchnorm(nn::Module& module, std::shared_ptr<comm::ProcessGroup> group) {
+  EMBER_CHECK(group != nullptr, "convert_sync_batchnorm: the process group is null");
+  auto reducer = std::make_shared<ProcessGroupBatchNormReducer>(group);
+  int converted = 0;
+  module.apply([&](nn::Module& m) {
+    if (auto* bn = dynamic_cast<nn::BatchNorm2dImpl*>(&m)) {
+      bn->reducer = reducer;
+    } else if (auto* bn1 = dynamic_cast<nn::BatchNorm1dImpl*>(&m)) {
+      bn1->reducer = reducer;
+    } else {
+      return;
+    }
+    m.set_type_name("SyncBatchNorm");
+    ++converted;
+  });
+  return converted;
+}
+
+}  // namespace ember::parallel
