@@ -99,7 +99,10 @@ Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Ten
   const char* name = unary_op_name(op);
   Tensor out = empty(grad.sizes(), grad.options());
   if (out.numel() == 0) return out;
-  Tensor gx = x.to(grad.dtype()).expand(grad.sizes()), gy = y.to(grad.dtype()).expand(grad.sizes());
+  // The kernel reads every operand; one the formula ignores may be absent, and grad stands in.
+  const Tensor& xs = x.defined() ? x : grad;
+  const Tensor& ys = y.defined() ? y : grad;
+  Tensor gx = xs.to(grad.dtype()).expand(grad.sizes()), gy = ys.to(grad.dtype()).expand(grad.sizes());
   StridedLoop loop = make_loop({&out, &grad, &gx, &gy}, name);
   kernels_for(grad.device(), name).unary_backward(op, loop, a, b);
   return out;
