@@ -49,8 +49,12 @@ Tensor clone(const Tensor& x) {
 void rebase_inplace(const Tensor& self, const Tensor& result, const char* op) {
   EMBER_CHECK(!(self.is_leaf() && self.requires_grad()), op, ": a leaf Variable that requires grad is being used in "
               "an in-place operation (wrap parameter updates in NoGradGuard)");
-  EMBER_CHECK(!self.unsafe_impl()->is_view, op, ": in-place operation on a view of a tensor that takes part in "
-              "autograd is not supported; use the out-of-place form (e.g. x = x.", op, "...) instead");
+  // A view whose memory no other tensor shares (matmul's or a reduction's reshape of a fresh
+  // result; a saved tensor also counts as sharing) can take the new history alone. Otherwise its
+  // base would keep a stale history, which Ember does not track.
+  EMBER_CHECK(!self.unsafe_impl()->is_view || self.storage().use_count() == 1, op, ": in-place operation on a view "
+              "of a tensor that takes part in autograd is not supported; use the out-of-place form (e.g. x = x.", op,
+              "...) instead");
   {
     NoGradGuard no_grad;
     copy_into(self, result);
