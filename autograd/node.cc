@@ -13,6 +13,24 @@ std::mutex accumulator_creation;
 
 Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
 
+Node::~Node() {
+  // A next node whose last owner is this one would be destroyed inside this destructor, and its
+  // own next node inside that one: one stack frame per node of a chain. Instead, take such nodes
+  // over, strip their edges here, and let each die with no edges left.
+  std::vector<std::shared_ptr<Node>> orphans;
+  auto adopt_sole_owned = [&orphans](std::vector<Edge>& edges) {
+    for (Edge& edge : edges)
+      if (edge.function && edge.function.use_count() == 1) orphans.push_back(std::move(edge.function));
+    edges.clear();
+  };
+  adopt_sole_owned(next_edges_);
+  while (!orphans.empty()) {
+    std::shared_ptr<Node> node = std::move(orphans.back());
+    orphans.pop_back();
+    adopt_sole_owned(node->next_edges_);
+  }
+}
+
 AccumulateGrad::AccumulateGrad(Tensor leaf) : leaf_(std::move(leaf)) {}
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {

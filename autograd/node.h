@@ -35,7 +35,7 @@ struct OutputMeta {
 class Node : public std::enable_shared_from_this<Node> {
  public:
   Node();
-  virtual ~Node() = default;
+  virtual ~Node();  // iterative: dropping a 100,000-node chain must not recurse once per node
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
