@@ -90,6 +90,11 @@ class GraphTask {
     const bool is_accumulator = dynamic_cast<AccumulateGrad*>(node) != nullptr;
     // autograd::grad returns gradients instead of writing any leaf's .grad.
     if (is_accumulator && !accumulate_) return visited;
+    // Before hooks and retain_grad: a refused pass must leave no trace.
+    EMBER_CHECK(!node->released(), node->name(), ": trying to backward through the graph a second time (or directly "
+                "access saved tensors after they have already been freed). Saved intermediate values of the graph "
+                "are freed when you call backward(); specify retain_graph=true if you need to backward through the "
+                "graph a second time");
     for (size_t i = 0; i < grads.size(); ++i) {
       if (!grads[i].defined()) {
         const OutputMeta& meta = node->outputs()[i];
@@ -107,10 +112,6 @@ class GraphTask {
         meta.grad = meta.grad.defined() ? meta.grad + grads[output_nr] : grads[output_nr].clone();
       }
     }
-    EMBER_CHECK(!node->released(), node->name(), ": trying to backward through the graph a second time (or directly "
-                "access saved tensors after they have already been freed). Saved intermediate values of the graph "
-                "are freed when you call backward(); specify retain_graph=true if you need to backward through the "
-                "graph a second time");
     std::vector<Tensor> input_grads = node->apply(std::move(grads));
     if (!retain_graph_ && !is_accumulator) {
       node->release_saved();

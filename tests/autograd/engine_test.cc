@@ -65,6 +65,21 @@ TEST_CASE("engine: retain_graph allows a second backward; without it the graph i
   CHECK(values(x.grad()) == V{9, -3});  // the failed call added nothing
 }
 
+TEST_CASE("engine: a backward refused for a freed graph runs no hook and retains nothing", "[engine]") {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor y = (x * 2.0).sum();
+  int hook_calls = 0;
+  y.register_hook([&](const Tensor&) {
+    ++hook_calls;
+    return Tensor();
+  });
+  y.retain_grad();
+  y.backward();
+  CHECK_THAT(error_of([&] { y.backward(); }), Contains("backward through the graph a second time"));
+  CHECK(hook_calls == 1);
+  CHECK(values(y.grad()) == V{1});
+}
+
 TEST_CASE("engine: a graph freed by one root cannot be reused from another", "[engine]") {
   Tensor x = leaf({1.0, 2.0});
   Tensor h = x * x;
