@@ -178,10 +178,13 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
   std::vector<Tensor> root_grads = root_gradients(outputs, grad_outputs, "grad");
   std::vector<Capture> captures;
+  // Held until the walk ends: a leaf's accumulator may have no other owner (the leaf is itself
+  // an output), and a freed one would be recreated at a different address for the outputs.
+  std::vector<Edge> input_edges;
   for (size_t i = 0; i < inputs.size(); ++i) {
     EMBER_CHECK(inputs[i].requires_grad(), "grad: input ", i, " does not require grad");
-    Edge edge = gradient_edge(inputs[i]);
-    captures.push_back({edge.function.get(), edge.input_nr, i});
+    input_edges.push_back(gradient_edge(inputs[i]));
+    captures.push_back({input_edges.back().function.get(), input_edges.back().input_nr, i});
   }
   std::vector<Edge> edges;
   for (const Tensor& root : outputs) edges.push_back(gradient_edge(root));

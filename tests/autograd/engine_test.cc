@@ -244,6 +244,15 @@ TEST_CASE("autograd::grad with inputs the outputs do not use", "[engine][grad]")
   CHECK_THAT(error_of([&] { autograd::grad({loss}, {f64({1.0})}, {}, true); }), Contains("does not require grad"));
 }
 
+TEST_CASE("engine: a leaf as the output", "[engine]") {
+  Tensor x = leaf({1.0, 2.0});
+  x.backward(f64({3.0, 4.0}));
+  CHECK(values(x.grad()) == V{3, 4});
+  std::vector<Tensor> g = autograd::grad({x}, {x}, {f64({5.0, 6.0})});
+  CHECK(values(g[0]) == V{5, 6});
+  CHECK(values(x.grad()) == V{3, 4});
+}
+
 TEST_CASE("autograd::grad with respect to an intermediate used twice", "[engine][grad]") {
   Tensor x = leaf({2.0, -1.0});
   Tensor h = x * 3.0;
