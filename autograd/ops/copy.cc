@@ -61,9 +61,16 @@ void rebase_inplace(const Tensor& self, const Tensor& result, const char* op) {
   }
   self.bump_version();
   AutogradMeta& meta = self.autograd_meta();
+  std::shared_ptr<Node> old_fn = meta.grad_fn;
   const AutogradMeta* from = result.autograd_meta_or_null();
   meta.grad_fn = from ? from->grad_fn : nullptr;
   meta.output_nr = from ? from->output_nr : 0;
+  if (meta.retains_grad && old_fn) {
+    // .grad is the gradient of the tensor's current value (PyTorch's rule), so retain_grad
+    // moves to the new history; tensor hooks stay behind, with the value they were given.
+    std::erase_if(old_fn->retained(), [&](const auto& entry) { return entry.second.lock() == self.impl_ptr(); });
+    if (meta.grad_fn) meta.grad_fn->retained().emplace_back(meta.output_nr, self.impl_ptr());
+  }
 }
 
 }  // namespace ember::autograd

@@ -204,6 +204,23 @@ TEST_CASE("engine: retain_grad() keeps a non-leaf's gradient", "[engine]") {
   CHECK_THAT(error_of([] { f64({1.0}).retain_grad(); }), Contains("doesn't require gradient"));
 }
 
+TEST_CASE("engine: retain_grad() follows the tensor through an in-place op", "[engine]") {
+  Tensor x = leaf({1.0, 2.0});
+  Tensor y = x * 2.0;
+  y.retain_grad();
+  int hook_calls = 0;
+  y.register_hook([&](const Tensor& g) {
+    ++hook_calls;
+    CHECK(values(g) == V{15, 15});  // a hook stays with the value it was registered on: the old y
+    return Tensor();
+  });
+  y.mul_(f64({3.0}));
+  (y * 5.0).sum().backward();
+  CHECK(values(y.grad()) == V{5, 5});  // the gradient of y's current value
+  CHECK(hook_calls == 1);
+  CHECK(values(x.grad()) == V{30, 30});
+}
+
 TEST_CASE("autograd::grad returns gradients without touching .grad", "[engine][grad]") {
   Tensor x = leaf({1.0, 2.0}), w = leaf({3.0, -1.0});
   w.set_grad(f64({100.0, 100.0}));
