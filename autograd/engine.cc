@@ -110,6 +110,11 @@ class GraphTask {
     const bool is_accumulator = dynamic_cast<AccumulateGrad*>(node) != nullptr;
     // autograd::grad returns gradients instead of writing any leaf's .grad.
     if (is_accumulator && !accumulate_) return visited;
+    // Before hooks and retain_grad: a refused pass must leave no trace.
+    EMBER_CHECK(!node->released(), node->name(), ": trying to backward through the graph a second time (or directly "
+                "access saved tensors after they have already been freed). Saved intermediate values of the graph "
+                "are freed when you call backward(); specify retain_graph=true if you need to backward through the "
+                "graph a second time");
     for (size_t i = 0; i < grads.size(); ++i) {
       if (!grads[i].defined()) {
         const OutputMeta& meta = node->outputs()[i];
@@ -127,10 +132,6 @@ class GraphTask {
         meta.grad = meta.grad.defined() ? meta.grad + grads[output_nr] : grads[output_nr].clone();
       }
     }
-    EMBER_CHECK(!node->released(), node->name(), ": trying to backward through the graph a second time (or directly "
-                "access saved tensors after they have already been freed). Saved intermediate values of the graph "
-                "are freed when you call backward(); specify retain_graph=true if you need to backward through the "
-                "graph a second time");
     std::vector<Tensor> input_grads = node->apply(std::move(grads));
     if (!retain_graph_ && !is_accumulator) {
       node->release_saved();
@@ -202,10 +203,13 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
   std::vector<Tensor> root_grads = root_gradients(outputs, grad_outputs, "grad");
   std::vector<Capture> captures;
+  // Held until the walk ends: a leaf's accumulator may have no other owner (the leaf is itself
+  // an output), and a freed one would be recreated at a different address for the outputs.
+  std::vector<Edge> input_edges;
   for (size_t i = 0; i < inputs.size(); ++i) {
     EMBER_CHECK(inputs[i].requires_grad(), "grad: input ", i, " does not require grad");
-    Edge edge = gradient_edge(inputs[i]);
-    captures.push_back({edge.function.get(), edge.input_nr, i});
+    input_edges.push_back(gradient_edge(inputs[i]));
+    captures.push_back({input_edges.back().function.get(), input_edges.back().input_nr, i});
   }
   std::vector<Edge> edges;
   for (const Tensor& root : outputs) edges.push_back(gradient_edge(root));

@@ -1,6 +1,6 @@
 // The backward engine: a dependency-counted walk over the graph from the roots, always running
 // the ready node created last (so gradients arrive in reverse order of the forward, which is
-// the order DDP's buckets expect). No recursion: a 10,000-op chain is fine. Each call runs in
+// the order DDP's buckets expect); leaves' gradient sinks run as soon as they are ready. No recursion: a 10,000-op chain is fine. Each call runs in
 // the calling thread with its own bookkeeping, so threads may run independent passes at once.
 #pragma once
 

@@ -1,6 +1,8 @@
 // Node bookkeeping and the leaf accumulator.
 #include "autograd/node.h"
 
+#include <limits>
+
 #include "core/grad_mode.h"
 #include "core/ops.h"
 
@@ -13,7 +15,29 @@ std::mutex accumulator_creation;
 
 Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
 
-AccumulateGrad::AccumulateGrad(Tensor leaf) : leaf_(std::move(leaf)) {}
+Node::~Node() {
+  // A next node whose last owner is this one would be destroyed inside this destructor, and its
+  // own next node inside that one: one stack frame per node of a chain. Instead, take such nodes
+  // over, strip their edges here, and let each die with no edges left.
+  std::vector<std::shared_ptr<Node>> orphans;
+  auto adopt_sole_owned = [&orphans](std::vector<Edge>& edges) {
+    for (Edge& edge : edges)
+      if (edge.function && edge.function.use_count() == 1) orphans.push_back(std::move(edge.function));
+    edges.clear();
+  };
+  adopt_sole_owned(next_edges_);
+  while (!orphans.empty()) {
+    std::shared_ptr<Node> node = std::move(orphans.back());
+    orphans.pop_back();
+    adopt_sole_owned(node->next_edges_);
+  }
+}
+
+// A sink feeds no other node, so running it early delays nothing, and its post-accumulate hooks
+// (DDP's all-reduces) start at once. By creation order, an accumulator that an older graph still
+// holds (last step's loss kept alive) would wait for the whole walk.
+AccumulateGrad::AccumulateGrad(Tensor leaf)
+    : Node(std::numeric_limits<uint64_t>::max()), leaf_(std::move(leaf)) {}
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   Tensor grad = std::move(grads[0]);

@@ -35,7 +35,7 @@ struct OutputMeta {
 class Node : public std::enable_shared_from_this<Node> {
  public:
   Node();
-  virtual ~Node() = default;
+  virtual ~Node();  // iterative: dropping a 100,000-node chain must not recurse once per node
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
@@ -62,6 +62,10 @@ class Node : public std::enable_shared_from_this<Node> {
   // Non-leaf tensors that asked for retain_grad(): their .grad is set when the gradient passes.
   std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>>& retained() { return retained_; }
 
+ protected:
+  // A fixed sequence number instead of the next one from the global counter.
+  explicit Node(uint64_t sequence_nr) : sequence_nr_(sequence_nr) {}
+
  private:
   uint64_t sequence_nr_;
   std::vector<Edge> next_edges_;
@@ -72,7 +76,8 @@ class Node : public std::enable_shared_from_this<Node> {
 };
 
 // The sink of a leaf tensor: adds the incoming gradient to leaf.grad, running the leaf's tensor
-// hooks first and its post-accumulate hooks after. Thread-safe: two backward passes (e.g. two
+// hooks first and its post-accumulate hooks after. It has the highest sequence number, so the
+// engine runs it as soon as it is ready, even when it was created for an older graph. Thread-safe: two backward passes (e.g. two
 // DataParallel replicas sharing an input) may accumulate into one leaf.
 class AccumulateGrad final : public Node {
  public:

@@ -113,7 +113,10 @@ Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Ten
   const char* name = unary_op_name(op);
   Tensor out = alloc_output(grad.sizes(), grad.options(), grad);
   if (out.numel() == 0) return out;
-  Tensor gx = x.to(grad.dtype()).expand(grad.sizes()), gy = y.to(grad.dtype()).expand(grad.sizes());
+  // The kernel reads every operand; one the formula ignores may be absent, and grad stands in.
+  const Tensor& xs = x.defined() ? x : grad;
+  const Tensor& ys = y.defined() ? y : grad;
+  Tensor gx = xs.to(grad.dtype()).expand(grad.sizes()), gy = ys.to(grad.dtype()).expand(grad.sizes());
   StridedLoop loop = make_loop({&out, &grad, &gx, &gy}, name);
   kernels_for(grad.device(), name).unary_backward(op, loop, a, b);
   return out;
@@ -174,14 +177,21 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// b * alpha in the dtype a op b computes in: scaling in b's own dtype first would round the
+// product (p.add_(bfloat16_grad, -lr) on a float32 p must not round lr * grad to bfloat16).
+static Tensor scaled(const Tensor& a, const Tensor& b, Scalar alpha) {
+  const DType dtype = result_type(a, b);
+  return (b.dtype() == dtype ? b : b.to(dtype)) * alpha;
+}
+
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) {
   if (alpha.to_double() == 1.0) return binary(BinaryOp::Add, a, b);
-  return binary(BinaryOp::Add, a, b * alpha);
+  return binary(BinaryOp::Add, a, scaled(a, b, alpha));
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) {
   if (alpha.to_double() == 1.0) return binary(BinaryOp::Sub, a, b);
-  return binary(BinaryOp::Sub, a, b * alpha);
+  return binary(BinaryOp::Sub, a, scaled(a, b, alpha));
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Mul, a, b); }
@@ -259,12 +269,12 @@ static Tensor& binary_inplace(Tensor& self, BinaryOp op, const Tensor& other, co
 
 Tensor& Tensor::add_(const Tensor& other, Scalar alpha) {
   if (alpha.to_double() == 1.0) return binary_inplace(*this, BinaryOp::Add, other, "add_");
-  return binary_inplace(*this, BinaryOp::Add, other * alpha, "add_");
+  return binary_inplace(*this, BinaryOp::Add, scaled(*this, other, alpha), "add_");
 }
 
 Tensor& Tensor::sub_(const Tensor& other, Scalar alpha) {
   if (alpha.to_double() == 1.0) return binary_inplace(*this, BinaryOp::Sub, other, "sub_");
-  return binary_inplace(*this, BinaryOp::Sub, other * alpha, "sub_");
+  return binary_inplace(*this, BinaryOp::Sub, scaled(*this, other, alpha), "sub_");
 }
 
 Tensor& Tensor::mul_(const Tensor& other) { return binary_inplace(*this, BinaryOp::Mul, other, "mul_"); }

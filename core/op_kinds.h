@@ -15,6 +15,12 @@ enum class UnaryOp : uint8_t {
 constexpr int kNumUnaryOps = static_cast<int>(UnaryOp::Expm1) + 1;
 const char* unary_op_name(UnaryOp op);
 
+// Which of its input x and output y a unary op's backward formula reads (cpu/math.h's
+// apply_unary_backward). Autograd saves only that one, so an in-place change to the other
+// (`y = x.sin(); y += r`) stays legal, as in PyTorch.
+enum class UnaryGradOperand : uint8_t { None, Input, Output };
+UnaryGradOperand unary_grad_operand(UnaryOp op);
+
 enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Pow, Minimum, Maximum };
 const char* binary_op_name(BinaryOp op);
 

@@ -56,7 +56,8 @@ Tensor mm(const Tensor& a, const Tensor& b);    // [M, K] x [K, N]
 Tensor bmm(const Tensor& a, const Tensor& b);   // [B, M, K] x [B, K, N]
 
 // ---- primitives the autograd formulas use ----
-// grad * d(op)/dx for a unary op, from its input x and output y (same shape as grad).
+// grad * d(op)/dx for a unary op, from its input x and output y (same shape as grad). The one
+// of x and y that unary_grad_operand(op) does not name may be undefined.
 Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y, double a, double b);
 
 // ---- copies ----

@@ -32,7 +32,11 @@ std::string backward_name(const char* op) {
 class UnaryBackward final : public Node {
  public:
   UnaryBackward(UnaryOp op, double a, double b, const Tensor& x, const Tensor& y)
-      : op_(op), a_(a), b_(b), x_(x), y_(y), input_dtype_(x.dtype()) {}
+      : op_(op), a_(a), b_(b), input_dtype_(x.dtype()) {
+    // Save only what the formula reads: a saved tensor turns any later in-place change into an error.
+    if (unary_grad_operand(op) == UnaryGradOperand::Input) x_ = SavedTensor(x);
+    if (unary_grad_operand(op) == UnaryGradOperand::Output) y_ = SavedTensor(y);
+  }
   std::string name() const override { return backward_name(unary_op_name(op_)); }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& g = grads[0];
@@ -55,13 +59,20 @@ class BinaryBackward final : public Node {
  public:
   BinaryBackward(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& y)
       : op_(op), a_shape_(a.sizes()), b_shape_(b.sizes()), a_dtype_(a.dtype()), b_dtype_(b.dtype()) {
-    // Save only what the formula reads.
-    bool save_a = op == BinaryOp::Mul || op == BinaryOp::Pow || op == BinaryOp::Minimum || op == BinaryOp::Maximum;
-    bool save_b = op == BinaryOp::Mul || op == BinaryOp::Div || op == BinaryOp::Pow || op == BinaryOp::Minimum ||
-                  op == BinaryOp::Maximum;
+    // Save only what the formulas of the wanted gradients read (x * w with w constant keeps w,
+    // not x), so an in-place change to anything else stays legal.
+    const bool want_a = a.requires_grad(), want_b = b.requires_grad();
+    bool save_a = false, save_b = false, save_y = false;
+    switch (op) {
+      case BinaryOp::Add: case BinaryOp::Sub: break;
+      case BinaryOp::Mul: save_a = want_b, save_b = want_a; break;
+      case BinaryOp::Div: save_b = true, save_y = want_b; break;
+      case BinaryOp::Pow: save_a = save_b = true, save_y = want_b; break;
+      case BinaryOp::Minimum: case BinaryOp::Maximum: save_a = save_b = true; break;
+    }
     if (save_a) a_ = SavedTensor(a);
     if (save_b) b_ = SavedTensor(b);
-    if (op == BinaryOp::Div || op == BinaryOp::Pow) y_ = SavedTensor(y);
+    if (save_y) y_ = SavedTensor(y);
   }
   std::string name() const override { return backward_name(binary_op_name(op_)); }
 
