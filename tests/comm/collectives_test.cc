@@ -1,0 +1,200 @@
+// Every collective and dtype of the MPI process group against an expectation each rank computes
+// locally (run under mpirun with 2 and 4 ranks by tests/comm/BUILD).
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include "comm/init.h"
+#include "core/ember_core.h"
+
+using namespace ember;
+
+namespace {
+
+std::shared_ptr<comm::ProcessGroup> world() { return comm::init(); }
+
+// A rank-dependent value for element i, exactly representable in every dtype tested.
+double value(int rank, int64_t i) { return static_cast<double>((rank * 7 + i * 3) % 11) - 3.0; }
+
+Tensor rank_tensor(int rank, const Shape& shape, DType dtype) {
+  int64_t n = shape_numel(shape);
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = value(rank, i);
+  if (dtype == kUInt8) for (double& x : v) x += 3.0;
+  if (dtype == kBool) for (double& x : v) x = (x > 0) ? 1.0 : 0.0;
+  return tensor(v, shape).to(dtype);
+}
+
+double reduce_expected(comm::ReduceOp op, int size, int64_t i, DType dtype) {
+  auto at = [&](int r) {
+    double x = value(r, i);
+    if (dtype == kUInt8) x += 3.0;
+    if (dtype == kBool) x = x > 0 ? 1.0 : 0.0;
+    return x;
+  };
+  double acc = at(0);
+  for (int r = 1; r < size; ++r) {
+    double x = at(r);
+    switch (op) {
+      case comm::ReduceOp::Sum: case comm::ReduceOp::Avg: acc = dtype == kBool ? std::max(acc, x) : acc + x; break;
+      case comm::ReduceOp::Min: acc = std::min(acc, x); break;
+      case comm::ReduceOp::Max: acc = std::max(acc, x); break;
+      case comm::ReduceOp::Product: acc = dtype == kBool ? std::min(acc, x) : acc * x; break;
+    }
+  }
+  if (op == comm::ReduceOp::Avg) acc /= size;
+  return acc;
+}
+
+void require_values(const Tensor& t, const std::function<double(int64_t)>& expected, double tolerance = 0.0) {
+  std::vector<double> got = t.to_vector<double>();
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << " of " << dtype_name(t.dtype()) << " " << shape_str(t.sizes()));
+    REQUIRE(std::abs(got[i] - expected(static_cast<int64_t>(i))) <= tolerance);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("all_reduce: every op and dtype", "[comm]") {
+  auto g = world();
+  for (DType dtype : {kFloat32, kFloat64, kBFloat16, kFloat16, kInt64, kInt32, kUInt8, kBool}) {
+    for (comm::ReduceOp op : {comm::ReduceOp::Sum, comm::ReduceOp::Avg, comm::ReduceOp::Min, comm::ReduceOp::Max, comm::ReduceOp::Product}) {
+      if (op == comm::ReduceOp::Avg && !is_floating(dtype)) continue;
+      if (op == comm::ReduceOp::Product && dtype == kUInt8) continue;  // wraps around
+      INFO("dtype " << dtype_name(dtype) << " op " << comm::reduce_op_name(op));
+      Tensor t = rank_tensor(g->rank(), {3, 5}, dtype);
+      g->all_reduce(t, op)->wait();
+      double tolerance = (dtype == kBFloat16 || dtype == kFloat16) ? 0.1 : 1e-9;
+      require_values(t, [&](int64_t i) { return reduce_expected(op, g->size(), i, dtype); }, tolerance);
+    }
+  }
+}
+
+TEST_CASE("all_reduce on a non-contiguous tensor writes back through the view", "[comm]") {
+  auto g = world();
+  Tensor base = zeros({4, 6});
+  Tensor view = base.t().slice(0, 1, 6, 2);  // [3, 4], strided
+  {
+    NoGradGuard no_grad;
+    view.fill_(g->rank() + 1);
+  }
+  g->all_reduce(view)->wait();
+  double expected = g->size() * (g->size() + 1) / 2.0;
+  REQUIRE(view.sum().item<double>() == Approx(expected * 12));
+  REQUIRE(base.sum().item<double>() == Approx(expected * 12));
+}
+
+TEST_CASE("broadcast and reduce from every root", "[comm]") {
+  auto g = world();
+  for (int root = 0; root < g->size(); ++root) {
+    Tensor t = rank_tensor(g->rank(), {7}, kFloat32);
+    g->broadcast(t, root)->wait();
+    require_values(t, [&](int64_t i) { return value(root, i); });
+    Tensor r = rank_tensor(g->rank(), {7}, kInt64);
+    g->reduce(r, root, comm::ReduceOp::Sum)->wait();
+    if (g->rank() == root) require_values(r, [&](int64_t i) { return reduce_expected(comm::ReduceOp::Sum, g->size(), i, kInt64); });
+  }
+}
+
+TEST_CASE("all_gather into a list and into one tensor", "[comm]") {
+  auto g = world();
+  Tensor input = rank_tensor(g->rank(), {2, 3}, kFloat64);
+  std::vector<Tensor> outputs;
+  for (int r = 0; r < g->size(); ++r) outputs.push_back(empty({2, 3}, TensorOptions(kFloat64)));
+  g->all_gather(outputs, input)->wait();
+  for (int r = 0; r < g->size(); ++r) require_values(outputs[r], [&](int64_t i) { return value(r, i); });
+  Tensor flat = empty({g->size() * 2, 3}, TensorOptions(kFloat64));
+  g->all_gather_into_tensor(flat, input)->wait();
+  for (int r = 0; r < g->size(); ++r) require_values(flat.narrow(0, 2 * r, 2), [&](int64_t i) { return value(r, i); });
+}
+
+TEST_CASE("reduce_scatter from a list and from one tensor", "[comm]") {
+  auto g = world();
+  const int n = g->size();
+  std::vector<Tensor> inputs;
+  for (int r = 0; r < n; ++r) inputs.push_back(full({4}, (g->rank() + 1) * (r + 1), TensorOptions(kFloat32)));
+  Tensor out = empty({4});
+  g->reduce_scatter(out, inputs, comm::ReduceOp::Sum)->wait();
+  double ranks_sum = n * (n + 1) / 2.0;
+  require_values(out, [&](int64_t) { return ranks_sum * (g->rank() + 1); });
+  Tensor packed = stack(inputs);
+  Tensor out2 = empty({4});
+  g->reduce_scatter_tensor(out2, packed, comm::ReduceOp::Avg)->wait();
+  require_values(out2, [&](int64_t) { return ranks_sum * (g->rank() + 1) / n; }, 1e-6);
+}
+
+TEST_CASE("all_to_all with lists and with one tensor", "[comm]") {
+  auto g = world();
+  const int n = g->size();
+  std::vector<Tensor> inputs, outputs;
+  for (int r = 0; r < n; ++r) {
+    inputs.push_back(full({2}, 100 * g->rank() + r, TensorOptions(kInt32)));
+    outputs.push_back(empty({2}, TensorOptions(kInt32)));
+  }
+  g->all_to_all(outputs, inputs)->wait();
+  for (int r = 0; r < n; ++r) require_values(outputs[r], [&](int64_t) { return 100.0 * r + g->rank(); });
+  Tensor in = stack(inputs), out = empty({n, 2}, TensorOptions(kInt32));
+  g->all_to_all_single(out, in)->wait();
+  for (int r = 0; r < n; ++r) require_values(out.select(0, r), [&](int64_t) { return 100.0 * r + g->rank(); });
+}
+
+TEST_CASE("send and recv around a ring, both orders, without deadlock", "[comm]") {
+  auto g = world();
+  const int n = g->size(), me = g->rank();
+  Tensor out = full({1000}, me, TensorOptions(kFloat32));
+  Tensor in = empty({1000});
+  // Everyone posts the send first: with blocking semantics this would deadlock on large messages.
+  auto s = g->send(out, (me + 1) % n, 5);
+  auto r = g->recv(in, (me + n - 1) % n, 5);
+  s->wait();
+  r->wait();
+  require_values(in, [&](int64_t) { return static_cast<double>((me + n - 1) % n); });
+}
+
+TEST_CASE("barrier, sub-groups and their sequence numbers", "[comm]") {
+  auto g = world();
+  g->barrier()->wait();
+  std::vector<int> evens;
+  for (int r = 0; r < g->size(); r += 2) evens.push_back(r);
+  auto sub = g->new_group(evens);
+  REQUIRE((sub != nullptr) == (g->rank() % 2 == 0));
+  if (sub) {
+    REQUIRE(sub->size() == static_cast<int>(evens.size()));
+    REQUIRE(sub->rank() == g->rank() / 2);
+    Tensor t = ones({3});
+    auto work = sub->all_reduce(t);
+    work->wait();
+    REQUIRE(work->info().sequence == 1);
+    REQUIRE(work->info().group.rfind("group(0", 0) == 0);
+    require_values(t, [&](int64_t) { return static_cast<double>(evens.size()); });
+  }
+  g->barrier()->wait();
+}
+
+TEST_CASE("misuse raises at the call site, naming the collective", "[comm]") {
+  auto g = world();
+  REQUIRE_THROWS_WITH(g->broadcast(zeros({2}), g->size()),
+                      Catch::Contains("broadcast") && Catch::Contains("outside the group"));
+  REQUIRE_THROWS_WITH(g->all_reduce(zeros({2}, TensorOptions(kInt64)), comm::ReduceOp::Avg),
+                      Catch::Contains("avg needs a floating tensor"));
+  std::vector<Tensor> too_few = {zeros({2})};
+  if (g->size() > 1)
+    REQUIRE_THROWS_WITH(g->all_gather(too_few, zeros({2})), Catch::Contains("expected " + std::to_string(g->size())));
+  REQUIRE_THROWS_WITH(g->send(zeros({2}), g->rank()), Catch::Contains("cannot send to itself"));
+}
+
+TEST_CASE("a wait with a timeout raises naming the collective while a rank lags", "[comm]") {
+  auto g = world();
+  if (g->size() < 2) return;
+  Tensor t = ones({4});
+  if (g->rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  auto work = g->all_reduce(t);
+  if (g->rank() == 0) {
+    REQUIRE_THROWS_WITH(work->wait(std::chrono::milliseconds(200)),
+                        Catch::Contains("all_reduce #") && Catch::Contains("on WORLD") &&
+                            Catch::Contains("float32 [4]") && Catch::Contains("did not complete"));
+  }
+  work->wait();  // it does complete once rank 1 arrives
+  require_values(t, [&](int64_t) { return static_cast<double>(g->size()); });
+}

@@ -1,0 +1,34 @@
+// EMBER_DISTRIBUTED_DEBUG=1: ranks that issue different collectives get an error naming the
+// first rank and collective that differ, and the group stays usable afterwards.
+#include <catch2/catch.hpp>
+
+#include "comm/init.h"
+#include "core/ember_core.h"
+
+using namespace ember;
+
+TEST_CASE("mismatched collectives are named on every rank", "[comm][debug]") {
+  REQUIRE(comm::distributed_debug());
+  auto g = comm::init();
+  REQUIRE(g->size() >= 2);
+  const int other = g->rank() == 0 ? 1 : 0;
+  comm::WorkPtr work;
+  if (g->rank() == 0) work = g->all_reduce(zeros({3}));
+  else if (g->rank() == 1) work = g->broadcast(zeros({4}), 0);
+  else work = g->all_reduce(zeros({3}));
+  if (g->rank() <= 1) {
+    std::string expected_other = g->rank() == 0 ? "broadcast #1 on WORLD, float32 [4], root 0"
+                                                : "all_reduce #1 (sum) on WORLD, float32 [3]";
+    REQUIRE_THROWS_WITH(work->wait(), Catch::Contains("collective mismatch on WORLD") &&
+                                          Catch::Contains("rank " + std::to_string(other) + " called " + expected_other));
+  } else {
+    REQUIRE_THROWS_WITH(work->wait(), Catch::Contains("collective mismatch"));
+  }
+  // Shapes differ but the kind agrees: still caught.
+  auto shapes = g->all_reduce(zeros({g->rank() == 0 ? 5 : 6}));
+  REQUIRE_THROWS_WITH(shapes->wait(), Catch::Contains("float32 [5]") && Catch::Contains("float32 [6]"));
+  // Matching collectives still work after the errors.
+  Tensor t = ones({2});
+  g->all_reduce(t)->wait();
+  REQUIRE(t.sum().item<double>() == 2.0 * g->size());
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs a test binary under mpirun: mpi_run.sh NP BINARY [extra mpirun args -- after "--mca"...].
+# Every run gets private Open MPI session/shared-memory directories: Bazel's sandbox gives each
+# test the same PID namespace layout, and concurrent mpiruns would otherwise collide in /tmp.
+set -euo pipefail
+np="$1"
+binary="$2"
+shift 2
+session="$(mktemp -d "${TEST_TMPDIR:-/tmp}/mpi.XXXXXX")"
+trap 'rm -rf "$session"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export EMBER_COLLECTIVE_TIMEOUT="${EMBER_COLLECTIVE_TIMEOUT:-120}"
+export EMBER_NUM_THREADS="${EMBER_NUM_THREADS:-1}"
+export EMBER_DISTRIBUTED_DEBUG="${EMBER_DISTRIBUTED_DEBUG:-0}"
+exec mpirun -np "$np" --oversubscribe --bind-to none \
+  --mca orte_tmpdir_base "$session" --mca btl_vader_backing_directory "$session" \
+  -x EMBER_COLLECTIVE_TIMEOUT -x EMBER_NUM_THREADS -x EMBER_DISTRIBUTED_DEBUG \
+  "$@" "$binary"
