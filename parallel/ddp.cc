@@ -33,10 +33,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   EMBER_CHECK(module_ != nullptr, "DistributedDataParallel: the module is null");
   EMBER_CHECK(group_ != nullptr, "DistributedDataParallel: the process group is null (call comm::init() first)");
   verify_same_parameters();
-  std::vector<Tensor> state;
-  for (auto& [name, p] : module_->named_parameters()) state.push_back(p);
-  for (auto& [name, b] : module_->named_buffers()) state.push_back(b);
-  broadcast_from_rank0(state);
+  broadcast_state_from(0);
   ReducerOptions r;
   r.first_bucket_mb = options_.first_bucket_mb;
   r.bucket_cap_mb = options_.bucket_cap_mb;
@@ -91,7 +88,14 @@ void DistributedDataParallel::verify_same_parameters() {
   }
 }
 
-void DistributedDataParallel::broadcast_from_rank0(const std::vector<Tensor>& tensors) {
+void DistributedDataParallel::broadcast_state_from(int root) {
+  std::vector<Tensor> state;
+  for (auto& [name, p] : module_->named_parameters()) state.push_back(p);
+  for (auto& [name, b] : module_->named_buffers()) state.push_back(b);
+  broadcast_from(state, root);
+}
+
+void DistributedDataParallel::broadcast_from(const std::vector<Tensor>& tensors, int root) {
   // One broadcast per dtype over a flat copy: few large messages beat many small ones.
   NoGradGuard no_grad;
   std::vector<DType> dtypes;
@@ -105,7 +109,7 @@ void DistributedDataParallel::broadcast_from_rank0(const std::vector<Tensor>& te
     std::vector<Tensor> flat_parts;
     for (const Tensor& t : group) flat_parts.push_back(t.detach().reshape({-1}));
     Tensor flat = cat(flat_parts);
-    group_->broadcast(flat, 0)->wait();
+    group_->broadcast(flat, root)->wait();
     int64_t offset = 0;
     for (const Tensor& t : group) {
       Tensor target = t.detach();
@@ -120,7 +124,7 @@ void DistributedDataParallel::sync_buffers() {
   if (!options_.broadcast_buffers) return;
   std::vector<Tensor> buffers;
   for (auto& [name, b] : module_->named_buffers()) buffers.push_back(b);
-  if (!buffers.empty()) broadcast_from_rank0(buffers);
+  if (!buffers.empty()) broadcast_from(buffers, 0);
 }
 
 int64_t DistributedDataParallel::count_active(bool active) {

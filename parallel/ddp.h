@@ -72,7 +72,8 @@ class DistributedDataParallel : public nn::Module {
  private:
   friend class Join;
   void verify_same_parameters();
-  void broadcast_from_rank0(const std::vector<Tensor>& tensors);
+  void broadcast_from(const std::vector<Tensor>& tensors, int root);
+  void broadcast_state_from(int root);  // parameters and buffers
   void sync_buffers();
   // Join: the per-forward count of ranks still training (0 once all have joined).
   int64_t count_active(bool active);

@@ -2,7 +2,7 @@
 // buffer broadcast and bucket all-reduces with zeros.
 #include "parallel/join.h"
 
-#include <cstdio>
+#include "core/factory.h"
 
 namespace ember::parallel {
 
@@ -25,6 +25,11 @@ int64_t Join::finish() {
     ddp_.reducer_->shadow_backward();
     ++shadowed;
   }
+  // Joined ranks skipped the last optimizer steps: everyone takes the model of the last rank to
+  // join (the one that saw no active rank left on arrival; the highest such rank on a tie).
+  Tensor last = full({1}, shadowed == 0 ? ddp_.group_->rank() : -1, TensorOptions(kInt64));
+  ddp_.group_->all_reduce(last, comm::ReduceOp::Max)->wait();
+  ddp_.broadcast_state_from(static_cast<int>(last.item<int64_t>()));
   ddp_.join_enabled_ = false;
   return shadowed;
 }

@@ -1,7 +1,8 @@
 // Join: training with uneven inputs. Ranks may hold different numbers of batches; a rank that
 // runs out calls finish() and then shadows the others' collectives (a zero gradient for each
 // bucket) until every rank has finished, so nobody waits forever. Gradients stay divided by the
-// full world size, as PyTorch's Join does by default.
+// full world size, as PyTorch's Join does by default. At the end every rank takes the model of
+// the last rank to join, since the others skipped its final optimizer steps.
 //
 //   ember::parallel::Join join(*ddp);
 //   for (auto& batch : loader) { ... ddp->forward(...) ... backward ... step ... }

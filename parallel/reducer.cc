@@ -153,6 +153,7 @@ void Reducer::mark_grad_ready(size_t index) {
   if (!sync_) return;  // no_sync(): gradients just accumulate locally
   if (!in_backward_) {
     in_backward_ = true;
+    stats_.launched_during_backward = 0;
     autograd::queue_callback([this] { finalize(); });
     // Parameters the graph cannot reach are ready now, with zero gradient.
     for (size_t i = 0; i < parameters_.size(); ++i)

@@ -30,17 +30,18 @@ class BatchNormBackward final : public Node {
     const Tensor& weight = weight_.unpack(name());
     const KernelTable& k = kernels_for(g.device(), "batch_norm backward");
     auto [sum_dy, sum_dy_xmu] = k.batch_norm_backward_reduce(g, x, mean);
-    // SyncBatchNorm: every process needs the sums over the global batch.
-    if (reducer_ && training_) reducer_->reduce_grad_sums(sum_dy, sum_dy_xmu);
     Tensor grad_input, grad_weight, grad_bias;
+    // weight/bias gradients are this process's share (DDP averages them like any other).
+    if (needs_input_grad(*this, 1)) grad_weight = (sum_dy_xmu * invstd).to(weight_dtype_);
+    if (needs_input_grad(*this, 2)) grad_bias = sum_dy.to(weight_dtype_);
+    // SyncBatchNorm: the input gradient needs the sums over the global batch.
+    if (reducer_ && training_ && needs_input_grad(*this, 0)) reducer_->reduce_grad_sums(sum_dy, sum_dy_xmu);
     if (needs_input_grad(*this, 0)) {
       // In evaluation the statistics are constants: only the affine scale reaches the input.
       Tensor zero = zeros_like(sum_dy);
       grad_input = k.batch_norm_backward_input(g, x, mean, invstd, weight, training_ ? sum_dy : zero,
                                                training_ ? sum_dy_xmu : zero, count_);
     }
-    if (needs_input_grad(*this, 1)) grad_weight = (sum_dy_xmu * invstd).to(weight_dtype_);
-    if (needs_input_grad(*this, 2)) grad_bias = sum_dy.to(weight_dtype_);
     return {grad_input, grad_weight, grad_bias};
   }
 
