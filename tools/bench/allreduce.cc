@@ -1,0 +1,70 @@
+// All-reduce latency and bus bandwidth through Ember's ProcessGroup next to raw MPI_Allreduce on
+// the same ranks, in the same run. busbw = algbw * 2(n-1)/n (nccl-tests' definition), algbw =
+// bytes / time. Run: mpirun -np 2 bazel-bin/tools/bench/allreduce
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "comm/init.h"
+#include "core/ember_core.h"
+
+using namespace ember;
+
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Median over `trials` of the mean time of `reps` back-to-back calls; ranks start each trial together.
+template <typename F>
+double time_op(F op, int reps, int trials) {
+  std::vector<double> samples;
+  for (int t = 0; t < trials; ++t) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double start = now();
+    for (int r = 0; r < reps; ++r) op();
+    double elapsed = (now() - start) / reps;
+    MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    samples.push_back(elapsed);
+  }
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
+}  // namespace
+
+int main() {
+  auto world = comm::init();
+  const int n = world->size(), rank = world->rank();
+  const double factor = n > 1 ? 2.0 * (n - 1) / n : 1.0;
+  if (rank == 0) {
+    std::printf("all_reduce (sum, float32): Ember ProcessGroup vs raw MPI_Allreduce, %d ranks\n", n);
+    std::printf("%10s %12s %12s %12s %12s %8s\n", "bytes", "ember_us", "mpi_us", "ember_busbw", "mpi_busbw", "ratio");
+    std::printf("%10s %12s %12s %12s %12s %8s\n", "", "", "", "GB/s", "GB/s", "");
+  }
+  double worst_large = 1e9;
+  for (int64_t bytes = 4096; bytes <= 100 * 1000 * 1000; bytes *= 4) {
+    const int64_t count = bytes / 4;
+    Tensor ember_buffer = ones({count});
+    std::vector<float> raw(static_cast<size_t>(count), 1.0f);
+    // Enough repetitions for ~0.2 s per trial, at least 3.
+    int reps = static_cast<int>(std::clamp<int64_t>(200'000'000 / std::max<int64_t>(bytes, 100'000), 3, 2000));
+    const int trials = bytes >= 16 * 1000 * 1000 ? 3 : 5;
+    auto ember_op = [&] { world->all_reduce(ember_buffer, comm::ReduceOp::Sum)->wait(); };
+    auto mpi_op = [&] { MPI_Allreduce(MPI_IN_PLACE, raw.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); };
+    ember_op();
+    mpi_op();
+    double t_mpi = time_op(mpi_op, reps, trials);
+    double t_ember = time_op(ember_op, reps, trials);
+    double bus_ember = bytes / t_ember * factor / 1e9, bus_mpi = bytes / t_mpi * factor / 1e9;
+    double ratio = bus_ember / bus_mpi;
+    if (bytes >= 1000 * 1000) worst_large = std::min(worst_large, ratio);
+    if (rank == 0)
+      std::printf("%10lld %12.1f %12.1f %12.3f %12.3f %8.3f\n", static_cast<long long>(bytes), t_ember * 1e6,
+                  t_mpi * 1e6, bus_ember, bus_mpi, ratio);
+  }
+  if (rank == 0) std::printf("bench allreduce: ranks=%d busbw_vs_mpi_min_1mb=%.3f\n", n, worst_large);
+  return 0;
+}
