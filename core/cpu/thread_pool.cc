@@ -59,7 +59,10 @@ class Pool {
  private:
   void start(int threads) {
     shutdown_ = false;
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker(i); });
+    // A worker learns the current generation here, not when its thread first runs: a run() or
+    // stop() that starts before then would otherwise already count as seen and never wake it.
+    const uint64_t seen = generation_.load(std::memory_order_acquire);
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i, seen] { worker(i, seen); });
   }
 
   void stop() {
@@ -89,8 +92,7 @@ class Pool {
     inside_task = was_inside;
   }
 
-  void worker(int index) {
-    uint64_t seen = generation_.load(std::memory_order_acquire);
+  void worker(int index, uint64_t seen) {
     while (true) {
       uint64_t now = seen;
       for (int spin = 0; spin < 20000; ++spin) {
