@@ -50,11 +50,15 @@ void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
               a.device().str(), " and ", b.device().str());
 }
 
-bool floating_only(UnaryOp op) {
+// `a` is the op's first parameter: integers raised to a whole, non-negative power stay integers
+// (torch.pow(int_tensor, 2) is an integer tensor).
+bool floating_only(UnaryOp op, double a) {
   switch (op) {
     case UnaryOp::Neg: case UnaryOp::Abs: case UnaryOp::Sign: case UnaryOp::Relu: case UnaryOp::Clamp:
     case UnaryOp::Square: case UnaryOp::Floor: case UnaryOp::Ceil: case UnaryOp::Round:
       return false;
+    case UnaryOp::PowScalar:
+      return !(a >= 0 && a == std::floor(a));
     default:
       return true;
   }
@@ -86,7 +90,7 @@ Tensor unary(UnaryOp op, const Tensor& x, double a, double b) {
   const char* name = unary_op_name(op);
   EMBER_CHECK(x.dtype() != kBool || op == UnaryOp::Abs || op == UnaryOp::Relu, name,
               ": expected a numeric tensor, got dtype bool");
-  DType dtype = (floating_only(op) && !is_floating(x.dtype())) ? kFloat32 : x.dtype();
+  DType dtype = (floating_only(op, a) && !is_floating(x.dtype())) ? kFloat32 : x.dtype();
   Tensor input = x.dtype() == dtype ? x : x.to(dtype);
   Tensor out = empty(x.sizes(), TensorOptions(dtype).device(x.device()));
   if (out.numel() == 0) return out;
@@ -168,6 +172,8 @@ Tensor maximum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Maxim
 
 Tensor pow(const Tensor& a, Scalar exponent) {
   DType dtype = result_type(a, exponent);
+  EMBER_CHECK(is_floating(dtype) || exponent.to_int() >= 0, "pow: integers to negative integer powers are not "
+              "allowed, got ", dtype_name(a.dtype()), " tensor to the power ", exponent.to_int());
   const Tensor& base = a.dtype() == dtype ? a : a.to(dtype);
   return unary(UnaryOp::PowScalar, base, exponent.to_double());
 }
