@@ -188,10 +188,11 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
 
 namespace {
 
+// PyTorch's canCast: a result may be written into a narrower dtype of its own category
+// (float32 += float64), never into a lower category (int += float, bool += int).
 void check_inplace_dtype(const Tensor& self, DType result, const char* op) {
-  EMBER_CHECK(promote_types(result, self.dtype()) == self.dtype() || result == self.dtype(), op,
-              ": result type ", dtype_name(result), " can't be cast to the desired output type ",
-              dtype_name(self.dtype()));
+  EMBER_CHECK(category(result) <= category(self.dtype()), op, ": result type ", dtype_name(result),
+              " can't be cast to the desired output type ", dtype_name(self.dtype()));
 }
 
 // Runs `out_of_place()` and moves its value into self. With grad recording on, autograd takes
@@ -225,7 +226,7 @@ Tensor& binary_inplace(Tensor& self, BinaryOp op, const Tensor& other, const cha
   EMBER_CHECK(shape == self.sizes(), name, ": output with shape ", shape_str(self.sizes()),
               " doesn't match the broadcast shape ", shape_str(shape));
   return inplace(
-      self, {&other}, name, [&] { return binary(op, self, other); },
+      self, {&other}, name, [&] { return binary(op, self, other).to(self.dtype()); },
       [&] {
         if (self.numel() == 0) return;
         if (dtype == self.dtype()) {
