@@ -48,7 +48,9 @@ Tensor arange(Scalar start, Scalar end, Scalar step, const std::optional<TensorO
   EMBER_CHECK(st != 0, "arange: step must be nonzero");
   EMBER_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), "arange: upper bound and larger bound inconsistent with "
               "step sign (start=", s, ", end=", e, ", step=", st, ")");
-  int64_t n = static_cast<int64_t>(std::ceil((e - s) / st));
+  // Integer bounds count in integers: beyond 2^53, end - start in double can round to nothing.
+  int64_t n = integral ? (end.to_int() - start.to_int() + step.to_int() + (step.to_int() > 0 ? -1 : 1)) / step.to_int()
+                       : static_cast<int64_t>(std::ceil((e - s) / st));
   Tensor host = empty({n}, TensorOptions(kFloat64));
   double* data = host.data_ptr<double>();
   if (integral) {
