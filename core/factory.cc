@@ -76,7 +76,7 @@ Tensor linspace(double start, double end, int64_t steps, const TensorOptions& op
   double* data = host.data_ptr<double>();
   double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
   // Fill symmetric from both ends, as PyTorch does, so the last value is exactly `end`.
-  int64_t half = steps / 2;
+  int64_t half = steps == 1 ? 1 : steps / 2;  // a single step is the start, as in torch.linspace
   for (int64_t i = 0; i < steps; ++i)
     data[i] = i < half ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - 1 - i);
   Tensor out = host.to(options.dtype()).to(options.device());
