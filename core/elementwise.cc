@@ -195,6 +195,15 @@ void check_inplace_dtype(const Tensor& self, DType result, const char* op) {
               " can't be cast to the desired output type ", dtype_name(self.dtype()));
 }
 
+// Whether `source` may read memory that writing `self` element by element changes first
+// (m.sub_(m[0]), x.copy_(x.t())). Identical views are safe: each element is read before it is
+// written. Conservative: any other view of the same storage counts.
+bool may_overlap(const Tensor& self, const Tensor& source) {
+  return self.storage() == source.storage() &&
+         !(self.storage_offset() == source.storage_offset() && self.sizes() == source.sizes() &&
+           self.strides() == source.strides());
+}
+
 // Runs `out_of_place()` and moves its value into self. With grad recording on, autograd takes
 // over (self's history becomes the result's); otherwise it is a plain kernel into self.
 template <typename OutOfPlace, typename Direct>
@@ -229,7 +238,7 @@ Tensor& binary_inplace(Tensor& self, BinaryOp op, const Tensor& other, const cha
       self, {&other}, name, [&] { return binary(op, self, other).to(self.dtype()); },
       [&] {
         if (self.numel() == 0) return;
-        if (dtype == self.dtype()) {
+        if (dtype == self.dtype() && !may_overlap(self, other)) {
           binary_into(op, self, self, other);
         } else {
           NoGradGuard no_grad;
@@ -293,7 +302,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   return inplace(
       *this, {&src}, "copy_",
       [&] { return src.to(dtype()).to(device()).expand(sizes()).clone(); },
-      [&] { copy_into(*this, src); });
+      [&] { copy_into(*this, may_overlap(*this, src) ? src.clone() : src); });
 }
 
 }  // namespace ember
