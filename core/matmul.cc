@@ -118,7 +118,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     out_shape.push_back(n);
     result = mm(a2.reshape({shape_numel(batch_a) * m, k}), b2).view(out_shape);
   } else {
-    Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
+    Shape batch = broadcast_shapes(batch_a, batch_b, "matmul (batch dims)");
     int64_t count = shape_numel(batch);
     Shape ea = batch, eb = batch;
     ea.insert(ea.end(), {m, k});
