@@ -87,8 +87,10 @@ inline C int_pow(C base, C exponent) {
   C result = 1;
   while (exponent > 0) {
     if (exponent & 1) result = static_cast<C>(result * base);
-    base = static_cast<C>(base * base);
     exponent >>= 1;
+    // Squaring once more than needed would overflow (undefined for signed C) even when the
+    // result fits: 3^39 fits in int64, 3^64 does not.
+    if (exponent > 0) base = static_cast<C>(base * base);
   }
   return result;
 }
