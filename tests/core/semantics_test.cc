@@ -92,6 +92,10 @@ TEST_CASE("logsumexp handles infinities without NaN") {
   CHECK(rows[1] == Approx(std::log(1.0 + std::exp(1.0))));
   CHECK(floats({INFINITY, 1.f}).logsumexp({0}).item<float>() == INFINITY);
   CHECK(floats({1000.f, 1000.f}).logsumexp({0}).item<float>() == Approx(1000.0 + std::log(2.0)));  // no overflow
+  // Nothing to sum: log(0), like torch.logsumexp.
+  Tensor empty_rows = zeros({2, 0}).logsumexp({1});
+  CHECK(empty_rows.to_vector<float>() == std::vector<float>{-INFINITY, -INFINITY});
+  CHECK(zeros({0, 3}).logsumexp({0, 1}, true).sizes() == Shape{1, 1});
 }
 
 TEST_CASE("cat promotes dtypes and skips legacy empty 1-D inputs") {
