@@ -15,12 +15,6 @@ const std::vector<DType> kNumericDTypes = {kFloat32, kFloat64, kBFloat16, kFloat
 const std::vector<DType> kFloatingDTypes = {kFloat32, kFloat64, kBFloat16, kFloat16};
 const std::vector<DType> kIntegerDTypes = {kInt64, kInt32, kUInt8};
 
-// ---- random numbers ----
-
-int64_t Rng::integer(int64_t low, int64_t high) { return std::uniform_int_distribution<int64_t>(low, high)(engine_); }
-double Rng::uniform(double low, double high) { return std::uniform_real_distribution<double>(low, high)(engine_); }
-bool Rng::chance(double p) { return uniform(0.0, 1.0) < p; }
-
 namespace {
 
 // ---- storing and loading elements by hand, so reading results never goes through Ember's copies ----
@@ -52,17 +46,6 @@ double load(DType dtype, const char* at) {
   return 0.0;
 }
 
-// Rounds to `bits` significant bits, with gradual underflow below 2^(min_exponent - 1).
-double round_significand(double v, int bits, int min_exponent, double max_finite) {
-  if (!std::isfinite(v) || v == 0.0) return v;
-  int exponent;
-  std::frexp(v, &exponent);
-  exponent = std::max(exponent, min_exponent);
-  double quantum = std::ldexp(1.0, exponent - bits);
-  double r = std::nearbyint(v / quantum) * quantum;
-  if (std::fabs(r) > max_finite) return std::copysign(INFINITY, v);
-  return r;
-}
 
 // ---- layouts: a chain of view steps from a contiguous base buffer to the logical input ----
 
@@ -313,180 +296,13 @@ uint64_t fnv1a(const std::string& text) {
   return h;
 }
 
-// ---- shape drawing ----
-
-// Set by check_op_case for the trials it runs (HarnessOptions::large).
-bool large_shapes = false;
-
-int64_t draw_size(Rng& rng, bool allow_empty) {
-  if (allow_empty && rng.chance(0.06)) return 0;
-  static const std::vector<int64_t> small = {1, 1, 2, 3, 4, 5, 7};
-  static const std::vector<int64_t> large = {1, 3, 33, 67, 130, 257, 300};
-  return rng.pick(large_shapes ? large : small);
-}
-
-int64_t element_cap() { return large_shapes ? 80000 : 300; }
-
-Shape draw_shape(Rng& rng, bool allow_empty, int64_t min_rank = 0, int64_t max_rank = 4) {
-  static const std::vector<int64_t> ranks = {0, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4};
-  int64_t rank;
-  do rank = rng.pick(ranks);
-  while (rank < min_rank || rank > max_rank);
-  Shape shape(static_cast<size_t>(rank));
-  for (int64_t& s : shape) s = draw_size(rng, allow_empty);
-  while (count_elements(shape) > element_cap()) *std::max_element(shape.begin(), shape.end()) /= 2;
-  return shape;
-}
-
-int64_t draw_dim(Rng& rng, int64_t rank) {
-  int64_t n = std::max<int64_t>(rank, 1);
-  int64_t d = rng.integer(0, n - 1);
-  return rng.chance(0.4) ? d - n : d;
-}
-
-// A shape that broadcasts to `full`: some leading dims dropped, some dims set to 1.
-Shape broadcastable_to(Rng& rng, const Shape& full) {
-  Shape s = full;
-  if (!s.empty() && rng.chance(0.3)) s.erase(s.begin(), s.begin() + rng.integer(1, static_cast<int64_t>(s.size())));
-  if (rng.chance(0.4))
-    for (int64_t& d : s)
-      if (rng.chance(0.4)) d = 1;
-  return s;
-}
-
 }  // namespace
 
-ShapeGenerator inplace_shapes(int inputs) {
-  return [inputs](Rng& rng, OpArgs&, bool allow_empty) {
-    Shape full = draw_shape(rng, allow_empty);
-    std::vector<Shape> shapes{full};
-    for (int i = 1; i < inputs; ++i) shapes.push_back(broadcastable_to(rng, full));
-    return shapes;
-  };
-}
-
-ShapeGenerator elementwise_shapes(int inputs) {
-  return [inputs](Rng& rng, OpArgs& args, bool allow_empty) {
-    std::vector<Shape> shapes = inplace_shapes(inputs)(rng, args, allow_empty);
-    // Any operand may be the smaller one.
-    std::shuffle(shapes.begin(), shapes.end(), std::mt19937_64(static_cast<uint64_t>(rng.integer(0, 1 << 30))));
-    return shapes;
-  };
-}
-
-ShapeGenerator same_shape(int inputs) {
-  return [inputs](Rng& rng, OpArgs&, bool allow_empty) {
-    return std::vector<Shape>(static_cast<size_t>(inputs), draw_shape(rng, allow_empty));
-  };
-}
-
-ShapeGenerator reduction_shapes() {
-  return [](Rng& rng, OpArgs& args, bool allow_empty) {
-    Shape shape = draw_shape(rng, allow_empty);
-    const int64_t rank = static_cast<int64_t>(shape.size());
-    args.dims.clear();
-    if (rank == 0) {
-      if (rng.chance(0.5)) args.dims.push_back(rng.chance(0.5) ? 0 : -1);
-    } else if (!rng.chance(0.25)) {
-      for (int64_t d = 0; d < rank; ++d)
-        if (rng.chance(0.5)) args.dims.push_back(rng.chance(0.3) ? d - rank : d);
-      if (args.dims.empty()) args.dims.push_back(draw_dim(rng, rank));
-      std::shuffle(args.dims.begin(), args.dims.end(), std::mt19937_64(static_cast<uint64_t>(rng.integer(0, 1 << 30))));
-    }
-    args.keepdim = rng.chance(0.5);
-    return std::vector<Shape>{shape};
-  };
-}
-
-ShapeGenerator one_dim_shapes(int inputs) {
-  return [inputs](Rng& rng, OpArgs& args, bool allow_empty) {
-    Shape shape = draw_shape(rng, allow_empty);
-    args.dims = {draw_dim(rng, static_cast<int64_t>(shape.size()))};
-    args.keepdim = rng.chance(0.5);
-    return std::vector<Shape>(static_cast<size_t>(inputs), shape);
-  };
-}
-
-ShapeGenerator cat_shapes(int inputs) {
-  return [inputs](Rng& rng, OpArgs& args, bool allow_empty) {
-    Shape shape = draw_shape(rng, allow_empty, 1);
-    const int64_t rank = static_cast<int64_t>(shape.size());
-    args.dims = {draw_dim(rng, rank)};
-    int64_t d = wrap(args.dims[0], rank);
-    std::vector<int64_t> lengths;  // along the cat dim; an input with nothing there is legal
-    for (int i = 0; i < inputs; ++i) lengths.push_back(draw_size(rng, true));
-    shape[d] = std::max<int64_t>(1, *std::max_element(lengths.begin(), lengths.end()));
-    while (count_elements(shape) > element_cap()) {
-      int64_t other = -1;
-      for (int64_t k = 0; k < rank; ++k)
-        if (k != d && (other < 0 || shape[k] > shape[other])) other = k;
-      if (other < 0 || shape[other] <= 1) break;
-      shape[other] /= 2;
-    }
-    std::vector<Shape> shapes;
-    for (int64_t length : lengths) {
-      Shape s = shape;
-      s[d] = length;
-      shapes.push_back(s);
-    }
-    return shapes;
-  };
-}
-
-ShapeGenerator stack_shapes(int inputs) {
-  return [inputs](Rng& rng, OpArgs& args, bool allow_empty) {
-    Shape shape = draw_shape(rng, allow_empty, 0, 3);
-    const int64_t positions = static_cast<int64_t>(shape.size()) + 1;
-    int64_t d = rng.integer(0, positions - 1);
-    args.dims = {rng.chance(0.4) ? d - positions : d};
-    return std::vector<Shape>(static_cast<size_t>(inputs), shape);
-  };
-}
-
-ShapeGenerator split_shapes() {
-  return [](Rng& rng, OpArgs& args, bool allow_empty) {
-    Shape shape = draw_shape(rng, allow_empty, 1);
-    args.dims = {draw_dim(rng, static_cast<int64_t>(shape.size()))};
-    args.count = rng.integer(1, 4);
-    return std::vector<Shape>{shape};
-  };
-}
-
-ShapeGenerator matmul_shapes() {
-  return [](Rng& rng, OpArgs&, bool allow_empty) {
-    auto size = [&] { return draw_size(rng, allow_empty); };
-    int64_t m = size(), k = size(), n = size();
-    Shape batch = draw_shape(rng, allow_empty, 1, 2);
-    // The reference costs batch * m * k * n multiply-adds.
-    while (count_elements(batch) * m * k * n > 100 * element_cap()) {
-      int64_t* largest = &m;
-      for (int64_t* s : {&k, &n, &batch[0]})
-        if (*s > *largest) largest = s;
-      *largest /= 2;
-    }
-    switch (rng.integer(0, 8)) {
-      case 0: return std::vector<Shape>{{k}, {k}};
-      case 1: return std::vector<Shape>{{m, k}, {k}};
-      case 2: return std::vector<Shape>{{k}, {k, n}};
-      case 3: return std::vector<Shape>{{m, k}, {k, n}};
-      case 4: {
-        Shape a = broadcastable_to(rng, batch), b = broadcastable_to(rng, batch);
-        a.insert(a.end(), {m, k});
-        b.insert(b.end(), {k, n});
-        return std::vector<Shape>{a, b};
-      }
-      case 5: batch.insert(batch.end(), {m, k}); return std::vector<Shape>{batch, {k, n}};
-      case 6: batch.insert(batch.end(), {k, n}); return std::vector<Shape>{{m, k}, batch};
-      case 7: batch.insert(batch.end(), {m, k}); return std::vector<Shape>{batch, {k}};
-      default: batch.insert(batch.end(), {k, n}); return std::vector<Shape>{{k}, batch};
-    }
-  };
-}
 
 std::vector<std::string> check_op_case(const OpCase& c, Device device, const HarnessOptions& options) {
   std::vector<std::string> failures;
   Rng rng(fnv1a(c.name) + (options.large ? 1 : 0));
-  large_shapes = options.large;
+  detail::set_large_shapes(options.large);
   for (DType dtype : c.dtypes) {
     if (!options.only_dtypes.empty() &&
         std::find(options.only_dtypes.begin(), options.only_dtypes.end(), dtype) == options.only_dtypes.end())
@@ -554,122 +370,8 @@ std::vector<std::string> check_op_case(const OpCase& c, Device device, const Har
       }
     }
   }
-  large_shapes = false;
+  detail::set_large_shapes(false);
   return failures;
-}
-
-// ---- reference building blocks ----
-
-double RefTensor::at(const std::vector<int64_t>& index) const { return values[static_cast<size_t>(flat_index(shape, index))]; }
-
-int64_t count_elements(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return n;
-}
-
-int64_t flat_index(const Shape& shape, const std::vector<int64_t>& index) {
-  int64_t flat = 0;
-  for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + index[d];
-  return flat;
-}
-
-void for_each_index(const Shape& shape, const std::function<void(const std::vector<int64_t>&)>& fn) {
-  if (count_elements(shape) == 0) return;
-  std::vector<int64_t> index(shape.size(), 0);
-  for (;;) {
-    fn(index);
-    int64_t d = static_cast<int64_t>(shape.size()) - 1;
-    for (; d >= 0; --d) {
-      if (++index[d] < shape[d]) break;
-      index[d] = 0;
-    }
-    if (d < 0) return;
-  }
-}
-
-std::optional<Shape> broadcast_all(const std::vector<Shape>& shapes) {
-  size_t rank = 0;
-  for (const Shape& s : shapes) rank = std::max(rank, s.size());
-  Shape out(rank, 1);
-  for (const Shape& s : shapes) {
-    for (size_t i = 0; i < s.size(); ++i) {
-      int64_t& o = out[rank - s.size() + i];
-      int64_t v = s[i];
-      if (v == o || v == 1) continue;
-      if (o != 1) return std::nullopt;
-      o = v;
-    }
-  }
-  return out;
-}
-
-double broadcast_at(const RefTensor& t, const std::vector<int64_t>& out_index) {
-  const size_t lead = out_index.size() - t.shape.size();
-  std::vector<int64_t> index(t.shape.size());
-  for (size_t d = 0; d < t.shape.size(); ++d) index[d] = t.shape[d] == 1 ? 0 : out_index[lead + d];
-  return t.at(index);
-}
-
-int64_t wrap(int64_t dim, int64_t ndim) {
-  int64_t n = std::max<int64_t>(ndim, 1);
-  return dim < 0 ? dim + n : dim;
-}
-
-RefTensor ref_filled(const Shape& shape, DType dtype, double value) {
-  return RefTensor{shape, dtype, std::vector<double>(static_cast<size_t>(count_elements(shape)), value)};
-}
-
-RefTensor ref_elementwise(const std::vector<RefTensor>& inputs, DType dtype,
-                          const std::function<double(const std::vector<double>&)>& fn) {
-  std::vector<Shape> shapes;
-  for (const RefTensor& t : inputs) shapes.push_back(t.shape);
-  RefTensor out{*broadcast_all(shapes), dtype, {}};
-  std::vector<double> operands(inputs.size());
-  for_each_index(out.shape, [&](const std::vector<int64_t>& index) {
-    for (size_t i = 0; i < inputs.size(); ++i) operands[i] = broadcast_at(inputs[i], index);
-    out.values.push_back(fn(operands));
-  });
-  return out;
-}
-
-RefTensor ref_reduce(const RefTensor& x, const std::vector<int64_t>& dims, bool keepdim, DType dtype,
-                     const std::function<double(const std::vector<double>&)>& fn) {
-  const int64_t rank = static_cast<int64_t>(x.shape.size());
-  std::vector<bool> reduced(static_cast<size_t>(rank), dims.empty());
-  for (int64_t d : dims)
-    if (rank > 0) reduced[static_cast<size_t>(wrap(d, rank))] = true;
-  Shape kept;  // keepdim layout, where reduced dims have size 1
-  for (int64_t d = 0; d < rank; ++d) kept.push_back(reduced[d] ? 1 : x.shape[d]);
-  std::vector<std::vector<double>> buckets(static_cast<size_t>(count_elements(kept)));
-  for_each_index(x.shape, [&](const std::vector<int64_t>& index) {
-    std::vector<int64_t> k = index;
-    for (int64_t d = 0; d < rank; ++d)
-      if (reduced[d]) k[d] = 0;
-    buckets[static_cast<size_t>(flat_index(kept, k))].push_back(x.at(index));
-  });
-  RefTensor out{{}, dtype, {}};
-  for (int64_t d = 0; d < rank; ++d)
-    if (keepdim || !reduced[d]) out.shape.push_back(kept[d]);
-  for (const auto& bucket : buckets) out.values.push_back(fn(bucket));
-  return out;
-}
-
-double round_to_dtype(double v, DType dtype) {
-  switch (dtype) {
-    case kFloat64: return v;
-    case kFloat32: return static_cast<double>(static_cast<float>(v));
-    case kBFloat16: return round_significand(v, 8, -125, 3.3895313892515355e38);
-    case kFloat16: return round_significand(v, 11, -13, 65504.0);
-    case kBool: return v != 0.0 ? 1.0 : 0.0;
-    case kUInt8: {
-      double t = std::trunc(v);
-      return t - 256.0 * std::floor(t / 256.0);
-    }
-    case kInt32:
-    case kInt64: return std::trunc(v);
-  }
-  return v;
 }
 
 }  // namespace ember::test

@@ -98,6 +98,9 @@ ShapeGenerator cat_shapes(int inputs);           // equal except along dims[0]
 ShapeGenerator stack_shapes(int inputs);         // identical, dims[0] in [-(rank + 1), rank]
 ShapeGenerator split_shapes();                   // one tensor, dims[0], count >= 1
 ShapeGenerator matmul_shapes();                  // 1-D, 2-D and batched pairs, broadcast batch dims
+namespace detail {
+void set_large_shapes(bool large);  // check_op_case's switch for HarnessOptions::large
+}
 
 using OpRun = std::function<std::vector<Tensor>(const std::vector<Tensor>&, const OpArgs&)>;
 using OpReference = std::function<std::vector<RefTensor>(const std::vector<RefTensor>&, const OpArgs&)>;
