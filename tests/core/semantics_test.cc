@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "core/cpu/thread_pool.h"
 #include "core/ember_core.h"
 
 using namespace ember;
@@ -136,4 +137,44 @@ TEST_CASE("arg reductions on 0-dim tensors and keepdim shapes") {
   CHECK(m.argmax().item<int64_t>() == 5);
   CHECK(m.argmax(1).to_vector<int64_t>() == std::vector<int64_t>{1, 2});
   CHECK(m.t().argmax(0, true).sizes() == Shape{1, 2});
+}
+
+// The CPU reduction kernel has three strategies: one reduction split across threads (few
+// outputs, >= 65536 elements each), whole-row accumulation (outer dims into a contiguous kept
+// dim, in tiles of 256) and one output per task. Each must match a plain double loop.
+TEST_CASE("reductions agree with a double loop on every kernel strategy and thread count") {
+  const int threads_before = cpu::num_threads();
+  Generator g(17);
+  Tensor long_row = randn({2, 70001}, kFloat64, &g);
+  Tensor wide = randn({40, 600}, kFloat64, &g);
+  auto host = long_row.to_vector<double>();
+  auto host_wide = wide.to_vector<double>();
+  for (int threads : {1, 2, 3}) {
+    INFO(threads << " threads");
+    cpu::set_num_threads(threads);
+    auto sums = long_row.sum({1}).to_vector<double>();
+    auto maxes = long_row.amax({1}).to_vector<double>();
+    auto norms = long_row.norm(3, {1}).to_vector<double>();
+    for (int r = 0; r < 2; ++r) {
+      double sum = 0, max = -INFINITY, cubes = 0;
+      for (int i = 0; i < 70001; ++i) {
+        double v = host[static_cast<size_t>(r * 70001 + i)];
+        sum += v;
+        max = std::max(max, v);
+        cubes += std::fabs(v) * v * v;
+      }
+      CHECK(sums[r] == Approx(sum).margin(1e-9));
+      CHECK(maxes[r] == max);
+      CHECK(norms[r] == Approx(std::cbrt(cubes)).epsilon(1e-12));
+    }
+    auto column_means = wide.mean({0}).to_vector<double>();  // 600 columns: three tiles
+    auto transposed_sums = wide.t().sum({1}).to_vector<double>();
+    for (int j = 0; j < 600; ++j) {
+      double sum = 0;
+      for (int i = 0; i < 40; ++i) sum += host_wide[static_cast<size_t>(i * 600 + j)];
+      CHECK(column_means[j] == Approx(sum / 40).margin(1e-12));
+      CHECK(transposed_sums[j] == Approx(sum).margin(1e-12));
+    }
+  }
+  cpu::set_num_threads(threads_before);
 }
