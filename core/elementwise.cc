@@ -50,11 +50,15 @@ void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
               a.device().str(), " and ", b.device().str());
 }
 
-bool floating_only(UnaryOp op) {
+// `a` is the op's first parameter: integers raised to a whole, non-negative power stay integers
+// (torch.pow(int_tensor, 2) is an integer tensor).
+bool floating_only(UnaryOp op, double a) {
   switch (op) {
     case UnaryOp::Neg: case UnaryOp::Abs: case UnaryOp::Sign: case UnaryOp::Relu: case UnaryOp::Clamp:
     case UnaryOp::Square: case UnaryOp::Floor: case UnaryOp::Ceil: case UnaryOp::Round:
       return false;
+    case UnaryOp::PowScalar:
+      return !(a >= 0 && a == std::floor(a));
     default:
       return true;
   }
@@ -100,7 +104,7 @@ Tensor unary(UnaryOp op, const Tensor& x, double a, double b) {
   const char* name = unary_op_name(op);
   EMBER_CHECK(x.dtype() != kBool || op == UnaryOp::Abs || op == UnaryOp::Relu, name,
               ": expected a numeric tensor, got dtype bool");
-  DType dtype = (floating_only(op) && !is_floating(x.dtype())) ? kFloat32 : x.dtype();
+  DType dtype = (floating_only(op, a) && !is_floating(x.dtype())) ? kFloat32 : x.dtype();
   Tensor input = x.dtype() == dtype ? x : x.to(dtype);
   Tensor out = alloc_output(x.sizes(), TensorOptions(dtype).device(x.device()), x);
   if (out.numel() == 0) return out;
@@ -202,6 +206,8 @@ Tensor maximum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Maxim
 
 Tensor pow(const Tensor& a, Scalar exponent) {
   DType dtype = result_type(a, exponent);
+  EMBER_CHECK(is_floating(dtype) || exponent.to_int() >= 0, "pow: integers to negative integer powers are not "
+              "allowed, got ", dtype_name(a.dtype()), " tensor to the power ", exponent.to_int());
   const Tensor& base = a.dtype() == dtype ? a : a.to(dtype);
   return unary(UnaryOp::PowScalar, base, exponent.to_double());
 }
@@ -216,11 +222,20 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
 
 namespace {
 
-// PyTorch's can_cast: an in-place result may narrow within its category, never cross into a
-// lower one (float into int, int into bool).
+// PyTorch's canCast: a result may be written into a narrower dtype of its own category
+// (float32 += float64), never into a lower category (int += float, bool += int).
 void check_inplace_dtype(const Tensor& self, DType result, const char* op) {
   EMBER_CHECK(category(result) <= category(self.dtype()), op, ": result type ", dtype_name(result),
               " can't be cast to the desired output type ", dtype_name(self.dtype()));
+}
+
+// Whether `source` may read memory that writing `self` element by element changes first
+// (m.sub_(m[0]), x.copy_(x.t())). Identical views are safe: each element is read before it is
+// written. Conservative: any other view of the same storage counts.
+bool may_overlap(const Tensor& self, const Tensor& source) {
+  return self.storage() == source.storage() &&
+         !(self.storage_offset() == source.storage_offset() && self.sizes() == source.sizes() &&
+           self.strides() == source.strides());
 }
 
 // Moves `out_of_place(current)` into self. With grad recording on, autograd takes over: the
@@ -258,7 +273,7 @@ static Tensor& binary_inplace(Tensor& self, BinaryOp op, const Tensor& other, co
       self, {&other}, name, true, [&](const Tensor& current) { return binary(op, current, other); },
       [&] {
         if (self.numel() == 0) return;
-        if (dtype == self.dtype()) {
+        if (dtype == self.dtype() && !may_overlap(self, other)) {
           binary_into(op, self, self, other);
         } else {
           NoGradGuard no_grad;
@@ -321,7 +336,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   return inplace(
       *this, {&src}, "copy_", false,
       [&](const Tensor&) { return src.to(dtype()).to(device()).expand(sizes()).clone(); },
-      [&] { copy_into(*this, src); });
+      [&] { copy_into(*this, may_overlap(*this, src) ? src.clone() : src); });
 }
 
 }  // namespace ember

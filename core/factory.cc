@@ -87,7 +87,9 @@ Tensor arange(Scalar start, Scalar end, Scalar step, const std::optional<TensorO
   EMBER_CHECK(st != 0, "arange: step must be nonzero");
   EMBER_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), "arange: upper bound and larger bound inconsistent with "
               "step sign (start=", s, ", end=", e, ", step=", st, ")");
-  int64_t n = static_cast<int64_t>(std::ceil((e - s) / st));
+  // Integer bounds count in integers: beyond 2^53, end - start in double can round to nothing.
+  int64_t n = integral ? (end.to_int() - start.to_int() + step.to_int() + (step.to_int() > 0 ? -1 : 1)) / step.to_int()
+                       : static_cast<int64_t>(std::ceil((e - s) / st));
   Tensor host = empty({n}, TensorOptions(kFloat64));
   double* data = host.data_ptr<double>();
   if (integral) {
@@ -113,7 +115,7 @@ Tensor linspace(double start, double end, int64_t steps, const TensorOptions& op
   double* data = host.data_ptr<double>();
   double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
   // Fill symmetric from both ends, as PyTorch does, so the last value is exactly `end`.
-  int64_t half = steps / 2;
+  int64_t half = steps == 1 ? 1 : steps / 2;  // a single step is the start, as in torch.linspace
   for (int64_t i = 0; i < steps; ++i)
     data[i] = i < half ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - 1 - i);
   Tensor out = host.to(options.dtype()).to(options.device());

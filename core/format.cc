@@ -1,5 +1,6 @@
 // Printing in PyTorch's style: tensor([[1., 2.],\n        [3., 4.]], dtype=float64), with
-// fixed/scientific/integer modes chosen from the values and "..." summaries above 1000 elements.
+// fixed/scientific/integer modes chosen from the values, rows wrapped at 80 columns and "..."
+// summaries above 1000 elements.
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -57,36 +58,35 @@ void collect(const Tensor& t, bool summarize, std::vector<double>& out) {
   }
 }
 
+// PyTorch's _Formatter: for floats, the style and the column width come from the nonzero finite
+// values only (nan, inf and zeros are padded to fit, never widen the columns).
 Formatter choose_formatter(const Tensor& t, const std::vector<double>& values) {
   Formatter f;
-  if (t.dtype() == kBool) {
-    f.mode = Formatter::Mode::Bool;
-  } else if (!is_floating(t.dtype())) {
-    f.mode = Formatter::Mode::Integer;
-  } else {
-    bool all_integer = true;
-    double max_abs = 0, min_abs = INFINITY;
-    bool any_finite_nonzero = false;
-    for (double v : values) {
-      if (!std::isfinite(v)) continue;
-      if (v != std::floor(v)) all_integer = false;
-      double a = std::fabs(v);
-      if (a == 0) continue;
-      any_finite_nonzero = true;
-      max_abs = std::max(max_abs, a);
-      min_abs = std::min(min_abs, a);
-    }
-    if (all_integer) {
-      f.mode = any_finite_nonzero && max_abs > 1e8 ? Formatter::Mode::Scientific : Formatter::Mode::IntegerFloat;
-    } else if (any_finite_nonzero && (max_abs / min_abs > 1000.0 || max_abs > 1e8 || min_abs < 1e-4)) {
-      f.mode = Formatter::Mode::Scientific;
-    } else {
-      f.mode = Formatter::Mode::Fixed;
-    }
+  if (t.dtype() == kBool || !is_floating(t.dtype())) {
+    f.mode = t.dtype() == kBool ? Formatter::Mode::Bool : Formatter::Mode::Integer;
+    for (double v : values) f.width = std::max<int>(f.width, static_cast<int>(f.format(v).size()));
+    return f;
   }
-  for (double v : values) f.width = std::max<int>(f.width, static_cast<int>(f.format(v).size()));
+  std::vector<double> shown;
+  for (double v : values)
+    if (std::isfinite(v) && v != 0) shown.push_back(v);
+  f.mode = Formatter::Mode::IntegerFloat;
+  if (shown.empty()) return f;
+  bool all_integer = true;
+  double max_abs = 0, min_abs = INFINITY;
+  for (double v : shown) {
+    if (v != std::floor(v)) all_integer = false;
+    max_abs = std::max(max_abs, std::fabs(v));
+    min_abs = std::min(min_abs, std::fabs(v));
+  }
+  const bool wide_range = max_abs / min_abs > 1000.0 || max_abs > 1e8;
+  if (all_integer) f.mode = wide_range ? Formatter::Mode::Scientific : Formatter::Mode::IntegerFloat;
+  else f.mode = wide_range || min_abs < 1e-4 ? Formatter::Mode::Scientific : Formatter::Mode::Fixed;
+  for (double v : shown) f.width = std::max<int>(f.width, static_cast<int>(f.format(v).size()));
   return f;
 }
+
+constexpr int kLineWidth = 80;
 
 void print_rec(std::ostream& out, const Tensor& t, const Formatter& f, bool summarize, int indent) {
   if (t.dim() == 0) {
@@ -102,13 +102,24 @@ void print_rec(std::ostream& out, const Tensor& t, const Formatter& f, bool summ
     }
     shown.push_back(i);
   }
-  // Rows of a matrix go on new lines; each further dim adds a blank line between blocks.
-  std::string separator = t.dim() == 1 ? ", " : "," + std::string(t.dim() - 1, '\n') + std::string(indent + 1, ' ');
   out << "[";
-  for (size_t k = 0; k < shown.size(); ++k) {
-    if (k > 0) out << separator;
-    if (shown[k] < 0) out << "...";
-    else print_rec(out, t.select(0, shown[k]), f, summarize, indent + 1);
+  if (t.dim() == 1) {
+    // A vector wraps to as many elements per line as fit in kLineWidth after the indent; the
+    // ellipsis counts as one element and is spelled " ..." like PyTorch's.
+    const int64_t per_line = std::max<int64_t>(1, (kLineWidth - indent) / (f.width + 2));
+    for (size_t k = 0; k < shown.size(); ++k) {
+      if (k > 0) out << (k % per_line == 0 ? ",\n" + std::string(indent + 1, ' ') : std::string(", "));
+      if (shown[k] < 0) out << " ...";
+      else out << f.padded(t.select(0, shown[k]).item<double>());
+    }
+  } else {
+    // Rows of a matrix go on new lines; each further dim adds a blank line between blocks.
+    std::string separator = "," + std::string(t.dim() - 1, '\n') + std::string(indent + 1, ' ');
+    for (size_t k = 0; k < shown.size(); ++k) {
+      if (k > 0) out << separator;
+      if (shown[k] < 0) out << "...";
+      else print_rec(out, t.select(0, shown[k]), f, summarize, indent + 1);
+    }
   }
   out << "]";
 }
@@ -123,7 +134,10 @@ std::string Tensor::str() const {
   out << "tensor(";
   if (numel() == 0 && dim() >= 1) {
     out << "[]";
-    if (dim() > 1) out << ", size=" << shape_str(sizes());
+    if (dim() > 1) {  // PyTorch spells the size as a tuple: size=(0, 3)
+      std::string size = shape_str(sizes());
+      out << ", size=(" << size.substr(1, size.size() - 2) << ")";
+    }
   } else {
     std::vector<double> values;
     collect(host, summarize, values);

@@ -91,11 +91,16 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const int64_t da = a.dim(), db = b.dim();
   EMBER_CHECK(da > 0 && db > 0, "matmul: both arguments need to be at least 1D, but they are ", da, "D and ", db,
               "D");
-  if (da == 1 && db == 1) {
-    EMBER_CHECK(a.size(0) == b.size(0), "matmul: inconsistent tensor size, expected tensor [", a.size(0),
-                "] and src [", b.size(0), "] to have the same number of elements");
-    return mm(a.unsqueeze(0), b.unsqueeze(1)).view({});
-  }
+  // Checked here so that errors name matmul and the caller's shapes, not the mm/bmm it becomes.
+  EMBER_CHECK(a.dtype() == b.dtype(), "matmul: expected both operands to have the same dtype, but got ",
+              dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  EMBER_CHECK(is_floating(a.dtype()), "matmul: expected a floating point dtype, got ", dtype_name(a.dtype()));
+  EMBER_CHECK(a.device() == b.device(), "matmul: expected both operands on the same device, but found ",
+              a.device().str(), " and ", b.device().str());
+  const int64_t k_a = a.size(-1), k_b = db == 1 ? b.size(0) : b.size(-2);
+  EMBER_CHECK(k_a == k_b, "matmul: shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
+              " cannot be multiplied (", k_a, " != ", k_b, ")");
+  if (da == 1 && db == 1) return mm(a.unsqueeze(0), b.unsqueeze(1)).view({});
   if (da == 2 && db == 2) return mm(a, b);
   if (da == 1 && db == 2) return mm(a.unsqueeze(0), b).squeeze(0);
   if (da == 2 && db == 1) return mm(a, b.unsqueeze(1)).squeeze(1);
@@ -103,18 +108,17 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor a2 = da == 1 ? a.unsqueeze(0) : a;
   Tensor b2 = db == 1 ? b.unsqueeze(1) : b;
   const int64_t m = a2.size(-2), k = a2.size(-1), n = b2.size(-1);
-  EMBER_CHECK(k == b2.size(-2), "matmul: shapes cannot be multiplied (", shape_str(a.sizes()), " and ",
-              shape_str(b.sizes()), ")");
   Shape batch_a(a2.sizes().begin(), a2.sizes().end() - 2), batch_b(b2.sizes().begin(), b2.sizes().end() - 2);
   Tensor result;
   if (db <= 2) {
-    // b is one matrix: fold a's batch dims into M and do a single GEMM.
+    // b is one matrix: fold a's batch dims into M and do a single GEMM. The row count is spelled
+    // out because reshape cannot infer -1 next to a zero K.
     Shape out_shape = batch_a;
     out_shape.push_back(m);
     out_shape.push_back(n);
-    result = mm(a2.reshape({-1, k}), b2).view(out_shape);
+    result = mm(a2.reshape({shape_numel(batch_a) * m, k}), b2).view(out_shape);
   } else {
-    Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
+    Shape batch = broadcast_shapes(batch_a, batch_b, "matmul (batch dims)");
     int64_t count = shape_numel(batch);
     Shape ea = batch, eb = batch;
     ea.insert(ea.end(), {m, k});

@@ -105,7 +105,8 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
   Tensor shift;
   {
     NoGradGuard no_grad;  // the shift cancels out of the value, so it needs no gradient
-    shift = reduce(ReduceOp::Amax, input, dims, true);
+    // amax of nothing raises; any finite shift works there, and the sum of no exps gives -inf.
+    shift = input.numel() > 0 ? reduce(ReduceOp::Amax, input, dims, true) : sum(input, dims, true);
     shift = where(compare(CompareOp::Eq, shift.abs(), scalar_tensor(INFINITY, shift.dtype(), shift.device())),
                   zeros_like(shift), shift);
   }

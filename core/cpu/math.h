@@ -62,10 +62,11 @@ inline C apply_unary(UnaryOp op, C x, double a, double b) {
       case UnaryOp::Sign: return static_cast<C>((x > 0) - (x < 0));
       case UnaryOp::Relu: return x > 0 ? x : C(0);
       case UnaryOp::Clamp: {
+        // min(max(x, a), b), as for floats: with a > b every element becomes b.
         double v = static_cast<double>(x);
-        if (v < a) return static_cast<C>(std::ceil(a));
-        if (v > b) return static_cast<C>(std::floor(b));
-        return x;
+        if (v >= a && v <= b) return x;
+        double r = v < a ? std::ceil(a) : v;
+        return static_cast<C>(r > b ? std::floor(b) : r);
       }
       case UnaryOp::Square: return static_cast<C>(x * x);
       case UnaryOp::PowScalar: {
@@ -135,8 +136,10 @@ inline C int_pow(C base, C exponent) {
   C result = 1;
   while (exponent > 0) {
     if (exponent & 1) result = static_cast<C>(result * base);
-    base = static_cast<C>(base * base);
     exponent >>= 1;
+    // Squaring once more than needed would overflow (undefined for signed C) even when the
+    // result fits: 3^39 fits in int64, 3^64 does not.
+    if (exponent > 0) base = static_cast<C>(base * base);
   }
   return result;
 }

@@ -1,6 +1,7 @@
 // CPU random fills: element i takes Philox(seed, offset + i), so any split across threads
 // produces the same values.
 #include <cmath>
+#include <limits>
 
 #include "core/cpu/kernels.h"
 #include "core/cpu/thread_pool.h"
@@ -31,6 +32,23 @@ inline double random_value(RandomKind kind, const PhiloxState& state, int64_t i,
   return 0.0;
 }
 
+// The largest T below b. Stepping down in the compute type is not enough for 16-bit floats:
+// nextafter(1.0f, 0) rounds straight back to 1 in bfloat16.
+template <typename T>
+T largest_below(double b) {
+  T t = static_cast<T>(static_cast<ComputeType<T>>(b));
+  if (static_cast<double>(static_cast<ComputeType<T>>(t)) < b) return t;
+  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
+    // Sign-magnitude bits: one step toward -inf.
+    if ((t.bits & 0x7fff) == 0) t.bits = 0x8001;
+    else if (t.bits & 0x8000) ++t.bits;
+    else --t.bits;
+    return t;
+  } else {
+    return std::nextafter(t, -std::numeric_limits<T>::infinity());
+  }
+}
+
 template <typename T>
 void random_typed(RandomKind kind, T* out, int64_t numel, PhiloxState state, double a, double b) {
   parallel_for(0, numel, 4096, [&](int64_t lo, int64_t hi) {
@@ -39,11 +57,11 @@ void random_typed(RandomKind kind, T* out, int64_t numel, PhiloxState state, dou
       if constexpr (std::is_same_v<T, bool>) {
         out[i] = v != 0.0;
       } else if constexpr (std::is_floating_point_v<ComputeType<T>>) {
-        ComputeType<T> c = static_cast<ComputeType<T>>(v);
+        T t = static_cast<T>(static_cast<ComputeType<T>>(v));
         // Rounding to a narrower float can reach the open upper bound of uniform [a, b).
-        if (kind == RandomKind::Uniform && static_cast<double>(static_cast<T>(c)) >= b && b > a)
-          c = std::nextafter(static_cast<ComputeType<T>>(b), static_cast<ComputeType<T>>(a));
-        out[i] = static_cast<T>(c);
+        if (kind == RandomKind::Uniform && b > a && static_cast<double>(static_cast<ComputeType<T>>(t)) >= b)
+          t = largest_below<T>(b);
+        out[i] = t;
       } else {
         out[i] = static_cast<T>(v);
       }

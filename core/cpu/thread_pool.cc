@@ -59,9 +59,10 @@ class Pool {
  private:
   void start(int threads) {
     shutdown_ = false;
-    // The generation is read here, not in the thread: a run may start before the thread does.
-    const uint64_t generation = generation_.load(std::memory_order_acquire);
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i, generation] { worker(i, generation); });
+    // A worker learns the current generation here, not when its thread first runs: a run() or
+    // stop() that starts before then would otherwise already count as seen and never wake it.
+    const uint64_t seen = generation_.load(std::memory_order_acquire);
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i, seen] { worker(i, seen); });
   }
 
   void stop() {

@@ -1,0 +1,21 @@
+// The op table: every core op as OpCases, grouped by family. A backend's test runs these lists
+// with its own Device through check_op_case (see op_harness.h).
+#pragma once
+
+#include <vector>
+
+#include "tests/core/op_harness.h"
+
+namespace ember::test {
+
+std::vector<OpCase> unary_cases();        // every UnaryOp, clamp and pow with a scalar exponent
+std::vector<OpCase> binary_cases();       // arithmetic (with alpha and scalars), comparisons, where
+std::vector<OpCase> reduction_cases();    // reductions over dim subsets, max/min with indices, arg*
+std::vector<OpCase> structural_cases();   // matmul, cat/stack/split/chunk
+std::vector<OpCase> copy_cases();         // to(dtype), clone, contiguous, in-place ops and copy_
+std::vector<OpCase> all_op_cases();
+
+// The dtype a floating-only op gives: integers compute in float32, like PyTorch's exp or sqrt.
+inline DType floating_result(DType d) { return is_floating(d) ? d : kFloat32; }
+
+}  // namespace ember::test

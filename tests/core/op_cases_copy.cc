@@ -1,0 +1,121 @@
+// Copy and in-place cases: to(dtype) between every pair of dtypes, clone/contiguous, and the
+// in-place ops (add_, sub_, mul_, div_, clamp_, fill_, copy_) writing into non-contiguous views
+// with broadcasting and casting. The harness checks that nothing outside the view changes.
+#include <cmath>
+
+#include "tests/core/op_cases.h"
+
+namespace ember::test {
+
+namespace {
+
+using Values = std::vector<double>;
+using Tensors = std::vector<Tensor>;
+using Refs = std::vector<RefTensor>;
+
+// An in-place op on input 0 (the destination) with the others broadcast to it. The result keeps
+// the destination's dtype whatever the computation's.
+OpCase inplace_case(const std::string& name, std::vector<DType> dtypes, std::vector<InputSpec> inputs,
+                    std::function<void(Tensor&, const Tensors&)> op, std::function<double(const Values&)> ref) {
+  OpCase c;
+  c.name = name;
+  c.dtypes = std::move(dtypes);
+  c.inputs = std::move(inputs);
+  c.shapes = inplace_shapes(static_cast<int>(c.inputs.size()));
+  c.inplace_dest = 0;
+  c.run = [op](const Tensors& x, const OpArgs&) {
+    Tensor dst = x[0];
+    op(dst, x);
+    return Tensors{dst};
+  };
+  c.reference = [ref](const Refs& x, const OpArgs&) { return Refs{ref_elementwise(x, x[0].dtype, ref)}; };
+  return c;
+}
+
+}  // namespace
+
+std::vector<OpCase> copy_cases() {
+  const std::vector<DType> floats = kFloatingDTypes, numeric = kNumericDTypes, all = kAllDTypes;
+  const ValueRange symmetric{-3.0, 3.0}, whole{-3.0, 3.0, true};
+  std::vector<OpCase> cases;
+
+  for (DType target : kAllDTypes) {
+    OpCase c;
+    c.name = std::string("to_") + dtype_name(target);
+    c.dtypes = all;
+    // Fractions and negatives exercise truncation toward zero; uint8 only receives what it can hold.
+    c.inputs = {InputSpec{target == kUInt8 ? ValueRange{0.0, 100.0} : ValueRange{-100.0, 100.0}}};
+    c.shapes = same_shape(1);
+    c.run = [target](const Tensors& x, const OpArgs&) { return Tensors{x[0].to(target)}; };
+    c.reference = [target](const Refs& x, const OpArgs&) {
+      return Refs{ref_elementwise(x, target, [](const Values& v) { return v[0]; })};
+    };
+    cases.push_back(c);
+  }
+  for (bool contiguous : {false, true}) {
+    OpCase c;
+    c.name = contiguous ? "contiguous" : "clone";
+    c.dtypes = all;
+    c.inputs = {InputSpec{symmetric}};
+    c.shapes = same_shape(1);
+    c.run = [contiguous](const Tensors& x, const OpArgs&) {
+      Tensor out = contiguous ? x[0].contiguous() : x[0].clone();
+      EMBER_CHECK(out.is_contiguous(), "the result should be contiguous, strides ", shape_str(out.strides()));
+      return Tensors{out};
+    };
+    c.reference = [](const Refs& x, const OpArgs&) { return Refs{x[0]}; };
+    cases.push_back(c);
+  }
+
+  auto source = [](const Values& v) { return v[1]; };
+  cases.push_back(inplace_case("copy_", all, {InputSpec{symmetric}, InputSpec{symmetric}},
+                               [](Tensor& d, const Tensors& x) { d.copy_(x[1]); }, source));
+  // Casting copies: the source's dtype is fixed, the destination takes every dtype.
+  cases.push_back(inplace_case("copy_from_float32", all, {InputSpec{symmetric}, InputSpec{{0.0, 50.0}, kFloat32}},
+                               [](Tensor& d, const Tensors& x) { d.copy_(x[1]); }, source));
+  cases.push_back(inplace_case("copy_from_int32", all, {InputSpec{symmetric}, InputSpec{{0.0, 50.0}, kInt32}},
+                               [](Tensor& d, const Tensors& x) { d.copy_(x[1]); }, source));
+  cases.push_back(inplace_case("copy_from_bfloat16", all, {InputSpec{symmetric}, InputSpec{{0.0, 50.0}, kBFloat16}},
+                               [](Tensor& d, const Tensors& x) { d.copy_(x[1]); }, source));
+
+  auto sum = [](const Values& v) { return v[0] + v[1]; };
+  cases.push_back(inplace_case("add_", all, {InputSpec{symmetric}, InputSpec{symmetric}},
+                               [](Tensor& d, const Tensors& x) { d.add_(x[1]); }, sum));
+  cases.push_back(inplace_case("add_alpha_", floats, {InputSpec{symmetric}, InputSpec{symmetric}},
+                               [](Tensor& d, const Tensors& x) { d.add_(x[1], 0.5); },
+                               [](const Values& v) { return v[0] + 0.5 * v[1]; }));
+  cases.push_back(inplace_case("add_scalar_", numeric, {InputSpec{symmetric}},
+                               [](Tensor& d, const Tensors&) { d.add_(2); }, [](const Values& v) { return v[0] + 2; }));
+  // A wider operand: computed in float64 (or int64), cast back into the destination.
+  cases.push_back(inplace_case("add_float64_", floats, {InputSpec{symmetric}, InputSpec{symmetric, kFloat64}},
+                               [](Tensor& d, const Tensors& x) { d.add_(x[1]); }, sum));
+  cases.push_back(inplace_case("add_int64_", kIntegerDTypes, {InputSpec{whole}, InputSpec{{0.0, 3.0}, kInt64}},
+                               [](Tensor& d, const Tensors& x) { d.add_(x[1]); }, sum));
+  cases.push_back(inplace_case("sub_", numeric, {InputSpec{symmetric}, InputSpec{symmetric}},
+                               [](Tensor& d, const Tensors& x) { d.sub_(x[1]); },
+                               [](const Values& v) { return v[0] - v[1]; }));
+  cases.push_back(inplace_case("mul_", all, {InputSpec{symmetric}, InputSpec{symmetric}},
+                               [](Tensor& d, const Tensors& x) { d.mul_(x[1]); },
+                               [](const Values& v) { return v[0] * v[1]; }));
+  cases.push_back(inplace_case("mul_scalar_", floats, {InputSpec{symmetric}},
+                               [](Tensor& d, const Tensors&) { d.mul_(-1.5); },
+                               [](const Values& v) { return v[0] * -1.5; }));
+  cases.push_back(inplace_case("div_", floats, {InputSpec{symmetric}, InputSpec{{-3.0, 3.0, false, true}}},
+                               [](Tensor& d, const Tensors& x) { d.div_(x[1]); },
+                               [](const Values& v) { return v[0] / v[1]; }));
+  cases.push_back(inplace_case("clamp_", floats, {InputSpec{symmetric}},
+                               [](Tensor& d, const Tensors&) { d.clamp_(-1.5, 0.5); },
+                               [](const Values& v) { return std::min(std::max(v[0], -1.5), 0.5); }));
+  cases.push_back(inplace_case("clamp_int_", numeric, {InputSpec{whole}},
+                               [](Tensor& d, const Tensors&) { d.clamp_(-1, 2); },
+                               [](const Values& v) { return std::min(std::max(v[0], -1.0), 2.0); }));
+  cases.push_back(inplace_case("relu_", numeric, {InputSpec{symmetric}}, [](Tensor& d, const Tensors&) { d.relu_(); },
+                               [](const Values& v) { return std::max(v[0], 0.0); }));
+  cases.push_back(inplace_case("fill_", all, {InputSpec{symmetric}}, [](Tensor& d, const Tensors&) { d.fill_(2.5); },
+                               [](const Values&) { return 2.5; }));
+  cases.push_back(inplace_case("zero_", all, {InputSpec{symmetric}}, [](Tensor& d, const Tensors&) { d.zero_(); },
+                               [](const Values&) { return 0.0; }));
+  return cases;
+}
+
+}  // namespace ember::test

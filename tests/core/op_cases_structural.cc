@@ -1,0 +1,146 @@
+// Structural cases: matmul (1-D, 2-D, batched with broadcast batch dims) and the joins and
+// splits (cat, stack, split, chunk), each with a reference that moves elements by hand.
+#include "tests/core/op_cases.h"
+
+namespace ember::test {
+
+namespace {
+
+using Tensors = std::vector<Tensor>;
+using Refs = std::vector<RefTensor>;
+
+// torch.matmul by hand: 1-D operands become [1, K] / [K, 1] and lose that dim again at the end.
+RefTensor ref_matmul(const RefTensor& a_in, const RefTensor& b_in) {
+  RefTensor a = a_in, b = b_in;
+  const bool a_vector = a.shape.size() == 1, b_vector = b.shape.size() == 1;
+  if (a_vector) a.shape.insert(a.shape.begin(), 1);
+  if (b_vector) b.shape.push_back(1);
+  const int64_t m = a.shape[a.shape.size() - 2], k = a.shape.back(), n = b.shape.back();
+  Shape batch_a(a.shape.begin(), a.shape.end() - 2), batch_b(b.shape.begin(), b.shape.end() - 2);
+  Shape batch = *broadcast_all({batch_a, batch_b});
+  Shape out_shape = batch;
+  out_shape.insert(out_shape.end(), {m, n});
+  RefTensor out{out_shape, a.dtype, {}};
+  for_each_index(out_shape, [&](const std::vector<int64_t>& index) {
+    const int64_t i = index[index.size() - 2], j = index.back();
+    std::vector<int64_t> ai = index, bi = index;
+    double sum = 0;
+    for (int64_t p = 0; p < k; ++p) {
+      ai[ai.size() - 1] = p;
+      bi[bi.size() - 2] = p;
+      ai[ai.size() - 2] = i;
+      bi[bi.size() - 1] = j;
+      sum += broadcast_at(a, ai) * broadcast_at(b, bi);
+    }
+    out.values.push_back(sum);
+  });
+  if (a_vector) out.shape.erase(out.shape.end() - 2);
+  if (b_vector) out.shape.pop_back();
+  return out;
+}
+
+// The part of x with index in [start, start + length) along `dim`.
+RefTensor ref_narrow(const RefTensor& x, int64_t dim, int64_t start, int64_t length) {
+  RefTensor out{x.shape, x.dtype, {}};
+  out.shape[dim] = length;
+  for_each_index(out.shape, [&](const std::vector<int64_t>& index) {
+    std::vector<int64_t> at = index;
+    at[dim] += start;
+    out.values.push_back(x.at(at));
+  });
+  return out;
+}
+
+RefTensor ref_cat(const Refs& parts, int64_t dim, DType dtype) {
+  Shape shape = parts[0].shape;
+  shape[dim] = 0;
+  for (const RefTensor& p : parts) shape[dim] += p.shape[dim];
+  RefTensor out{shape, dtype, {}};
+  for_each_index(shape, [&](const std::vector<int64_t>& index) {
+    std::vector<int64_t> at = index;
+    size_t part = 0;
+    while (at[dim] >= parts[part].shape[dim]) at[dim] -= parts[part++].shape[dim];
+    out.values.push_back(parts[part].at(at));
+  });
+  return out;
+}
+
+Refs ref_split(const RefTensor& x, int64_t dim, int64_t split_size) {
+  const int64_t n = x.shape[dim];
+  if (n == 0) return {x};
+  Refs parts;
+  for (int64_t start = 0; start < n; start += split_size)
+    parts.push_back(ref_narrow(x, dim, start, std::min(split_size, n - start)));
+  return parts;
+}
+
+}  // namespace
+
+std::vector<OpCase> structural_cases() {
+  std::vector<OpCase> cases;
+
+  OpCase matmul_case;
+  matmul_case.name = "matmul";
+  matmul_case.dtypes = kFloatingDTypes;
+  matmul_case.inputs = {InputSpec{{-1.0, 1.0}}};
+  matmul_case.shapes = matmul_shapes();
+  matmul_case.run = [](const Tensors& x, const OpArgs&) { return Tensors{x[0].matmul(x[1])}; };
+  matmul_case.reference = [](const Refs& x, const OpArgs&) { return Refs{ref_matmul(x[0], x[1])}; };
+  cases.push_back(matmul_case);
+
+  for (int inputs : {1, 2, 3}) {
+    OpCase c;
+    c.name = "cat_" + std::to_string(inputs);
+    c.dtypes = kAllDTypes;
+    c.inputs = {InputSpec{{-3.0, 3.0}}};
+    c.shapes = cat_shapes(inputs);
+    c.run = [](const Tensors& x, const OpArgs& a) { return Tensors{cat(x, a.dims[0])}; };
+    c.reference = [](const Refs& x, const OpArgs& a) {
+      return Refs{ref_cat(x, wrap(a.dims[0], static_cast<int64_t>(x[0].shape.size())), x[0].dtype)};
+    };
+    cases.push_back(c);
+  }
+
+  OpCase stack_case;
+  stack_case.name = "stack";
+  stack_case.dtypes = kAllDTypes;
+  stack_case.inputs = {InputSpec{{-3.0, 3.0}}};
+  stack_case.shapes = stack_shapes(3);
+  stack_case.run = [](const Tensors& x, const OpArgs& a) { return Tensors{stack(x, a.dims[0])}; };
+  stack_case.reference = [](const Refs& x, const OpArgs& a) {
+    // stack is cat of the inputs, each with a new size-1 dim at the stack position.
+    const int64_t dim = wrap(a.dims[0], static_cast<int64_t>(x[0].shape.size()) + 1);
+    Refs expanded = x;
+    for (RefTensor& r : expanded) r.shape.insert(r.shape.begin() + dim, 1);
+    return Refs{ref_cat(expanded, dim, x[0].dtype)};
+  };
+  cases.push_back(stack_case);
+
+  for (bool is_chunk : {false, true}) {
+    OpCase c;
+    c.name = is_chunk ? "chunk" : "split";
+    c.dtypes = kAllDTypes;
+    c.inputs = {InputSpec{{-3.0, 3.0}}};
+    c.shapes = split_shapes();
+    c.run = [is_chunk](const Tensors& x, const OpArgs& a) {
+      return is_chunk ? x[0].chunk(a.count, a.dims[0]) : x[0].split(a.count, a.dims[0]);
+    };
+    c.reference = [is_chunk](const Refs& x, const OpArgs& a) {
+      const int64_t dim = wrap(a.dims[0], static_cast<int64_t>(x[0].shape.size()));
+      int64_t size = a.count;
+      if (is_chunk) size = std::max<int64_t>(1, (x[0].shape[dim] + a.count - 1) / a.count);
+      return ref_split(x[0], dim, size);
+    };
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+std::vector<OpCase> all_op_cases() {
+  std::vector<OpCase> all;
+  for (auto family : {unary_cases, binary_cases, reduction_cases, structural_cases, copy_cases})
+    for (OpCase& c : family()) all.push_back(std::move(c));
+  return all;
+}
+
+}  // namespace ember::test
