@@ -60,7 +60,16 @@ std::vector<OpCase> copy_cases() {
     c.shapes = same_shape(1);
     c.run = [contiguous](const Tensors& x, const OpArgs&) {
       Tensor out = contiguous ? x[0].contiguous() : x[0].clone();
-      EMBER_CHECK(out.is_contiguous(), "the result should be contiguous, strides ", shape_str(out.strides()));
+      // clone keeps a dense input's layout (PyTorch's preserve_format); anything else comes out
+      // contiguous, as contiguous() always does.
+      bool keeps_layout = !contiguous && is_dense(x[0]) && !x[0].is_contiguous();
+      if (keeps_layout)
+        EMBER_CHECK(out.strides() == x[0].strides() || x[0].numel() <= 1, "clone should keep the dense layout ",
+                    shape_str(x[0].strides()), ", got ", shape_str(out.strides()));
+      else
+        EMBER_CHECK(out.is_contiguous(), "the result should be contiguous, strides ", shape_str(out.strides()));
+      EMBER_CHECK(out.storage() != x[0].storage() || (contiguous && x[0].is_contiguous()),
+                  "the result should not share the input's storage");
       return Tensors{out};
     };
     c.reference = [](const Refs& x, const OpArgs&) { return Refs{x[0]}; };
