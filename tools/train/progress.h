@@ -1,0 +1,33 @@
+// Training progress on rank 0: a live bar on a terminal (epoch, step, loss, images/s, ETA),
+// or one plain line every N steps when stdout is a file or pipe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace ember::train {
+
+class Progress {
+ public:
+  Progress(bool enabled, int64_t log_every);
+  void start_epoch(int64_t epoch, int64_t epochs, int64_t steps_in_epoch);
+  // After each step: the step index inside the epoch (1-based), its loss and batch size.
+  void step(int64_t step, double loss, int64_t batch_size);
+  void end_epoch();
+  bool interactive() const { return interactive_; }
+
+ private:
+  void draw(int64_t step, double loss);
+  bool enabled_, interactive_;
+  int64_t log_every_;
+  int64_t epoch_ = 0, epochs_ = 0, steps_ = 0;
+  int64_t images_ = 0;
+  double loss_sum_ = 0;
+  int64_t loss_count_ = 0;
+  std::chrono::steady_clock::time_point epoch_start_, window_start_;
+  int64_t window_images_ = 0;
+  double rate_ = 0;
+};
+
+}  // namespace ember::train
