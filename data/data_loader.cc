@@ -4,6 +4,7 @@
 // batch k only while k < delivered + prefetch, which bounds the memory held in flight.
 #include "data/data_loader.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <exception>
 #include <mutex>

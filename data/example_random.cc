@@ -43,6 +43,10 @@ int64_t ExampleRandom::randint(int64_t low, int64_t high) {
   return low + static_cast<int64_t>(scaled >> 64);
 }
 
-bool ExampleRandom::bernoulli(double p) { return uniform_double(next_u32(), next_u32()) < p; }
+bool ExampleRandom::bernoulli(double p) {
+  // Two statements: the order of evaluation of function arguments is unspecified.
+  uint32_t hi = next_u32();
+  return uniform_double(hi, next_u32()) < p;
+}
 
 }  // namespace ember::data

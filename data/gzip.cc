@@ -43,9 +43,9 @@ std::vector<uint8_t> gunzip(const std::vector<uint8_t>& compressed, const std::s
     out_pos += out_chunk - stream.avail_out;
     if (status == Z_STREAM_END) {
       if (in_pos == compressed.size()) break;
-      std::vector<uint8_t> rest(compressed.begin() + static_cast<std::ptrdiff_t>(in_pos),
-                                compressed.begin() + static_cast<std::ptrdiff_t>(std::min(in_pos + 2, compressed.size())));
-      if (!is_gzip(rest)) {
+      bool another_member =
+          compressed.size() - in_pos >= 2 && compressed[in_pos] == 0x1f && compressed[in_pos + 1] == 0x8b;
+      if (!another_member) {
         failure = "bad gzip stream: " + std::to_string(compressed.size() - in_pos) +
                   " trailing bytes after the end of the compressed data";
         break;

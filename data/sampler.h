@@ -20,6 +20,7 @@ class Sampler {
   virtual int64_t size() const = 0;
   // The indices of epoch epoch(), in visiting order; the same list on every call for one epoch.
   virtual std::vector<int64_t> indices() const = 0;
+  // Overrides must call Sampler::set_epoch, which keeps epoch() right.
   virtual void set_epoch(int64_t epoch) { epoch_ = epoch; }
   int64_t epoch() const { return epoch_; }
 

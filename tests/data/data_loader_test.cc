@@ -262,7 +262,8 @@ TEST_CASE("A state at the end of an epoch resumes with the next epoch", "[loader
   DataLoader direct(ds, DataLoaderOptions(4).shuffle(true).seed(6));
   direct.set_epoch(3);
   CHECK(run_epoch(direct) == next);
-  CHECK_THROWS_WITH(resumed.load_state({0, 4}), Catch::Contains("4 batches consumed, but an epoch of this loader has 3"));
+  CHECK_THROWS_WITH(resumed.load_state({0, 4}),
+                    Catch::Contains("4 batches consumed, but an epoch of this loader has 3"));
 }
 
 TEST_CASE("DataLoader takes a custom sampler and tells it the epoch", "[loader][sampler]") {
