@@ -1,5 +1,6 @@
 // The real Fashion-MNIST files of the Debian package dataset-fashion-mnist (installed by
-// tools/setup). Missing files fail this test with the install hint; they are never skipped.
+// tools/setup): sizes, labels, and one DataLoader epoch over them. Missing files fail these tests
+// with the install hint; they are never skipped.
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
@@ -7,7 +8,9 @@
 #include <algorithm>
 
 #include "core/ember_core.h"
+#include "data/data_loader.h"
 #include "data/mnist.h"
+#include "data/transforms.h"
 
 using namespace ember;
 using namespace ember::data;
@@ -43,4 +46,21 @@ TEST_CASE("Fashion-MNIST from /usr/share/datasets/fashion-mnist", "[fashion_mnis
   std::vector<uint8_t> pixels = train.get(0).data.to_vector<uint8_t>();
   CHECK(*std::max_element(pixels.begin(), pixels.end()) == 255);
   CHECK(*std::min_element(pixels.begin(), pixels.end()) == 0);
+}
+
+TEST_CASE("A DataLoader epoch over the real Fashion-MNIST training set", "[fashion_mnist][real_data][loader]") {
+  auto train = std::make_shared<FashionMNIST>();
+  auto transform = std::make_shared<Compose>(RandomCrop(28, 2), ToFloat(), Normalize({0.286f}, {0.353f}));
+  DataLoader loader(train, DataLoaderOptions(128).shuffle(true).seed(7).workers(1).transform(transform));
+  REQUIRE(loader.size() == 469);  // 468 full batches of 128 and one of 96
+  int64_t examples = 0, label_sum = 0, batches = 0;
+  for (Batch& batch : loader) {
+    REQUIRE(batch.data.sizes() == Shape{batch.size(), 1, 28, 28});
+    REQUIRE(batch.data.dtype() == kFloat32);
+    REQUIRE(batch.size() == (++batches == 469 ? 96 : 128));
+    examples += batch.size();
+    label_sum += batch.target.sum().item<int64_t>();
+  }
+  CHECK(examples == 60000);
+  CHECK(label_sum == 6000 * 45);  // each of the 10 classes 6,000 times
 }
