@@ -23,8 +23,8 @@ ImageDims image_dims(const char* op, const TensorSpec& input) {
 template <typename Element>
 void reverse_rows(const Element* src, Element* dst, int64_t rows, int64_t width) {
   for (int64_t r = 0; r < rows; ++r) {
-    const Element* in = src + r * width;
-    Element* out = dst + r * width;
+    const Element* __restrict in = src + r * width;
+    Element* __restrict out = dst + r * width;
     for (int64_t x = 0; x < width; ++x) out[x] = in[width - 1 - x];
   }
 }
@@ -44,8 +44,8 @@ void ToFloat::apply(const void* src, const TensorSpec& input, void* dst, Example
     return;
   }
   EMBER_CHECK(input.dtype == kUInt8, "ToFloat: expected uint8 or float32 input, got ", dtype_name(input.dtype));
-  const uint8_t* in = static_cast<const uint8_t*>(src);
-  float* out = static_cast<float*>(dst);
+  const uint8_t* __restrict in = static_cast<const uint8_t*>(src);
+  float* __restrict out = static_cast<float*>(dst);
   // Division rather than a reciprocal multiply: bit-identical to torchvision's x.float() / 255.
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]) / 255.0f;
 }
@@ -86,8 +86,8 @@ void Normalize::apply(const void* src, const TensorSpec& input, void* dst, Examp
   for (int64_t c = 0; c < dims.channels; ++c) {
     size_t k = mean_.size() == 1 ? 0 : static_cast<size_t>(c);
     const float m = mean_[k], s = std_[k];
-    const float* in_plane = in + c * plane;
-    float* out_plane = out + c * plane;
+    const float* __restrict in_plane = in + c * plane;
+    float* __restrict out_plane = out + c * plane;
     // Division, as torchvision's (x - mean) / std, so results match it exactly.
     for (int64_t i = 0; i < plane; ++i) out_plane[i] = (in_plane[i] - m) / s;
   }
