@@ -1,0 +1,76 @@
+// assemble_batch: sizes the batch from its first example, then fills slot after slot.
+#include "data/batch.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "core/factory.h"
+
+namespace ember::data {
+
+namespace {
+
+// Contiguous CPU data of the expected spec: a view of the example when it already is contiguous.
+Tensor checked_example_tensor(const Tensor& t, const TensorSpec& expected, const char* what, int64_t index,
+                              int64_t first_index) {
+  EMBER_CHECK(t.defined(), "DataLoader: example ", index, " has an undefined ", what, ", but example ", first_index,
+              " (the batch's first) has one of shape ", shape_str(expected.shape));
+  EMBER_CHECK(t.device().is_cpu(), "DataLoader: example ", index, "'s ", what, " is on ", t.device().str(),
+              ", expected a CPU tensor (move batches to the device after loading)");
+  EMBER_CHECK(t.sizes() == expected.shape && t.dtype() == expected.dtype, "DataLoader: example ", index, "'s ",
+              what, " is ", shape_str(t.sizes()), " ", dtype_name(t.dtype()), ", but the batch's first example (",
+              first_index, ") has ", shape_str(expected.shape), " ", dtype_name(expected.dtype),
+              "; a batch needs examples of one shape and dtype");
+  return t.is_contiguous() ? t : t.contiguous();
+}
+
+Shape batched(int64_t batch, const Shape& shape) {
+  Shape out{batch};
+  out.insert(out.end(), shape.begin(), shape.end());
+  return out;
+}
+
+}  // namespace
+
+Batch assemble_batch(const Dataset& dataset, std::vector<int64_t> indices, const Transform* transform, uint64_t seed,
+                     int64_t epoch) {
+  EMBER_CHECK(!indices.empty(), "assemble_batch: a batch needs at least one index");
+  const int64_t count = static_cast<int64_t>(indices.size());
+  Example first = dataset.get(indices[0]);
+  EMBER_CHECK(first.data.defined(), "DataLoader: example ", indices[0], " has undefined data");
+  const TensorSpec in_spec = spec_of(first.data);
+  const TensorSpec out_spec = transform ? transform->output_spec(in_spec) : in_spec;
+  const bool has_target = first.target.defined();
+  const TensorSpec target_spec = has_target ? spec_of(first.target) : TensorSpec();
+
+  Batch batch;
+  batch.data = empty(batched(count, out_spec.shape), TensorOptions(out_spec.dtype));
+  if (has_target) batch.target = empty(batched(count, target_spec.shape), TensorOptions(target_spec.dtype));
+  uint8_t* data_slots = static_cast<uint8_t*>(batch.data.data_ptr());
+  uint8_t* target_slots = has_target ? static_cast<uint8_t*>(batch.target.data_ptr()) : nullptr;
+  const size_t data_bytes = out_spec.nbytes(), target_bytes = target_spec.nbytes();
+
+  for (int64_t j = 0; j < count; ++j) {
+    const int64_t index = indices[static_cast<size_t>(j)];
+    Example example = j == 0 ? std::move(first) : dataset.get(index);
+    Tensor data = checked_example_tensor(example.data, in_spec, "data", index, indices[0]);
+    uint8_t* slot = data_slots + static_cast<size_t>(j) * data_bytes;
+    if (transform) {
+      ExampleRandom random(seed, epoch, index);
+      transform->apply(data.data_ptr(), in_spec, slot, random);
+    } else {
+      std::memcpy(slot, data.data_ptr(), data_bytes);
+    }
+    if (has_target) {
+      Tensor target = checked_example_tensor(example.target, target_spec, "target", index, indices[0]);
+      std::memcpy(target_slots + static_cast<size_t>(j) * target_bytes, target.data_ptr(), target_bytes);
+    } else {
+      EMBER_CHECK(!example.target.defined(), "DataLoader: example ", index, " has a target but the batch's first (",
+                  indices[0], ") has none");
+    }
+  }
+  batch.indices = std::move(indices);
+  return batch;
+}
+
+}  // namespace ember::data
