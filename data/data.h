@@ -11,6 +11,7 @@
 #include "data/cifar.h"
 #include "data/data_loader.h"
 #include "data/dataset.h"
+#include "data/distributed_sampler.h"
 #include "data/example_random.h"
 #include "data/gzip.h"
 #include "data/idx.h"
