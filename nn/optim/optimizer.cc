@@ -36,7 +36,8 @@ void Optimizer::add_param_group(const ParamGroup& group) {
   }
   for (size_t i = 0; i < added.params().size(); ++i) {
     const Tensor& p = added.params()[i];
-    const std::string where = name_ + ": parameter " + std::to_string(i) + " of group " + std::to_string(groups_.size());
+    const std::string where =
+        name_ + ": parameter " + std::to_string(i) + " of group " + std::to_string(groups_.size());
     EMBER_CHECK(p.defined(), where, " is undefined");
     EMBER_CHECK(p.is_floating_point(), where, ": expected a floating-point tensor, got ", dtype_name(p.dtype()));
     EMBER_CHECK(p.is_leaf(), where, ": can't optimize a non-leaf tensor (it has a grad_fn)");
@@ -109,8 +110,8 @@ std::pair<size_t, std::string> parse_state_key(const std::string& key, size_t nu
                   dot + 1 < key.size(),
               where, ": expected tensor names \"state.<index>.<name>\", got \"", key, "\"");
   const std::string digits = key.substr(prefix.size(), dot - prefix.size());
-  EMBER_CHECK(digits.size() <= 18 && std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }),
-              where, ": expected a parameter index in \"", key, "\"");
+  const bool all_digits = std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+  EMBER_CHECK(all_digits && digits.size() <= 18, where, ": expected a parameter index in \"", key, "\"");
   const size_t index = std::stoull(digits);
   EMBER_CHECK(index < num_params, where, ": \"", key, "\" names parameter ", index, " but the optimizer has ",
               num_params);

@@ -101,7 +101,8 @@ std::unique_ptr<Optimizer> make_sgd(const std::vector<Tensor>& p) {
 
 std::unique_ptr<Optimizer> make_adamw(const std::vector<Tensor>& p) {
   return std::make_unique<AdamW>(
-      std::vector<ParamGroup>{ParamGroup({p[0], p[2]}), ParamGroup({p[1]}, AdamWOptions(3e-3).weight_decay(0).amsgrad(true))},
+      std::vector<ParamGroup>{ParamGroup({p[0], p[2]}),
+                              ParamGroup({p[1]}, AdamWOptions(3e-3).weight_decay(0).amsgrad(true))},
       AdamWOptions(1e-2).betas({0.8, 0.99}));
 }
 
