@@ -58,6 +58,31 @@ struct PoolParams {
   int64_t out_h = 0, out_w = 0;
 };
 
+// Fused SGD update of one parameter: PyTorch's single-tensor SGD step, every operation rounded in
+// the parameter's dtype exactly as the op-by-op version rounds it.
+//   d = (maximize ? -grad : grad) + weight_decay * param          (the second term only when wd != 0)
+//   momentum != 0:  buf = first_step ? d : momentum * buf + (1 - dampening) * d
+//                   d = nesterov ? d + momentum * buf : buf
+//   param += -lr * d
+struct SgdUpdateArgs {
+  double lr = 0.0, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
+  bool nesterov = false, maximize = false;
+  bool first_step = false;  // the momentum buffer holds no history yet and is set to d
+};
+
+// Fused Adam / AdamW update of one parameter (PyTorch's single-tensor step). `step` counts this
+// update too (1 on the first), and sets the bias corrections 1 - beta^step.
+//   g = maximize ? -grad : grad;  Adam: g += weight_decay * param;  AdamW: param *= 1 - lr * weight_decay
+//   exp_avg = beta1 * exp_avg + (1 - beta1) * g;  exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * g * g
+//   amsgrad: max_exp_avg_sq = max(max_exp_avg_sq, exp_avg_sq), used in place of exp_avg_sq below
+//   param += -lr / (1 - beta1^step) * exp_avg / (sqrt(exp_avg_sq) / sqrt(1 - beta2^step) + eps)
+struct AdamUpdateArgs {
+  double lr = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  int64_t step = 1;
+  bool decoupled_weight_decay = false;  // AdamW
+  bool amsgrad = false, maximize = false;
+};
+
 struct KernelTable {
   const char* name = "?";
   Allocator* (*allocator)(int device_index) = nullptr;
@@ -114,6 +139,14 @@ struct KernelTable {
   // out[i][j] = input[i][index[i][j]] along dim (PyTorch's gather), and its adjoint: out[...index...] += src.
   void (*gather)(const Tensor& out, const Tensor& input, int64_t dim, const Tensor& index) = nullptr;
   void (*scatter_add)(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) = nullptr;
+
+  // ---- fused optimizer updates: param, grad and the state tensors are contiguous, of one dtype
+  // (float32 or float64) and of param's numel; callers check (core/fused_update.h). One pass
+  // reads and writes them all. ----
+  void (*sgd_update)(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                     const SgdUpdateArgs& args) = nullptr;  // momentum_buffer undefined when momentum == 0
+  void (*adam_update)(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                      const Tensor& max_exp_avg_sq, const AdamUpdateArgs& args) = nullptr;  // max: amsgrad only
 
   // Copies nbytes between devices of this backend's type and the CPU (either direction).
   void (*memcpy_device)(void* dst, Device dst_device, const void* src, Device src_device,

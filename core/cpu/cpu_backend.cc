@@ -40,6 +40,8 @@ const KernelTable& cpu_table() {
     t.softmax_backward = &softmax_backward_kernel;
     t.gather = &gather_kernel;
     t.scatter_add = &scatter_add_kernel;
+    t.sgd_update = &sgd_update_kernel;
+    t.adam_update = &adam_update_kernel;
     return t;
   }();
   return table;

@@ -16,6 +16,10 @@ void reduce_kernel(ReduceOp op, const ReduceLoop& loop, double p);
 void arg_reduce_kernel(bool is_max, const ReduceLoop& loop);
 void gemm_kernel(const GemmArgs& args);
 void random_kernel(RandomKind kind, void* data, DType dtype, int64_t numel, PhiloxState state, double a, double b);
+void sgd_update_kernel(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                       const SgdUpdateArgs& args);
+void adam_update_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                        const Tensor& max_exp_avg_sq, const AdamUpdateArgs& args);
 Allocator* cpu_allocator(int device_index);
 
 }  // namespace ember::cpu
