@@ -1,0 +1,116 @@
+// One file holds every part: tensors under prefixes, JSON for the rest. Loading parses and
+// validates the whole file (core/safetensors) before touching the model.
+#include "nn/checkpoint.h"
+
+#include "core/file_io.h"
+#include "core/safetensors.h"
+
+namespace ember::nn {
+
+namespace {
+
+constexpr const char* kMetadataKey = "ember.checkpoint";
+constexpr const char* kModelPrefix = "model.";
+constexpr const char* kOptimizerPrefix = "optimizer.";
+
+NamedTensors with_prefix(const NamedTensors& tensors, const std::string& prefix) {
+  NamedTensors out;
+  for (const auto& [name, t] : tensors) out.emplace_back(prefix + name, t);
+  return out;
+}
+
+NamedTensors take_prefix(const NamedTensors& tensors, const std::string& prefix) {
+  NamedTensors out;
+  for (const auto& [name, t] : tensors)
+    if (name.rfind(prefix, 0) == 0) out.emplace_back(name.substr(prefix.size()), t);
+  return out;
+}
+
+int64_t member_int(const json::Value& object, const char* key, const std::string& path) {
+  const json::Value* v = object.find(key);
+  EMBER_CHECK(v && v->is_integer(), "load_checkpoint: '", path, "': field \"", key, "\" is missing or not an integer");
+  return v->as_int();
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const Module& model, const optim::Optimizer* optimizer,
+                     const optim::LRScheduler* scheduler, const TrainingState& state, const Generator* generator) {
+  NamedTensors tensors = with_prefix(model.state_dict(), kModelPrefix);
+  json::Value meta = json::Value::object();
+  meta.set("version", json::Value::integer(1));
+  meta.set("epoch", json::Value::integer(state.epoch));
+  meta.set("step", json::Value::integer(state.step));
+  json::Value loader = json::Value::object();
+  loader.set("epoch", json::Value::integer(state.loader_epoch));
+  loader.set("batches", json::Value::integer(state.loader_batches));
+  meta.set("loader", std::move(loader));
+  meta.set("extra", state.extra);
+  if (optimizer) {
+    optim::StateDict saved = optimizer->state_dict();
+    NamedTensors prefixed = with_prefix(saved.tensors, kOptimizerPrefix);
+    tensors.insert(tensors.end(), prefixed.begin(), prefixed.end());
+    meta.set("optimizer", saved.json);
+  }
+  if (scheduler) meta.set("scheduler", scheduler->state_dict().json);
+  if (generator) {
+    auto rng = generator->state();
+    // As strings: JSON numbers cannot carry every uint64 exactly.
+    meta.set("rng", json::Value::array({json::Value::string(std::to_string(rng[0])),
+                                        json::Value::string(std::to_string(rng[1]))}));
+  }
+  save_safetensors(path, tensors, {{kMetadataKey, meta.dump()}});
+}
+
+TrainingState load_checkpoint(const std::string& path, Module& model, optim::Optimizer* optimizer,
+                              optim::LRScheduler* scheduler, Generator* generator) {
+  SafetensorsFile file = load_safetensors(path);
+  auto it = file.metadata.find(kMetadataKey);
+  EMBER_CHECK(it != file.metadata.end(), "load_checkpoint: '", path, "' is a safetensors file but not an Ember "
+              "training checkpoint (no \"", kMetadataKey, "\" metadata); use load_model_weights for weights only");
+  json::Value meta = json::parse(it->second, "load_checkpoint: '" + path + "' metadata");
+  EMBER_CHECK(meta.is_object() && member_int(meta, "version", path) == 1, "load_checkpoint: '", path,
+              "': unsupported checkpoint version");
+  // Validate every part before changing anything.
+  NamedTensors model_state = take_prefix(file.tensors, kModelPrefix);
+  EMBER_CHECK(!optimizer || meta.find("optimizer"), "load_checkpoint: '", path, "' holds no optimizer state");
+  EMBER_CHECK(!scheduler || meta.find("scheduler"), "load_checkpoint: '", path, "' holds no LR-schedule state");
+  EMBER_CHECK(!generator || meta.find("rng"), "load_checkpoint: '", path, "' holds no random-generator state");
+  TrainingState state;
+  state.epoch = member_int(meta, "epoch", path);
+  state.step = member_int(meta, "step", path);
+  const json::Value* loader = meta.find("loader");
+  EMBER_CHECK(loader && loader->is_object(), "load_checkpoint: '", path, "': missing loader position");
+  state.loader_epoch = member_int(*loader, "epoch", path);
+  state.loader_batches = member_int(*loader, "batches", path);
+  if (const json::Value* extra = meta.find("extra")) state.extra = *extra;
+
+  model.load_state_dict(model_state, /*strict=*/true);
+  if (optimizer) {
+    optim::StateDict saved;
+    saved.tensors = take_prefix(file.tensors, kOptimizerPrefix);
+    saved.json = *meta.find("optimizer");
+    optimizer->load_state_dict(saved);
+  }
+  if (scheduler) {
+    optim::StateDict saved;
+    saved.json = *meta.find("scheduler");
+    scheduler->load_state_dict(saved);
+  }
+  if (generator) {
+    const json::Value* rng = meta.find("rng");
+    EMBER_CHECK(rng->is_array() && rng->items().size() == 2 && rng->items()[0].is_string() &&
+                    rng->items()[1].is_string(),
+                "load_checkpoint: '", path, "': malformed random-generator state");
+    generator->set_state({std::stoull(rng->items()[0].as_string()), std::stoull(rng->items()[1].as_string())});
+  }
+  return state;
+}
+
+void load_model_weights(const std::string& path, Module& model) {
+  SafetensorsFile file = load_safetensors(path);
+  NamedTensors state = file.metadata.count(kMetadataKey) ? take_prefix(file.tensors, kModelPrefix) : file.tensors;
+  model.load_state_dict(state, /*strict=*/true);
+}
+
+}  // namespace ember::nn

@@ -1,0 +1,44 @@
+// Training checkpoints: model, optimizer, LR schedule, epoch/step, the random generator and the
+// data loader's position in one safetensors file, written atomically (temp file, fsync, rename)
+// and validated on load. A run resumed from it continues bit for bit.
+//
+//   nn::TrainingState state{epoch, step, loader.state().epoch, loader.state().batches};
+//   nn::save_checkpoint("ckpt/last.safetensors", *model, &optimizer, &schedule, state);
+//   ...
+//   nn::TrainingState resumed = nn::load_checkpoint("ckpt/last.safetensors", *model, &optimizer, &schedule);
+#pragma once
+
+#include <string>
+
+#include "core/json.h"
+#include "core/random.h"
+#include "nn/module.h"
+#include "nn/optim/lr_scheduler.h"
+#include "nn/optim/optimizer.h"
+
+namespace ember::nn {
+
+struct TrainingState {
+  int64_t epoch = 0;           // epochs completed
+  int64_t step = 0;            // optimizer steps taken
+  int64_t loader_epoch = 0;    // the data loader's position (data::LoaderState)
+  int64_t loader_batches = 0;
+  json::Value extra = json::Value::object();  // anything else the caller wants back (best accuracy, ...)
+};
+
+// `optimizer`, `scheduler` and `generator` may be null (not saved). Model keys are the module's
+// state_dict keys under "model.", optimizer tensors under "optimizer."; the rest is JSON in the
+// header metadata under "ember.checkpoint".
+void save_checkpoint(const std::string& path, const Module& model, const optim::Optimizer* optimizer,
+                     const optim::LRScheduler* scheduler, const TrainingState& state,
+                     const Generator* generator = &default_generator());
+
+// Restores everything given (strictly: every model key must match) and returns the state.
+// A file from another run shape (different model, missing optimizer state) raises naming the part.
+TrainingState load_checkpoint(const std::string& path, Module& model, optim::Optimizer* optimizer,
+                              optim::LRScheduler* scheduler, Generator* generator = &default_generator());
+
+// Only the model weights (e.g. for evaluation): accepts full checkpoints and plain state files.
+void load_model_weights(const std::string& path, Module& model);
+
+}  // namespace ember::nn

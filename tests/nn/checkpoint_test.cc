@@ -1,0 +1,120 @@
+// Training checkpoints: 2N steps in one go equal N steps + save + load into freshly built objects
+// + N steps, bit for bit (model, optimizer, LR schedule, dropout's generator, data-loader
+// position all restored); damaged or mismatched files raise naming the problem.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "core/ember_core.h"
+#include "data/data.h"
+#include "nn/checkpoint.h"
+#include "nn/nn.h"
+#include "nn/optim/optim.h"
+
+using namespace ember;
+
+namespace {
+
+std::string temp_path(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  return std::string(base ? base : "/tmp") + "/" + name;
+}
+
+struct Run {
+  std::shared_ptr<nn::Module> model;
+  std::unique_ptr<optim::SGD> optimizer;
+  std::unique_ptr<optim::OneCycleLR> schedule;
+  std::unique_ptr<data::DataLoader> loader;
+  int64_t steps = 0;
+
+  explicit Run(uint64_t init_seed) {
+    manual_seed(init_seed);
+    model = nn::Sequential(nn::Flatten(), nn::Linear(12, 16), nn::BatchNorm1d(16), nn::ReLU(), nn::Dropout(0.3),
+                           nn::Linear(16, 3))
+                .ptr();
+    optimizer = std::make_unique<optim::SGD>(
+        model->parameters(), optim::SGDOptions(0.05).momentum(0.9).nesterov(true).weight_decay(1e-3));
+    schedule = std::make_unique<optim::OneCycleLR>(*optimizer, 0.2, 40);
+    Generator g(3);
+    auto dataset = std::make_shared<data::TensorDataset>(randn({37, 12}, {}, &g),
+                                                         randint(0, 3, {37}, TensorOptions(kInt64), &g));
+    loader = std::make_unique<data::DataLoader>(dataset, data::DataLoaderOptions(5).shuffle(true).seed(11).workers(1));
+  }
+
+  void train(int64_t count) {
+    while (count > 0) {
+      for (data::Batch& batch : *loader) {
+        optimizer->zero_grad();
+        cross_entropy(model->forward(batch.data), batch.target).backward();
+        optimizer->step();
+        schedule->step();
+        ++steps;
+        if (--count == 0) return;
+      }
+    }
+  }
+
+  nn::TrainingState state() const {
+    data::LoaderState position = loader->state();
+    return {0, steps, position.epoch, position.batches};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a resumed run continues bit for bit", "[checkpoint]") {
+  const int64_t n = 13;  // crosses an epoch boundary (8 batches per epoch) on both sides
+  Run straight(1);
+  manual_seed(99);  // dropout draws from the global generator from here on
+  straight.train(2 * n);
+
+  Run first(1);
+  manual_seed(99);
+  first.train(n);
+  std::string path = temp_path("resume.safetensors");
+  nn::save_checkpoint(path, *first.model, first.optimizer.get(), first.schedule.get(), first.state());
+  manual_seed(12345);  // scramble the generator: the checkpoint must restore it
+
+  Run second(777);  // different initial weights: all of them must come from the file
+  nn::TrainingState state = nn::load_checkpoint(path, *second.model, second.optimizer.get(), second.schedule.get());
+  REQUIRE(state.step == n);
+  second.loader->load_state({state.loader_epoch, state.loader_batches});
+  second.steps = state.step;
+  second.train(n);
+
+  auto a = straight.model->state_dict(), b = second.model->state_dict();
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO(a[i].first);
+    REQUIRE(a[i].first == b[i].first);
+    REQUIRE(a[i].second.to_vector<double>() == b[i].second.to_vector<double>());
+  }
+  REQUIRE(straight.optimizer->param_groups()[0].options().get_lr() == second.optimizer->param_groups()[0].options().get_lr());
+}
+
+TEST_CASE("damaged or mismatched checkpoints raise naming the problem", "[checkpoint]") {
+  Run run(1);
+  run.train(2);
+  std::string path = temp_path("damaged.safetensors");
+  nn::save_checkpoint(path, *run.model, run.optimizer.get(), run.schedule.get(), run.state());
+
+  {
+    auto size = std::filesystem::file_size(path);
+    std::filesystem::resize_file(path, size / 2);
+    REQUIRE_THROWS_WITH(nn::load_checkpoint(path, *run.model, run.optimizer.get(), run.schedule.get()),
+                        Catch::Contains("damaged.safetensors"));
+  }
+  nn::save_checkpoint(path, *run.model, nullptr, nullptr, run.state());
+  REQUIRE_THROWS_WITH(nn::load_checkpoint(path, *run.model, run.optimizer.get(), nullptr),
+                      Catch::Contains("holds no optimizer state"));
+  auto other = nn::Sequential(nn::Flatten(), nn::Linear(12, 5)).ptr();
+  REQUIRE_THROWS_WITH(nn::load_checkpoint(path, *other, nullptr, nullptr),
+                      Catch::Contains("shape/dtype mismatches") && Catch::Contains("unexpected keys") &&
+                          Catch::Contains("1.weight: expected [5, 12] float32, got [16, 12] float32"));
+  save_safetensors(path, run.model->state_dict());
+  REQUIRE_THROWS_WITH(nn::load_checkpoint(path, *run.model, nullptr, nullptr),
+                      Catch::Contains("not an Ember training checkpoint"));
+  REQUIRE_NOTHROW(nn::load_model_weights(path, *run.model));
+}
