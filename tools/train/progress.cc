@@ -43,6 +43,9 @@ void Progress::step(int64_t step, double loss, int64_t batch_size) {
   if (window >= 1.0 || step == steps_) {
     // Images/s over the last second or so: responsive, but not jumpy per step.
     rate_ = window > 0 ? window_images_ / window : rate_;
+  } else if (rate_ == 0) {
+    double elapsed = std::chrono::duration<double>(now - epoch_start_).count();
+    if (elapsed > 0) rate_ = images_ / elapsed;  // until the first full window
     window_start_ = now;
     window_images_ = 0;
   }

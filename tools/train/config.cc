@@ -1,0 +1,85 @@
+// Flag definitions and their translation into a TrainConfig.
+#include "tools/train/config.h"
+
+#include "models/zoo.h"
+
+namespace ember::train {
+
+Flags make_flags() {
+  Flags f("train", "Trains a model with Ember, alone or under `mpirun -np N` (one process per rank; --batch-size is\n"
+                   "per process, so N ranks train with an N-times larger global batch).");
+  std::string models;
+  for (const auto& m : models::model_names()) models += (models.empty() ? "" : ", ") + m;
+  f.add_string("model", "resnet20", "model to train: " + models);
+  f.add_string("data", "fashion-mnist", "dataset", {"fashion-mnist", "cifar10", "cifar100", "synthetic"});
+  f.add_string("data-dir", "", "directory of the dataset files (default for fashion-mnist: the Debian package's "
+               "/usr/share/datasets/fashion-mnist; required for cifar10/cifar100)");
+  f.add_int("epochs", 5, "epochs to train", 1);
+  f.add_int("batch-size", 128, "examples per step and process", 1);
+  f.add_double("lr", 0.1, "peak learning rate", 0.0);
+  f.add_double("momentum", 0.9, "SGD momentum (AdamW: beta1)", 0.0);
+  f.add_double("weight-decay", 5e-4, "weight decay (not applied to biases and normalisation parameters)", 0.0);
+  f.add_string("optimizer", "sgd", "optimizer (SGD with Nesterov momentum, or AdamW)", {"sgd", "adamw"});
+  f.add_string("schedule", "onecycle", "learning-rate schedule per step: cosine annealing, one-cycle, or x0.1 "
+               "steps at 50% and 75% of training", {"cosine", "onecycle", "step"});
+  f.add_double("label-smoothing", 0.0, "label smoothing of the cross-entropy loss", 0.0);
+  f.add_int("workers", 1, "data-loader worker threads (0: load on the training thread)", 0);
+  f.add_int("seed", 0, "seed of initialisation, shuffling, augmentation and dropout", 0);
+  f.add_string("device", "cpu", "device to train on (cpu; cuda:N once the CUDA backend is built)");
+  f.add_int("threads", 0, "compute threads per process (0: EMBER_NUM_THREADS, else every core)", 0);
+  f.add_string("checkpoint-dir", "", "write a checkpoint here after every epoch (and on Ctrl-C)");
+  f.add_int("keep-checkpoints", 2, "how many epoch checkpoints to keep, besides best.safetensors", 1);
+  f.add_string("resume", "", "continue from this checkpoint, or 'latest' in --checkpoint-dir");
+  f.add_string("log-dir", "", "write metrics.jsonl and TensorBoard event files here");
+  f.add_int("log-every", 50, "steps between log lines (and metric records)", 1);
+  f.add_int("max-steps", 0, "stop after this many steps in all (0: no limit), for smoke runs", 0);
+  f.add_bool("eval-only", "only evaluate the model loaded with --resume on the test set");
+  f.add_string("augment", "on", "random crop (padding 2 for 28x28, 4 for 32x32) and horizontal flip", {"on", "off"});
+  f.add_int("cutout", 0, "side of a Cutout square (0: none)", 0);
+  f.add_bool("flip-tta", "evaluate on each image and its mirror image, averaging the logits");
+  f.add_int("synthetic-size", 10000, "training examples of --data synthetic", 1);
+  return f;
+}
+
+TrainConfig config_from(const Flags& f) {
+  TrainConfig c;
+  c.model = f.get_string("model");
+  bool known = false;
+  for (const auto& m : models::model_names()) known = known || m == c.model;
+  if (!known) throw FlagError("--model: unknown model '" + c.model + "' (see --help for the list)");
+  c.data = f.get_string("data");
+  c.data_dir = f.get_string("data-dir");
+  if ((c.data == "cifar10" || c.data == "cifar100") && c.data_dir.empty())
+    throw FlagError("--data " + c.data + " needs --data-dir (the folder with the binary batch files)");
+  c.epochs = f.get_int("epochs");
+  c.batch_size = f.get_int("batch-size");
+  c.lr = f.get_double("lr");
+  c.momentum = f.get_double("momentum");
+  if (c.momentum >= 1.0) throw FlagError("--momentum: expected a value below 1, got " + std::to_string(c.momentum));
+  c.weight_decay = f.get_double("weight-decay");
+  c.optimizer = f.get_string("optimizer");
+  c.schedule = f.get_string("schedule");
+  c.label_smoothing = f.get_double("label-smoothing");
+  if (c.label_smoothing > 1.0) throw FlagError("--label-smoothing: expected a value in [0, 1]");
+  c.workers = f.get_int("workers");
+  c.seed = static_cast<uint64_t>(f.get_int("seed"));
+  c.device = f.get_string("device");
+  c.threads = f.get_int("threads");
+  c.checkpoint_dir = f.get_string("checkpoint-dir");
+  c.keep_checkpoints = f.get_int("keep-checkpoints");
+  c.resume = f.get_string("resume");
+  if (c.resume == "latest" && c.checkpoint_dir.empty())
+    throw FlagError("--resume latest needs --checkpoint-dir");
+  c.log_dir = f.get_string("log-dir");
+  c.log_every = f.get_int("log-every");
+  c.max_steps = f.get_int("max-steps");
+  c.eval_only = f.get_bool("eval-only");
+  if (c.eval_only && c.resume.empty()) throw FlagError("--eval-only needs --resume (the weights to evaluate)");
+  c.augment = f.get_string("augment") == "on";
+  c.cutout = f.get_int("cutout");
+  c.flip_tta = f.get_bool("flip-tta");
+  c.synthetic_size = f.get_int("synthetic-size");
+  return c;
+}
+
+}  // namespace ember::train

@@ -1,0 +1,44 @@
+// The train tool's configuration, built from its command line (see --help).
+#pragma once
+
+#include <string>
+
+#include "tools/train/flags.h"
+
+namespace ember::train {
+
+struct TrainConfig {
+  std::string model = "resnet20";
+  std::string data = "fashion-mnist";
+  std::string data_dir;  // empty: the dataset's default (Fashion-MNIST from the Debian package)
+  int64_t epochs = 5;
+  int64_t batch_size = 128;  // per process
+  double lr = 0.1;           // peak learning rate
+  double momentum = 0.9;
+  double weight_decay = 5e-4;
+  std::string optimizer = "sgd";
+  std::string schedule = "onecycle";
+  double label_smoothing = 0.0;
+  int64_t workers = 1;
+  uint64_t seed = 0;
+  std::string device = "cpu";
+  int64_t threads = 0;  // 0: EMBER_NUM_THREADS or every core
+  std::string checkpoint_dir;
+  int64_t keep_checkpoints = 2;
+  std::string resume;  // a checkpoint path, or "latest" (the newest in checkpoint_dir)
+  std::string log_dir;
+  int64_t log_every = 50;
+  int64_t max_steps = 0;  // 0: no limit
+  bool eval_only = false;
+  bool augment = true;
+  int64_t cutout = 0;
+  bool flip_tta = false;
+  int64_t synthetic_size = 10000;
+};
+
+// Registers every flag with its default and help text.
+Flags make_flags();
+// Reads the parsed flags; raises FlagError for values that contradict each other.
+TrainConfig config_from(const Flags& flags);
+
+}  // namespace ember::train

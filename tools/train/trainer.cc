@@ -1,0 +1,298 @@
+// The epoch loop. Rank 0 alone prints, logs and writes checkpoints; evaluation is sharded
+// (every test example counted once) and its sums all-reduced. Ctrl-C (SIGINT) is agreed on by
+// all ranks at the next step, then rank 0 saves a checkpoint holding the loader's position.
+#include "tools/train/trainer.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+
+#include "autograd/functional.h"
+#include "comm/init.h"
+#include "core/cpu/thread_pool.h"
+#include "core/ember_core.h"
+#include "models/zoo.h"
+#include "nn/checkpoint.h"
+#include "parallel/ddp.h"
+#include "tools/train/metrics_log.h"
+#include "tools/train/progress.h"
+#include "tools/train/setup.h"
+
+namespace ember::train {
+
+namespace {
+
+std::atomic<bool> interrupt_requested{false};
+void on_interrupt(int) { interrupt_requested.store(true); }
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+struct Evaluation {
+  double loss = 0, accuracy = 0;
+  int64_t examples = 0;
+};
+
+// Loss and accuracy over the whole test set; with several ranks each evaluates its shard.
+Evaluation evaluate(nn::Module& model, data::DataLoader& loader, data::DataLoader* flipped,
+                    const std::shared_ptr<comm::ProcessGroup>& world) {
+  model.eval();
+  NoGradGuard no_grad;
+  double loss_sum = 0, correct = 0, count = 0;
+  std::vector<Tensor> mirror_logits;
+  if (flipped) {
+    for (data::Batch& batch : *flipped) mirror_logits.push_back(model.forward(batch.data));
+  }
+  size_t index = 0;
+  for (data::Batch& batch : loader) {
+    Tensor logits = model.forward(batch.data);
+    if (flipped) logits = (logits + mirror_logits[index++]) * 0.5;
+    loss_sum += cross_entropy(logits, batch.target, {}, Reduction::Sum).item<double>();
+    correct += (logits.argmax(1) == batch.target).to(kInt64).sum().item<double>();
+    count += static_cast<double>(batch.size());
+  }
+  Tensor sums = tensor(std::vector<double>{loss_sum, correct, count});
+  if (world) world->all_reduce(sums)->wait();
+  std::vector<double> total = sums.to_vector<double>();
+  model.train();
+  Evaluation e;
+  e.examples = static_cast<int64_t>(total[2]);
+  e.loss = total[2] > 0 ? total[0] / total[2] : 0;
+  e.accuracy = total[2] > 0 ? total[1] / total[2] : 0;
+  return e;
+}
+
+std::string checkpoint_path(const std::string& dir, const std::string& name) { return dir + "/" + name + ".safetensors"; }
+
+// The newest epoch-N checkpoint in `dir`, preferring an interrupted run's save when it is newer.
+std::string latest_checkpoint(const std::string& dir) {
+  std::string best;
+  std::filesystem::file_time_type newest;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::string name = entry.path().filename().string();
+    if (!std::regex_match(name, std::regex("(epoch-[0-9]+|interrupted)\\.safetensors"))) continue;
+    auto time = entry.last_write_time();
+    if (best.empty() || time > newest) {
+      best = entry.path().string();
+      newest = time;
+    }
+  }
+  EMBER_CHECK(!best.empty(), "--resume latest: no checkpoint (epoch-N.safetensors) in '", dir, "'");
+  return best;
+}
+
+// Keeps the newest `keep` epoch checkpoints.
+void prune_checkpoints(const std::string& dir, int64_t current_epoch, int64_t keep) {
+  int64_t oldest = current_epoch - keep;
+  for (int64_t e = oldest; e >= std::max<int64_t>(oldest - 2, 1); --e) {
+    std::error_code ec;
+    std::filesystem::remove(checkpoint_path(dir, "epoch-" + std::to_string(e)), ec);
+  }
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainConfig& config) {
+  auto run_start = std::chrono::steady_clock::now();
+  if (config.threads > 0) cpu::set_num_threads(static_cast<int>(config.threads));
+  EMBER_CHECK(Device::parse(config.device).is_cpu(), "--device ", config.device,
+              ": this build has no CUDA backend; use --device cpu");
+
+  std::shared_ptr<comm::ProcessGroup> world;
+  if (comm::read_environment().launched) world = comm::init();
+  const int rank = world ? world->rank() : 0, world_size = world ? world->size() : 1;
+  const bool leader = rank == 0;
+
+  DataSetup data_setup = make_data(config);
+  auto train_sampler =
+      world ? std::static_pointer_cast<data::Sampler>(std::make_shared<data::DistributedSampler>(
+                  data_setup.train->size(), rank, world_size, data::DistributedSamplerOptions().seed(config.seed)))
+            : std::static_pointer_cast<data::Sampler>(std::make_shared<data::RandomSampler>(data_setup.train->size(),
+                                                                                            config.seed));
+  data::DataLoader train_loader(data_setup.train, data::DataLoaderOptions(config.batch_size)
+                                                      .sampler(train_sampler)
+                                                      .seed(config.seed)
+                                                      .workers(static_cast<int>(config.workers))
+                                                      .transform(data_setup.train_transform));
+  auto test_sampler = [&]() -> data::SamplerPtr {
+    if (!world) return std::make_shared<data::SequentialSampler>(data_setup.test->size());
+    return std::make_shared<data::DistributedSampler>(data_setup.test->size(), rank, world_size,
+                                                      data::DistributedSamplerOptions().shuffle(false).unpadded(true));
+  };
+  const int64_t eval_batch = std::max<int64_t>(config.batch_size, 256);
+  data::DataLoader test_loader(data_setup.test, data::DataLoaderOptions(eval_batch)
+                                                    .sampler(test_sampler())
+                                                    .workers(static_cast<int>(config.workers))
+                                                    .transform(data_setup.test_transform));
+  std::unique_ptr<data::DataLoader> flipped_loader;
+  if (config.flip_tta)
+    flipped_loader = std::make_unique<data::DataLoader>(data_setup.test, data::DataLoaderOptions(eval_batch)
+                                                                             .sampler(test_sampler())
+                                                                             .workers(static_cast<int>(config.workers))
+                                                                             .transform(data_setup.test_flip_transform));
+
+  manual_seed(config.seed);
+  std::shared_ptr<nn::Module> model =
+      models::make_model(config.model, data_setup.channels, data_setup.image_size, data_setup.classes);
+  // The only change for distributed training: the DDP wrapper (same state_dict keys).
+  std::shared_ptr<nn::Module> trained = model;
+  if (world) trained = std::make_shared<parallel::DistributedDataParallel>(model, world);
+
+  const int64_t steps_per_epoch = train_loader.size();
+  int64_t total_steps = steps_per_epoch * config.epochs;
+  if (config.max_steps > 0) total_steps = std::min(total_steps, config.max_steps);
+  auto optimizer = make_optimizer(config, *model);
+  auto schedule = make_schedule(config, *optimizer, total_steps);
+
+  TrainResult result;
+  result.rank = rank;
+  result.world_size = world_size;
+  int64_t start_epoch = 0, step = 0;
+  double best_accuracy = 0;
+  if (!config.resume.empty()) {
+    std::string path = config.resume == "latest" ? latest_checkpoint(config.checkpoint_dir) : config.resume;
+    if (config.eval_only) {
+      nn::load_model_weights(path, *model);
+    } else {
+      nn::TrainingState state = nn::load_checkpoint(path, *model, optimizer.get(), schedule.get());
+      train_loader.load_state({state.loader_epoch, state.loader_batches});
+      start_epoch = state.loader_epoch;
+      step = state.step;
+      if (const json::Value* best = state.extra.find("best_accuracy")) best_accuracy = best->as_double();
+    }
+    if (leader) std::printf("resumed from %s (epoch %lld, step %lld)\n", path.c_str(),
+                            static_cast<long long>(start_epoch), static_cast<long long>(step));
+  }
+
+  int64_t parameters = 0;
+  for (const Tensor& p : model->parameters()) parameters += p.numel();
+  if (leader) {
+    std::printf("train: %s (%.3fM parameters) on %s; %d process%s x %d thread%s, batch %lld per process\n",
+                config.model.c_str(), parameters / 1e6, data_setup.description.c_str(), world_size,
+                world_size > 1 ? "es" : "", cpu::num_threads(), cpu::num_threads() > 1 ? "s" : "",
+                static_cast<long long>(config.batch_size));
+    std::fflush(stdout);
+  }
+
+  if (config.eval_only) {
+    Evaluation e = evaluate(*model, test_loader, flipped_loader.get(), world);
+    result.test_accuracy = e.accuracy;
+    result.test_loss = e.loss;
+    result.train_seconds = seconds_since(run_start);
+    if (leader) std::printf("eval: %lld examples, loss %.4f, accuracy %.4f\n", static_cast<long long>(e.examples),
+                            e.loss, e.accuracy);
+    return result;
+  }
+
+  MetricsLog log(config.log_dir, leader);
+  Progress progress(leader, config.log_every);
+  if (!config.checkpoint_dir.empty() && leader) std::filesystem::create_directories(config.checkpoint_dir);
+  struct sigaction action {};
+  action.sa_handler = &on_interrupt;
+  ::sigaction(SIGINT, &action, nullptr);
+
+  auto save = [&](const std::string& name, int64_t epochs_done) {
+    if (!leader || config.checkpoint_dir.empty()) return;
+    nn::TrainingState state;
+    state.epoch = epochs_done;
+    state.step = step;
+    data::LoaderState position = train_loader.state();
+    if (position.batches >= steps_per_epoch) position = {position.epoch + 1, 0};  // a finished epoch
+    state.loader_epoch = position.epoch;
+    state.loader_batches = position.batches;
+    state.extra.set("best_accuracy", json::Value::number(best_accuracy));
+    nn::save_checkpoint(checkpoint_path(config.checkpoint_dir, name), *model, optimizer.get(), schedule.get(), state);
+  };
+
+  trained->train();
+  bool stop = false;
+  for (int64_t epoch = start_epoch; epoch < config.epochs && !stop; ++epoch) {
+    auto epoch_start = std::chrono::steady_clock::now();
+    if (train_loader.state().epoch != epoch || train_loader.state().batches == 0) train_loader.set_epoch(epoch);
+    int64_t done_in_epoch = train_loader.state().batches;
+    progress.start_epoch(epoch + 1, config.epochs, steps_per_epoch);
+    double loss_sum = 0, correct = 0, seen = 0;
+    auto window_start = std::chrono::steady_clock::now();
+    int64_t window_images = 0;
+    for (data::Batch& batch : train_loader) {
+      optimizer->zero_grad();
+      Tensor logits = trained->forward(batch.data);
+      Tensor loss = cross_entropy(logits, batch.target, {}, Reduction::Mean, -100, config.label_smoothing);
+      loss.backward();
+      optimizer->step();
+      schedule->step();
+      ++step;
+      ++done_in_epoch;
+      double loss_value = loss.item<double>();
+      loss_sum += loss_value * static_cast<double>(batch.size());
+      {
+        NoGradGuard no_grad;
+        correct += (logits.argmax(1) == batch.target).to(kInt64).sum().item<double>();
+      }
+      seen += static_cast<double>(batch.size());
+      window_images += batch.size();
+      progress.step(done_in_epoch, loss_value, batch.size() * world_size);
+      if (step % config.log_every == 0) {
+        double rate = window_images * world_size / std::max(seconds_since(window_start), 1e-9);
+        log.write("step", step, {{"loss", loss_value}, {"lr", schedule->get_last_lr()[0]}, {"images_per_second", rate}});
+        window_start = std::chrono::steady_clock::now();
+        window_images = 0;
+      }
+      // Every rank must stop at the same step: the Ctrl-C flag is agreed on each step.
+      bool want_stop = interrupt_requested.load() || (config.max_steps > 0 && step >= config.max_steps);
+      if (world) {
+        Tensor flag = full({1}, want_stop ? 1 : 0, TensorOptions(kInt64));
+        world->all_reduce(flag, comm::ReduceOp::Max)->wait();
+        want_stop = flag.item<int64_t>() > 0;
+      }
+      if (want_stop) {
+        stop = true;
+        break;
+      }
+    }
+    progress.end_epoch();
+    if (stop && interrupt_requested.load()) {
+      save("interrupted", epoch);
+      result.interrupted = true;
+      if (leader) std::printf("interrupted at step %lld; checkpoint saved (resume with --resume latest)\n",
+                              static_cast<long long>(step));
+      break;
+    }
+    double train_time = seconds_since(epoch_start);
+    Evaluation test = evaluate(*trained, test_loader, flipped_loader.get(), world);
+    Tensor train_sums = tensor(std::vector<double>{loss_sum, correct, seen});
+    if (world) world->all_reduce(train_sums)->wait();
+    std::vector<double> ts = train_sums.to_vector<double>();
+    double train_loss = ts[2] > 0 ? ts[0] / ts[2] : 0, train_acc = ts[2] > 0 ? ts[1] / ts[2] : 0;
+    result.epochs = epoch + 1;
+    result.test_accuracy = test.accuracy;
+    result.test_loss = test.loss;
+    best_accuracy = std::max(best_accuracy, test.accuracy);
+    if (leader) {
+      std::printf("epoch %lld/%lld: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.1f s (%.0f img/s) + eval %.1f s\n",
+                  static_cast<long long>(epoch + 1), static_cast<long long>(config.epochs), train_loss, train_acc,
+                  test.loss, test.accuracy, train_time, ts[2] / std::max(train_time, 1e-9),
+                  seconds_since(epoch_start) - train_time);
+      std::fflush(stdout);
+      log.write("epoch", epoch + 1,
+                {{"train_loss", train_loss}, {"train_accuracy", train_acc}, {"test_loss", test.loss},
+                 {"test_accuracy", test.accuracy}, {"seconds", seconds_since(epoch_start)}});
+    }
+    if (!stop || config.max_steps > 0) {
+      save("epoch-" + std::to_string(epoch + 1), epoch + 1);
+      if (test.accuracy >= best_accuracy) save("best", epoch + 1);
+      if (leader && !config.checkpoint_dir.empty()) prune_checkpoints(config.checkpoint_dir, epoch + 1, config.keep_checkpoints);
+    }
+  }
+  result.steps = step;
+  result.train_seconds = seconds_since(run_start);
+  return result;
+}
+
+}  // namespace ember::train

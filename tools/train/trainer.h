@@ -1,0 +1,26 @@
+// The training run behind `train`: datasets, model, optimizer, schedule, the epoch loop with
+// evaluation, logging and checkpoints. The same code runs alone or under mpirun: with more than
+// one process the model is wrapped in DistributedDataParallel and the samplers shard the data;
+// that is the only difference.
+#pragma once
+
+#include <string>
+
+#include "tools/train/config.h"
+
+namespace ember::train {
+
+struct TrainResult {
+  double test_accuracy = 0;   // over every test example, as a fraction
+  double test_loss = 0;
+  double train_seconds = 0;   // wall time of the whole run, evaluation included
+  int64_t epochs = 0;         // epochs completed
+  int64_t steps = 0;
+  bool interrupted = false;   // stopped by Ctrl-C (a checkpoint was written)
+  int rank = 0;
+  int world_size = 1;
+};
+
+TrainResult run_training(const TrainConfig& config);
+
+}  // namespace ember::train
