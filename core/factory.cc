@@ -38,12 +38,13 @@ Tensor ones(const Shape& shape, const TensorOptions& options) { return full(shap
 Tensor empty_strided(const Shape& shape, const Shape& strides, const TensorOptions& options) {
   EMBER_CHECK(shape.size() == strides.size(), "empty_strided: ", shape.size(), " sizes but ", strides.size(),
               " strides");
+  // The last element sits at sum((size - 1) * stride), so the buffer must reach one past it.
   int64_t extent = 1;
   for (size_t d = 0; d < shape.size(); ++d) {
     EMBER_CHECK(shape[d] >= 0 && strides[d] >= 0, "empty_strided: negative size or stride in ", shape_str(shape),
                 " / ", shape_str(strides));
     if (shape[d] == 0) extent = 0;
-    else if (extent > 0) extent = std::max<int64_t>(extent, (shape[d] - 1) * strides[d] + 1);
+    else if (extent > 0) extent += (shape[d] - 1) * strides[d];
   }
   Tensor flat = empty({extent}, options.requires_grad(false));
   auto impl = std::make_shared<TensorImpl>(flat.storage(), shape, strides, 0, options.dtype());
