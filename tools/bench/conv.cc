@@ -6,7 +6,9 @@
 //
 // GFLOP/s counts 2 * N * O * OH * OW * (C / groups) * KH * KW per pass (forward, backward-data
 // and backward-weight alike). Each side is timed in its own block of `reps` calls, the blocks
-// alternate for `rounds` rounds, and each side reports the median of all its calls.
+// alternate for `rounds` rounds, and each side reports the median of all its calls. The ratio is
+// Ember / oneDNN-best; the oneDNN-nhwc column (oneDNN alone, activations pinned to NHWC) tells
+// how much of a gap is the layout rather than Ember's wrapping.
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -63,7 +65,8 @@ Tensor channels_last_randn(int64_t n, int64_t c, int64_t h, int64_t w) {
   return randn({n, h, w, c}).permute({0, 3, 1, 2});
 }
 
-// oneDNN at its best for one pass: formats chosen by oneDNN, buffers already in them.
+// oneDNN alone on one pass: weights (and activations, unless pinned) in formats oneDNN chooses,
+// buffers already in them, only execute() timed.
 struct OneDnnPass {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
@@ -71,11 +74,12 @@ struct OneDnnPass {
   std::unordered_map<int, memory> args;
   std::string impl;
 
-  OneDnnPass(const Layer& l, Pass pass) {
+  // `activations`: any (oneDNN's choice) or nhwc (the layout Ember's path hands oneDNN).
+  OneDnnPass(const Layer& l, Pass pass, memory::format_tag activations) {
     using tag = memory::format_tag;
     const auto f32 = memory::data_type::f32;
-    const memory::desc src({kBatch, l.c, l.hw, l.hw}, f32, tag::any);
-    const memory::desc dst({kBatch, l.o, l.out(), l.out()}, f32, tag::any);
+    const memory::desc src({kBatch, l.c, l.hw, l.hw}, f32, activations);
+    const memory::desc dst({kBatch, l.o, l.out(), l.out()}, f32, activations);
     const memory::desc weights({l.o, l.c, l.k, l.k}, f32, tag::any);
     const memory::dims strides{l.stride, l.stride}, dilates{0, 0}, padding{l.pad, l.pad};
     const auto algo = dnnl::algorithm::convolution_direct;
@@ -146,24 +150,27 @@ int main(int argc, char** argv) {
   manual_seed(0);
   std::printf("conv benchmark: CIFAR ResNet-20 layers, batch %lld, fp32, %d threads, median of %d x %d calls\n",
               static_cast<long long>(kBatch), kThreads, rounds, reps);
-  std::printf("%-22s %-10s %10s %10s %6s  %s\n", "shape", "pass", "Ember", "oneDNN", "ratio", "oneDNN impl (GFLOP/s)");
+  std::printf("%-22s %-10s %8s %8s %6s %12s  %s\n", "shape", "pass", "Ember", "oneDNN", "ratio", "oneDNN-nhwc",
+              "oneDNN impl (any / nhwc)");
   double worst = 1e9;
   for (const Layer& layer : kLayers)
     for (Pass pass : {kForward, kBackwardData, kBackwardWeight}) {
       std::function<void()> ember = ember_pass(layer, pass);
-      OneDnnPass onednn(layer, pass);
-      for (int i = 0; i < 3; ++i) ember(), onednn.run();  // primitives, caches and pages warm
-      std::vector<double> ember_times, onednn_times;
+      OneDnnPass best(layer, pass, memory::format_tag::any), nhwc(layer, pass, memory::format_tag::nhwc);
+      for (int i = 0; i < 3; ++i) ember(), best.run(), nhwc.run();  // primitives, caches and pages warm
+      std::vector<double> ember_times, best_times, nhwc_times;
       for (int round = 0; round < rounds; ++round) {
         for (int i = 0; i < reps; ++i) ember_times.push_back(seconds_of(ember));
-        for (int i = 0; i < reps; ++i) onednn_times.push_back(seconds_of([&] { onednn.run(); }));
+        for (int i = 0; i < reps; ++i) best_times.push_back(seconds_of([&] { best.run(); }));
+        for (int i = 0; i < reps; ++i) nhwc_times.push_back(seconds_of([&] { nhwc.run(); }));
       }
       const double ember_gflops = layer.flops() / median(ember_times) / 1e9;
-      const double onednn_gflops = layer.flops() / median(onednn_times) / 1e9;
-      const double ratio = ember_gflops / onednn_gflops;
+      const double best_gflops = layer.flops() / median(best_times) / 1e9;
+      const double nhwc_gflops = layer.flops() / median(nhwc_times) / 1e9;
+      const double ratio = ember_gflops / best_gflops;
       worst = std::min(worst, ratio);
-      std::printf("%-22s %-10s %10.1f %10.1f %6.2f  %s\n", layer.name, kPassNames[pass], ember_gflops, onednn_gflops,
-                  ratio, onednn.impl.c_str());
+      std::printf("%-22s %-10s %8.1f %8.1f %6.2f %12.1f  %s / %s\n", layer.name, kPassNames[pass], ember_gflops,
+                  best_gflops, ratio, nhwc_gflops, best.impl.c_str(), nhwc.impl.c_str());
       std::fflush(stdout);
     }
   std::printf("bench conv: conv_vs_onednn_min=%.2f\n", worst);

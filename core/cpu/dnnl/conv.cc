@@ -147,12 +147,12 @@ void execute(const char* op, const dnnl::primitive& primitive, dnnl::stream& str
 }
 
 // The weights as the primitive reads them: Ember's memory directly, or a reordered scratch copy.
-memory weights_for(const ConvPrimitive& prim, const Tensor& weight, dnnl::stream& stream, Tensor* scratch) {
+memory weights_for(const ConvPrimitive& prim, const Tensor& weight, Tensor* scratch) {
   memory user = user_memory(prim.user_weights, weight);
   if (!prim.weights_reorder) return user;
   *scratch = onednn::scratch_for(prim.weights);
   memory blocked = user_memory(prim.weights, *scratch);
-  prim.weights_reorder->execute(stream, user, blocked);
+  onednn::execute_single_threaded(*prim.weights_reorder, user, blocked);
   return blocked;
 }
 
@@ -180,7 +180,7 @@ Tensor conv2d_kernel(const Tensor& input, const Tensor& weight, const Tensor& bi
   dnnl::stream& stream = onednn::stream();
   Tensor weight_scratch;
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, user_memory(prim->activation_a, x)},
-                                          {DNNL_ARG_WEIGHTS, weights_for(*prim, w, stream, &weight_scratch)},
+                                          {DNNL_ARG_WEIGHTS, weights_for(*prim, w, &weight_scratch)},
                                           {DNNL_ARG_DST, user_memory(prim->activation_b, y)}};
   if (b.defined()) args.emplace(DNNL_ARG_BIAS, user_memory(prim->bias, b));
   execute("conv2d", prim->conv, stream, args);
@@ -201,7 +201,7 @@ Tensor conv2d_backward_input_kernel(const Tensor& grad_output, const Tensor& wei
   Tensor weight_scratch;
   execute("conv2d_backward_input", prim->conv, stream,
           {{DNNL_ARG_DIFF_SRC, user_memory(prim->activation_a, dx)},
-           {DNNL_ARG_WEIGHTS, weights_for(*prim, w, stream, &weight_scratch)},
+           {DNNL_ARG_WEIGHTS, weights_for(*prim, w, &weight_scratch)},
            {DNNL_ARG_DIFF_DST, user_memory(prim->activation_b, dy)}});
   return dx;
 }
@@ -229,8 +229,7 @@ std::pair<Tensor, Tensor> conv2d_backward_weight_kernel(const Tensor& grad_outpu
   execute("conv2d_backward_weight", prim->conv, stream, args);
   if (prim->weights_reorder) {
     memory user = user_memory(prim->user_weights, grad_weight);
-    prim->weights_reorder->execute(stream, written, user);
-    stream.wait();
+    onednn::execute_single_threaded(*prim->weights_reorder, written, user);
   }
   return {grad_weight, grad_bias};
 }

@@ -1,12 +1,9 @@
-// oneDNN engine, per-thread streams with OpenMP team sizing, and the channels-last reorder cache.
+// oneDNN engine, per-thread streams with OpenMP team sizing, and the NCHW -> channels-last copy.
 #include "core/cpu/dnnl/runtime.h"
 
 #include <omp.h>
 
-#include <map>
-#include <memory>
-#include <mutex>
-#include <vector>
+#include <algorithm>
 
 #include "core/cpu/thread_pool.h"
 #include "core/factory.h"
@@ -20,13 +17,14 @@ const dnnl::engine& engine() {
   return instance;
 }
 
+// omp_set_num_threads sets a per-thread ICV, so each calling thread keeps its own record.
+thread_local int omp_team_size = 0;
+
 dnnl::stream& stream() {
-  // omp_set_num_threads sets a per-thread ICV, so each calling thread keeps its own record.
-  thread_local int applied_threads = 0;
   const int wanted = in_parallel_region() ? 1 : num_threads();
-  if (wanted != applied_threads) {
+  if (wanted != omp_team_size) {
     omp_set_num_threads(wanted);
-    applied_threads = wanted;
+    omp_team_size = wanted;
   }
   thread_local dnnl::stream instance(engine());
   return instance;
@@ -72,29 +70,33 @@ bool is_channels_last(const Tensor& t) {
 
 namespace {
 
-// One cached reorder from a strided layout (the key) to NHWC.
-struct ReorderEntry {
-  dnnl::memory::desc src, dst;
-  dnnl::reorder primitive;
-};
+// NCHW planes (any batch stride) to NHWC rows, one image per task. Pixels go in tiles so each
+// channel's reads stay sequential while the writes fill whole cache lines.
+template <typename Element>
+void planes_to_channels_last(const Tensor& src, const Tensor& dst) {
+  const int64_t n = src.size(0), c = src.size(1), pixels = src.size(2) * src.size(3);
+  const int64_t batch_stride = src.stride(0);
+  const auto* in = static_cast<const Element*>(src.data_ptr());
+  auto* out = static_cast<Element*>(dst.data_ptr());
+  parallel_for(0, n, 1, [&](int64_t lo, int64_t hi) {
+    constexpr int64_t kTile = 64;
+    for (int64_t b = lo; b < hi; ++b) {
+      const Element* image = in + b * batch_stride;
+      Element* rows = out + b * pixels * c;
+      for (int64_t p0 = 0; p0 < pixels; p0 += kTile) {
+        const int64_t p1 = std::min(pixels, p0 + kTile);
+        for (int64_t ch = 0; ch < c; ++ch)
+          for (int64_t p = p0; p < p1; ++p) rows[p * c + ch] = image[ch * pixels + p];
+      }
+    }
+  });
+}
 
-std::shared_ptr<const ReorderEntry> channels_last_reorder(const Tensor& t, dnnl::memory::data_type type) {
-  static std::mutex mutex;
-  static std::map<std::vector<int64_t>, std::shared_ptr<const ReorderEntry>> cache;
-  std::vector<int64_t> key = {static_cast<int64_t>(t.dtype())};
-  key.insert(key.end(), t.sizes().begin(), t.sizes().end());
-  key.insert(key.end(), t.strides().begin(), t.strides().end());
-  std::lock_guard<std::mutex> lock(mutex);
-  auto found = cache.find(key);
-  if (found != cache.end()) return found->second;
-  const dnnl::memory::dims dims(t.sizes().begin(), t.sizes().end());
-  const dnnl::memory::dims strides(t.strides().begin(), t.strides().end());
-  dnnl::memory::desc src(dims, type, strides);
-  dnnl::memory::desc dst(dims, type, dnnl::memory::format_tag::nhwc);
-  auto entry = std::make_shared<const ReorderEntry>(
-      ReorderEntry{src, dst, dnnl::reorder(dnnl::reorder::primitive_desc(engine(), src, engine(), dst))});
-  cache.emplace(std::move(key), entry);
-  return entry;
+// Each [C, H, W] image dense in NCHW order; the batch stride may be anything (a sliced batch).
+bool has_nchw_images(const Tensor& t) {
+  const int64_t h = t.size(2), w = t.size(3);
+  return (t.size(1) == 1 || t.stride(1) == h * w) && (h == 1 || t.stride(2) == w) && (w == 1 || t.stride(3) == 1) &&
+         (t.size(0) == 1 || t.stride(0) >= t.size(1) * h * w);
 }
 
 }  // namespace
@@ -103,19 +105,23 @@ Tensor to_channels_last(const Tensor& t) {
   if (is_channels_last(t)) return t;
   NoGradGuard no_grad;
   Tensor out = empty_strided(t.sizes(), channels_last_strides(t.sizes()), t.options());
-  bool expressible = t.numel() > 0;
-  for (int64_t d = 0; d < t.dim(); ++d) expressible = expressible && t.stride(d) > 0;
-  const auto type = data_type(t.dtype());
-  if (!expressible || !type) {
-    copy_into(out, t);
-    return out;
+  if (t.numel() > 0 && has_nchw_images(t) && t.element_size() == 4) {
+    planes_to_channels_last<uint32_t>(t, out);
+  } else if (t.numel() > 0 && has_nchw_images(t) && t.element_size() == 2) {
+    planes_to_channels_last<uint16_t>(t, out);
+  } else {
+    copy_into(out, t);  // rarer layouts (sliced widths, permuted spatial dims): the generic copy
   }
-  auto entry = channels_last_reorder(t, *type);
-  dnnl::stream& s = stream();
-  dnnl::memory from = user_memory(entry->src, t), to = user_memory(entry->dst, out);
-  entry->primitive.execute(s, from, to);
-  s.wait();
   return out;
+}
+
+void execute_single_threaded(const dnnl::reorder& reorder, dnnl::memory& from, dnnl::memory& to) {
+  dnnl::stream& s = stream();
+  // Waking the OpenMP team costs more than reordering a few thousand weights on one core.
+  omp_set_num_threads(1);
+  reorder.execute(s, from, to);
+  s.wait();
+  omp_set_num_threads(omp_team_size);
 }
 
 dnnl::memory user_memory(const dnnl::memory::desc& desc, const Tensor& t) {

@@ -1,6 +1,6 @@
 // oneDNN plumbing shared by the CPU backend's oneDNN kernels: the engine, a stream per calling
-// thread (with OpenMP's team size kept equal to Ember's pool), dtype mapping, and channels-last
-// conversion of Ember tensors. Everything here is safe to call from several threads at once.
+// thread (with OpenMP's team size kept equal to Ember's pool), dtype mapping, channels-last
+// conversion of Ember tensors and single-threaded execution of small reorders. Everything here is safe to call from several threads at once.
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -27,9 +27,12 @@ Shape channels_last_strides(const Shape& sizes);
 // True when t's memory is exactly NHWC-dense; strides of size-1 dims do not matter.
 bool is_channels_last(const Tensor& t);
 
-// t itself when channels-last, else a channels-last copy made by a cached oneDNN reorder
-// (an Ember copy for layouts a oneDNN memory descriptor cannot express, such as zero strides).
+// t itself when channels-last, else a channels-last copy (a parallel plane transpose for NCHW
+// images, which is what a network's input batch is; Ember's generic copy for anything else).
 Tensor to_channels_last(const Tensor& t);
+
+// Runs a reorder of a small tensor (weights) on the calling thread only, then waits for it.
+void execute_single_threaded(const dnnl::reorder& reorder, dnnl::memory& from, dnnl::memory& to);
 
 // A oneDNN memory over t's storage (no copy); `desc` must describe t's layout.
 dnnl::memory user_memory(const dnnl::memory::desc& desc, const Tensor& t);
