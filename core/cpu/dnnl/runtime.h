@@ -15,7 +15,8 @@ const dnnl::engine& engine();
 
 // The calling thread's stream. Before returning it sets this thread's OpenMP team size to
 // ember::cpu::num_threads() (1 inside an Ember pool task), so oneDNN and Ember's pool never
-// run more threads between them than Ember was asked for.
+// run more threads between them than Ember was asked for. (libgomp's spin-wait after a region
+// can still delay the next Ember op on a busy machine; docs/BENCHMARKS.md has the measurements.)
 dnnl::stream& stream();
 
 // The oneDNN type for an Ember dtype, or nullopt when the oneDNN kernels should not take it.
