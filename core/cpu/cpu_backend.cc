@@ -1,5 +1,4 @@
 // Registers the CPU kernel table at start-up (this library is alwayslink).
-#include "core/cpu/conv_reference.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/nn_kernels.h"
 
@@ -23,9 +22,9 @@ const KernelTable& cpu_table() {
     t.arg_reduce = &arg_reduce_kernel;
     t.gemm = &gemm_kernel;
     t.random = &random_kernel;
-    t.conv2d = &reference::conv2d;
-    t.conv2d_backward_input = &reference::conv2d_backward_input;
-    t.conv2d_backward_weight = &reference::conv2d_backward_weight;
+    t.conv2d = &conv2d_kernel;
+    t.conv2d_backward_input = &conv2d_backward_input_kernel;
+    t.conv2d_backward_weight = &conv2d_backward_weight_kernel;
     t.max_pool2d = &max_pool2d_kernel;
     t.max_pool2d_backward = &max_pool2d_backward_kernel;
     t.avg_pool2d = &avg_pool2d_kernel;

@@ -7,6 +7,15 @@
 
 namespace ember::cpu {
 
+// oneDNN convolutions (core/cpu/dnnl/conv.cc): outputs channels-last; dtypes or problems oneDNN
+// does not take go to ember::cpu::reference.
+Tensor conv2d_kernel(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvParams& p);
+Tensor conv2d_backward_input_kernel(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,
+                                    const ConvParams& p);
+std::pair<Tensor, Tensor> conv2d_backward_weight_kernel(const Tensor& grad_output, const Tensor& input,
+                                                        const Shape& weight_shape, bool want_bias,
+                                                        const ConvParams& p);
+
 std::pair<Tensor, Tensor> max_pool2d_kernel(const Tensor& input, const PoolParams& p);
 Tensor max_pool2d_backward_kernel(const Tensor& grad_output, const Tensor& indices, const Shape& input_shape,
                                   const PoolParams& p);

@@ -1,0 +1,237 @@
+// conv2d forward, backward-data and backward-weight on oneDNN primitives, cached per problem.
+// Activations always meet oneDNN as NHWC (Ember's channels-last), which keeps user memory
+// zero-copy and lets the JIT/brgemm kernels run; outputs are returned channels-last. Weights
+// stay Ember's plain [O, C/G, KH, KW] and are reordered per call into the primitive's blocked
+// format (they are small). Anything oneDNN rejects falls back to ember::cpu::reference.
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/cpu/conv_reference.h"
+#include "core/cpu/dnnl/runtime.h"
+#include "core/cpu/nn_kernels.h"
+#include "core/factory.h"
+#include "core/grad_mode.h"
+
+namespace ember::cpu {
+
+namespace {
+
+using dnnl::memory;
+using onednn::channels_last_strides;
+using onednn::user_memory;
+
+enum class Pass : int64_t { Forward, BackwardData, BackwardWeights };
+
+// N batch, C/O input/output channels, H/W input size, KH/KW kernel, OH/OW output size.
+struct Geometry {
+  int64_t n, c, h, w, o, kh, kw, oh, ow;
+};
+
+Geometry geometry(const Shape& input, const Shape& weight, const ConvParams& p) {
+  Geometry g{input[0], input[1], input[2], input[3], weight[0], weight[2], weight[3], 0, 0};
+  g.oh = (g.h + 2 * p.pad_h - p.dilation_h * (g.kh - 1) - 1) / p.stride_h + 1;
+  g.ow = (g.w + 2 * p.pad_w - p.dilation_w * (g.kw - 1) - 1) / p.stride_w + 1;
+  return g;
+}
+
+// A ready-to-run primitive plus the descriptors its arguments must match. `activation_a` and
+// `activation_b` are the two NHWC operands: (src, dst), (diff_src, diff_dst) or (src, diff_dst).
+struct ConvPrimitive {
+  dnnl::primitive conv;
+  memory::desc activation_a, activation_b;
+  memory::desc weights;       // as the primitive reads (or, backward-weight, writes) them
+  memory::desc user_weights;  // Ember's contiguous weight tensor
+  std::optional<dnnl::reorder> weights_reorder;  // user->primitive, or primitive->user for grads
+  memory::desc bias;
+};
+
+bool is_reference_impl(const char* impl) { return std::string(impl).rfind("ref", 0) == 0; }
+
+// Builds the primitive for one problem; nullptr when oneDNN refuses it or only offers its slow
+// reference kernel (Ember's im2col path is faster than that).
+std::shared_ptr<const ConvPrimitive> create(Pass pass, const Geometry& g, const ConvParams& p,
+                                            memory::data_type type, bool with_bias) {
+  using tag = memory::format_tag;
+  const memory::desc src({g.n, g.c, g.h, g.w}, type, tag::nhwc);
+  const memory::desc dst({g.n, g.o, g.oh, g.ow}, type, tag::nhwc);
+  const memory::dims weight_dims = p.groups == 1
+                                       ? memory::dims{g.o, g.c, g.kh, g.kw}
+                                       : memory::dims{p.groups, g.o / p.groups, g.c / p.groups, g.kh, g.kw};
+  const memory::desc any_weights(weight_dims, type, tag::any);
+  const memory::desc user_weights(weight_dims, type, p.groups == 1 ? tag::oihw : tag::goihw);
+  const memory::desc bias = with_bias ? memory::desc({g.o}, type, tag::x) : memory::desc();
+  // oneDNN counts dilation from 0 (dense kernel), Ember from 1.
+  const memory::dims strides{p.stride_h, p.stride_w}, dilates{p.dilation_h - 1, p.dilation_w - 1};
+  const memory::dims padding{p.pad_h, p.pad_w};
+  const auto algo = dnnl::algorithm::convolution_direct;
+  const dnnl::engine& engine = onednn::engine();
+
+  auto result = std::make_shared<ConvPrimitive>();
+  result->user_weights = user_weights;
+  result->bias = bias;
+  const bool pass_with_bias = with_bias && pass != Pass::BackwardData;
+  dnnl::convolution_forward::primitive_desc forward(
+      {dnnl::prop_kind::forward_training, algo, src, any_weights, pass == Pass::Forward ? bias : memory::desc(), dst,
+       strides, dilates, padding, padding},
+      engine);
+  if (pass == Pass::Forward) {
+    if (is_reference_impl(forward.impl_info_str())) return nullptr;
+    result->conv = dnnl::convolution_forward(forward);
+    result->activation_a = forward.src_desc();
+    result->activation_b = forward.dst_desc();
+    result->weights = forward.weights_desc();
+  } else if (pass == Pass::BackwardData) {
+    dnnl::convolution_backward_data::primitive_desc backward(
+        {algo, src, any_weights, dst, strides, dilates, padding, padding}, engine, forward);
+    if (is_reference_impl(backward.impl_info_str())) return nullptr;
+    result->conv = dnnl::convolution_backward_data(backward);
+    result->activation_a = backward.diff_src_desc();
+    result->activation_b = backward.diff_dst_desc();
+    result->weights = backward.weights_desc();
+  } else {
+    dnnl::convolution_backward_weights::primitive_desc backward(
+        {algo, src, any_weights, pass_with_bias ? bias : memory::desc(), dst, strides, dilates, padding, padding},
+        engine, forward);
+    if (is_reference_impl(backward.impl_info_str())) return nullptr;
+    result->conv = dnnl::convolution_backward_weights(backward);
+    result->activation_a = backward.src_desc();
+    result->activation_b = backward.diff_dst_desc();
+    result->weights = backward.diff_weights_desc();
+  }
+  if (result->weights != user_weights) {
+    result->weights_reorder = pass == Pass::BackwardWeights
+                                  ? dnnl::reorder(dnnl::reorder::primitive_desc(engine, result->weights, engine,
+                                                                                user_weights))
+                                  : dnnl::reorder(dnnl::reorder::primitive_desc(engine, user_weights, engine,
+                                                                                result->weights));
+  }
+  return result;
+}
+
+// Primitives by problem. Activation layouts are not part of the key because they are always NHWC
+// (callers convert first) and weights always Ember's plain layout; dtype and bias complete it.
+std::shared_ptr<const ConvPrimitive> lookup(Pass pass, const Geometry& g, const ConvParams& p, DType dtype,
+                                            memory::data_type type, bool with_bias) {
+  static std::mutex mutex;
+  static std::map<std::vector<int64_t>, std::shared_ptr<const ConvPrimitive>> cache;
+  std::vector<int64_t> key = {static_cast<int64_t>(pass), static_cast<int64_t>(dtype), with_bias,
+                              g.n, g.c, g.h, g.w, g.o, g.kh, g.kw,
+                              p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups};
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = cache.find(key);
+  if (found != cache.end()) return found->second;
+  std::shared_ptr<const ConvPrimitive> made;
+  try {
+    made = create(pass, g, p, type, with_bias);
+  } catch (const dnnl::error&) {
+    made = nullptr;  // unimplemented for this problem: remembered, so we ask oneDNN only once
+  }
+  cache.emplace(std::move(key), made);
+  return made;
+}
+
+// Runs `primitive`, turning a oneDNN failure into an ember::Error that names the op.
+void execute(const char* op, const dnnl::primitive& primitive, dnnl::stream& stream,
+             const std::unordered_map<int, memory>& args) {
+  try {
+    primitive.execute(stream, args);
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    EMBER_FAIL(op, ": oneDNN execution failed (status ", static_cast<int>(e.status), "): ", e.what());
+  }
+}
+
+// The weights as the primitive reads them: Ember's memory directly, or a reordered scratch copy.
+memory weights_for(const ConvPrimitive& prim, const Tensor& weight, Tensor* scratch) {
+  memory user = user_memory(prim.user_weights, weight);
+  if (!prim.weights_reorder) return user;
+  *scratch = onednn::scratch_for(prim.weights);
+  memory blocked = user_memory(prim.weights, *scratch);
+  onednn::execute_single_threaded(*prim.weights_reorder, user, blocked);
+  return blocked;
+}
+
+std::optional<memory::data_type> fast_type(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.numel() == 0 || b.numel() == 0) return std::nullopt;
+  return onednn::data_type(a.dtype());
+}
+
+Tensor empty_channels_last(const Shape& shape, const TensorOptions& options) {
+  return empty_strided(shape, channels_last_strides(shape), options);
+}
+
+}  // namespace
+
+Tensor conv2d_kernel(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvParams& p) {
+  const auto type = fast_type(input, weight);
+  if (!type) return reference::conv2d(input, weight, bias, p);
+  const Geometry g = geometry(input.sizes(), weight.sizes(), p);
+  auto prim = lookup(Pass::Forward, g, p, input.dtype(), *type, bias.defined());
+  if (!prim) return reference::conv2d(input, weight, bias, p);
+  NoGradGuard no_grad;
+  Tensor x = onednn::to_channels_last(input), w = weight.contiguous();
+  Tensor b = bias.defined() ? bias.to(input.dtype()).contiguous() : Tensor();
+  Tensor y = empty_channels_last({g.n, g.o, g.oh, g.ow}, input.options());
+  dnnl::stream& stream = onednn::stream();
+  Tensor weight_scratch;
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, user_memory(prim->activation_a, x)},
+                                          {DNNL_ARG_WEIGHTS, weights_for(*prim, w, &weight_scratch)},
+                                          {DNNL_ARG_DST, user_memory(prim->activation_b, y)}};
+  if (b.defined()) args.emplace(DNNL_ARG_BIAS, user_memory(prim->bias, b));
+  execute("conv2d", prim->conv, stream, args);
+  return y;
+}
+
+Tensor conv2d_backward_input_kernel(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,
+                                    const ConvParams& p) {
+  const auto type = fast_type(grad_output, weight);
+  if (!type) return reference::conv2d_backward_input(grad_output, weight, input_shape, p);
+  const Geometry g = geometry(input_shape, weight.sizes(), p);
+  auto prim = lookup(Pass::BackwardData, g, p, grad_output.dtype(), *type, false);
+  if (!prim) return reference::conv2d_backward_input(grad_output, weight, input_shape, p);
+  NoGradGuard no_grad;
+  Tensor dy = onednn::to_channels_last(grad_output), w = weight.contiguous();
+  Tensor dx = empty_channels_last(input_shape, grad_output.options());
+  dnnl::stream& stream = onednn::stream();
+  Tensor weight_scratch;
+  execute("conv2d_backward_input", prim->conv, stream,
+          {{DNNL_ARG_DIFF_SRC, user_memory(prim->activation_a, dx)},
+           {DNNL_ARG_WEIGHTS, weights_for(*prim, w, &weight_scratch)},
+           {DNNL_ARG_DIFF_DST, user_memory(prim->activation_b, dy)}});
+  return dx;
+}
+
+std::pair<Tensor, Tensor> conv2d_backward_weight_kernel(const Tensor& grad_output, const Tensor& input,
+                                                        const Shape& weight_shape, bool want_bias,
+                                                        const ConvParams& p) {
+  const auto type = fast_type(grad_output, input);
+  if (!type) return reference::conv2d_backward_weight(grad_output, input, weight_shape, want_bias, p);
+  const Geometry g = geometry(input.sizes(), weight_shape, p);
+  auto prim = lookup(Pass::BackwardWeights, g, p, input.dtype(), *type, want_bias);
+  if (!prim) return reference::conv2d_backward_weight(grad_output, input, weight_shape, want_bias, p);
+  NoGradGuard no_grad;
+  Tensor x = onednn::to_channels_last(input), dy = onednn::to_channels_last(grad_output);
+  Tensor grad_weight = empty(weight_shape, input.options());
+  Tensor grad_bias = want_bias ? empty({g.o}, input.options()) : Tensor();
+  dnnl::stream& stream = onednn::stream();
+  // The primitive writes the gradient in its own layout; a reorder brings it to Ember's.
+  Tensor weight_scratch = prim->weights_reorder ? onednn::scratch_for(prim->weights) : grad_weight;
+  memory written = user_memory(prim->weights, weight_scratch);
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, user_memory(prim->activation_a, x)},
+                                          {DNNL_ARG_DIFF_DST, user_memory(prim->activation_b, dy)},
+                                          {DNNL_ARG_DIFF_WEIGHTS, written}};
+  if (want_bias) args.emplace(DNNL_ARG_DIFF_BIAS, user_memory(prim->bias, grad_bias));
+  execute("conv2d_backward_weight", prim->conv, stream, args);
+  if (prim->weights_reorder) {
+    memory user = user_memory(prim->user_weights, grad_weight);
+    onednn::execute_single_threaded(*prim->weights_reorder, written, user);
+  }
+  return {grad_weight, grad_bias};
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,137 @@
+// oneDNN engine, per-thread streams with OpenMP team sizing, and the NCHW -> channels-last copy.
+#include "core/cpu/dnnl/runtime.h"
+
+#include <omp.h>
+
+#include <algorithm>
+
+#include "core/cpu/thread_pool.h"
+#include "core/factory.h"
+#include "core/grad_mode.h"
+#include "core/ops.h"
+
+namespace ember::cpu::onednn {
+
+const dnnl::engine& engine() {
+  static const dnnl::engine instance(dnnl::engine::kind::cpu, 0);
+  return instance;
+}
+
+// omp_set_num_threads sets a per-thread ICV, so each calling thread keeps its own record.
+thread_local int omp_team_size = 0;
+
+dnnl::stream& stream() {
+  const int wanted = in_parallel_region() ? 1 : num_threads();
+  if (wanted != omp_team_size) {
+    omp_set_num_threads(wanted);
+    omp_team_size = wanted;
+  }
+  thread_local dnnl::stream instance(engine());
+  return instance;
+}
+
+namespace {
+
+// ISA values are bit sets; each includes the bits of the ISAs below it.
+bool has_native_bf16() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  return (isa & bf16) == bf16;
+}
+
+}  // namespace
+
+std::optional<dnnl::memory::data_type> data_type(DType dtype) {
+  using dt = dnnl::memory::data_type;
+  switch (dtype) {
+    case kFloat32:
+      return dt::f32;
+    case kBFloat16:
+      // Without native bf16 instructions oneDNN would emulate or fall to its slow ref kernels.
+      if (has_native_bf16()) return dt::bf16;
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+Shape channels_last_strides(const Shape& sizes) {
+  const int64_t c = sizes[1], h = sizes[2], w = sizes[3];
+  return {h * w * c, 1, w * c, c};
+}
+
+bool is_channels_last(const Tensor& t) {
+  if (t.dim() != 4) return false;
+  const Shape expected = channels_last_strides(t.sizes());
+  for (int64_t d = 0; d < 4; ++d)
+    if (t.size(d) != 1 && t.stride(d) != expected[d]) return false;
+  return true;
+}
+
+namespace {
+
+// NCHW planes (any batch stride) to NHWC rows, one image per task. Pixels go in tiles so each
+// channel's reads stay sequential while the writes fill whole cache lines.
+template <typename Element>
+void planes_to_channels_last(const Tensor& src, const Tensor& dst) {
+  const int64_t n = src.size(0), c = src.size(1), pixels = src.size(2) * src.size(3);
+  const int64_t batch_stride = src.stride(0);
+  const auto* in = static_cast<const Element*>(src.data_ptr());
+  auto* out = static_cast<Element*>(dst.data_ptr());
+  parallel_for(0, n, 1, [&](int64_t lo, int64_t hi) {
+    constexpr int64_t kTile = 64;
+    for (int64_t b = lo; b < hi; ++b) {
+      const Element* image = in + b * batch_stride;
+      Element* rows = out + b * pixels * c;
+      for (int64_t p0 = 0; p0 < pixels; p0 += kTile) {
+        const int64_t p1 = std::min(pixels, p0 + kTile);
+        for (int64_t ch = 0; ch < c; ++ch)
+          for (int64_t p = p0; p < p1; ++p) rows[p * c + ch] = image[ch * pixels + p];
+      }
+    }
+  });
+}
+
+// Each [C, H, W] image dense in NCHW order; the batch stride may be anything (a sliced batch).
+bool has_nchw_images(const Tensor& t) {
+  const int64_t h = t.size(2), w = t.size(3);
+  return (t.size(1) == 1 || t.stride(1) == h * w) && (h == 1 || t.stride(2) == w) && (w == 1 || t.stride(3) == 1) &&
+         (t.size(0) == 1 || t.stride(0) >= t.size(1) * h * w);
+}
+
+}  // namespace
+
+Tensor to_channels_last(const Tensor& t) {
+  if (is_channels_last(t)) return t;
+  NoGradGuard no_grad;
+  Tensor out = empty_strided(t.sizes(), channels_last_strides(t.sizes()), t.options());
+  if (t.numel() > 0 && has_nchw_images(t) && t.element_size() == 4) {
+    planes_to_channels_last<uint32_t>(t, out);
+  } else if (t.numel() > 0 && has_nchw_images(t) && t.element_size() == 2) {
+    planes_to_channels_last<uint16_t>(t, out);
+  } else {
+    copy_into(out, t);  // rarer layouts (sliced widths, permuted spatial dims): the generic copy
+  }
+  return out;
+}
+
+void execute_single_threaded(const dnnl::reorder& reorder, dnnl::memory& from, dnnl::memory& to) {
+  dnnl::stream& s = stream();
+  // Waking the OpenMP team costs more than reordering a few thousand weights on one core.
+  omp_set_num_threads(1);
+  reorder.execute(s, from, to);
+  s.wait();
+  omp_set_num_threads(omp_team_size);
+}
+
+dnnl::memory user_memory(const dnnl::memory::desc& desc, const Tensor& t) {
+  return dnnl::memory(desc, engine(), t.defined() ? t.data_ptr() : nullptr);
+}
+
+Tensor scratch_for(const dnnl::memory::desc& desc) {
+  // Bytes rounded up to whole floats: blocked layouts may pad past the logical element count.
+  const int64_t floats = static_cast<int64_t>((desc.get_size() + sizeof(float) - 1) / sizeof(float));
+  return empty({std::max<int64_t>(floats, 1)}, TensorOptions(kFloat32));
+}
+
+}  // namespace ember::cpu::onednn

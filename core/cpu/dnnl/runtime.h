@@ -1,0 +1,44 @@
+// oneDNN plumbing shared by the CPU backend's oneDNN kernels: the engine, a stream per calling
+// thread (with OpenMP's team size kept equal to Ember's pool), dtype mapping, channels-last
+// conversion of Ember tensors and single-threaded execution of small reorders. Everything here is safe to call from several threads at once.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <optional>
+
+#include "core/tensor.h"
+
+namespace ember::cpu::onednn {
+
+const dnnl::engine& engine();
+
+// The calling thread's stream. Before returning it sets this thread's OpenMP team size to
+// ember::cpu::num_threads() (1 inside an Ember pool task), so oneDNN and Ember's pool never
+// run more threads between them than Ember was asked for. (libgomp's spin-wait after a region
+// can still delay the next Ember op on a busy machine; docs/BENCHMARKS.md has the measurements.)
+dnnl::stream& stream();
+
+// The oneDNN type for an Ember dtype, or nullopt when the oneDNN kernels should not take it.
+std::optional<dnnl::memory::data_type> data_type(DType dtype);
+
+// Strides of a dense channels-last (NHWC in memory) tensor of logical shape [N, C, H, W].
+Shape channels_last_strides(const Shape& sizes);
+
+// True when t's memory is exactly NHWC-dense; strides of size-1 dims do not matter.
+bool is_channels_last(const Tensor& t);
+
+// t itself when channels-last, else a channels-last copy (a parallel plane transpose for NCHW
+// images, which is what a network's input batch is; Ember's generic copy for anything else).
+Tensor to_channels_last(const Tensor& t);
+
+// Runs a reorder of a small tensor (weights) on the calling thread only, then waits for it.
+void execute_single_threaded(const dnnl::reorder& reorder, dnnl::memory& from, dnnl::memory& to);
+
+// A oneDNN memory over t's storage (no copy); `desc` must describe t's layout.
+dnnl::memory user_memory(const dnnl::memory::desc& desc, const Tensor& t);
+
+// A scratch buffer holding `desc`, owned by the returned tensor (keep it alive while in use).
+Tensor scratch_for(const dnnl::memory::desc& desc);
+
+}  // namespace ember::cpu::onednn

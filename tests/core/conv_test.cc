@@ -1,0 +1,273 @@
+// The CPU backend's conv2d kernels (oneDNN fast path) against Ember's im2col reference and a naive
+// float64 direct convolution, over many geometries and input layouts (NCHW, channels-last,
+// mixed, non-contiguous), for the forward pass and both backward kernels.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/cpu/conv_reference.h"
+#include "core/ember_core.h"
+
+namespace {
+
+using namespace ember;
+
+enum class Layout { Contiguous, ChannelsLast, BatchSlice, WidthSlice };
+
+struct Case {
+  int64_t n, c, h, w, o, kh, kw;
+  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1, groups = 1;
+  bool bias = true;
+  Layout input = Layout::Contiguous, grad_output = Layout::Contiguous;
+
+  ConvParams params() const {
+    ConvParams p;
+    p.stride_h = stride_h, p.stride_w = stride_w, p.pad_h = pad_h, p.pad_w = pad_w;
+    p.dilation_h = dilation_h, p.dilation_w = dilation_w, p.groups = groups;
+    return p;
+  }
+  int64_t oh() const { return (h + 2 * pad_h - dilation_h * (kh - 1) - 1) / stride_h + 1; }
+  int64_t ow() const { return (w + 2 * pad_w - dilation_w * (kw - 1) - 1) / stride_w + 1; }
+  std::string str() const {
+    std::ostringstream s;
+    s << "[" << n << "," << c << "," << h << "," << w << "] -> " << o << " k" << kh << "x" << kw << " s" << stride_h
+      << "," << stride_w << " p" << pad_h << "," << pad_w << " d" << dilation_h << "," << dilation_w << " g" << groups
+      << (bias ? " bias" : "") << " input layout " << int(input) << " grad layout " << int(grad_output);
+    return s.str();
+  }
+};
+
+// A random [n, c, h, w] tensor whose memory has the requested layout.
+Tensor make(const Shape& s, Layout layout, DType dtype) {
+  switch (layout) {
+    case Layout::Contiguous:
+      return randn(s, dtype);
+    case Layout::ChannelsLast:
+      return randn({s[0], s[2], s[3], s[1]}, dtype).permute({0, 3, 1, 2});
+    case Layout::BatchSlice:
+      return randn({2 * s[0], s[1], s[2], s[3]}, dtype).slice(0, 0, 2 * s[0], 2);
+    case Layout::WidthSlice:
+      return randn({s[0], s[1], s[2], s[3] + 3}, dtype).narrow(3, 2, s[3]);
+  }
+  return Tensor();
+}
+
+std::vector<double> values(const Tensor& t) { return t.to(kFloat64).contiguous().to_vector<double>(); }
+
+// Naive direct convolution in float64: the three passes share one index walk over
+// (batch, out channel, out pixel, in channel of the group, kernel tap).
+struct Naive {
+  const Case& k;
+  std::vector<double> x, wt, dy;  // NCHW / OIHW / NCHW contiguous
+
+  template <typename Visit>
+  void walk(Visit visit) const {
+    const int64_t cg = k.c / k.groups, og = k.o / k.groups;
+    for (int64_t b = 0; b < k.n; ++b)
+      for (int64_t oc = 0; oc < k.o; ++oc)
+        for (int64_t y = 0; y < k.oh(); ++y)
+          for (int64_t xo = 0; xo < k.ow(); ++xo)
+            for (int64_t ci = 0; ci < cg; ++ci)
+              for (int64_t i = 0; i < k.kh; ++i)
+                for (int64_t j = 0; j < k.kw; ++j) {
+                  const int64_t iy = y * k.stride_h - k.pad_h + i * k.dilation_h;
+                  const int64_t ix = xo * k.stride_w - k.pad_w + j * k.dilation_w;
+                  if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w) continue;
+                  const int64_t channel = (oc / og) * cg + ci;
+                  visit(((b * k.c + channel) * k.h + iy) * k.w + ix, ((oc * cg + ci) * k.kh + i) * k.kw + j,
+                        ((b * k.o + oc) * k.oh() + y) * k.ow() + xo);
+                }
+  }
+  std::vector<double> forward(const std::vector<double>& bias) const {
+    std::vector<double> out(k.n * k.o * k.oh() * k.ow(), 0.0);
+    walk([&](int64_t xi, int64_t wi, int64_t yi) { out[yi] += x[xi] * wt[wi]; });
+    if (!bias.empty())
+      for (size_t i = 0; i < out.size(); ++i) out[i] += bias[(i / (k.oh() * k.ow())) % k.o];
+    return out;
+  }
+  std::vector<double> grad_input() const {
+    std::vector<double> out(x.size(), 0.0);
+    walk([&](int64_t xi, int64_t wi, int64_t yi) { out[xi] += dy[yi] * wt[wi]; });
+    return out;
+  }
+  std::vector<double> grad_weight() const {
+    std::vector<double> out(wt.size(), 0.0);
+    walk([&](int64_t xi, int64_t wi, int64_t yi) { out[wi] += dy[yi] * x[xi]; });
+    return out;
+  }
+  std::vector<double> grad_bias() const {
+    std::vector<double> out(k.o, 0.0);
+    for (size_t i = 0; i < dy.size(); ++i) out[(i / (k.oh() * k.ow())) % k.o] += dy[i];
+    return out;
+  }
+};
+
+// Every element within atol + rtol * |expected|; reports the worst element on failure.
+void expect_close(const std::string& what, const std::vector<double>& got, const std::vector<double>& expected,
+                  double rtol, double atol) {
+  REQUIRE(got.size() == expected.size());
+  size_t worst = 0;
+  double worst_excess = -1;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double excess = std::abs(got[i] - expected[i]) - (atol + rtol * std::abs(expected[i]));
+    if (excess > worst_excess) worst_excess = excess, worst = i;
+  }
+  INFO(what << ": element " << worst << " got " << got[worst] << " expected " << expected[worst]);
+  CHECK(worst_excess <= 0);
+}
+
+bool channels_last(const Tensor& t) {
+  const int64_t c = t.size(1), h = t.size(2), w = t.size(3);
+  const Shape expected = {h * w * c, 1, w * c, c};
+  for (int d = 0; d < 4; ++d)
+    if (t.size(d) != 1 && t.stride(d) != expected[d]) return false;
+  return true;
+}
+
+// Runs all three passes of `k` through the kernel table and checks them against both references.
+void check(const Case& k, DType dtype = kFloat32) {
+  INFO(k.str() << " dtype " << dtype_name(dtype));
+  const KernelTable& table = kernels_for(Device(kCPU), "conv_test");
+  const ConvParams p = k.params();
+  const Shape input_shape = {k.n, k.c, k.h, k.w}, weight_shape = {k.o, k.c / k.groups, k.kh, k.kw};
+  Tensor x = make(input_shape, k.input, dtype);
+  Tensor wt = randn(weight_shape, dtype);
+  Tensor bias = k.bias ? randn({k.o}, dtype) : Tensor();
+  Tensor dy = make({k.n, k.o, k.oh(), k.ow()}, k.grad_output, dtype);
+  Naive naive{k, values(x), values(wt), values(dy)};
+
+  // float32 sums of up to a few hundred unit-variance products: ~1e-5 relative error at worst.
+  const double rtol = dtype == kFloat32 ? 2e-4 : dtype == kFloat64 ? 1e-10 : 3e-2;
+  const double atol = dtype == kFloat32 ? 2e-4 : dtype == kFloat64 ? 1e-10 : 1.5e-1;
+  const bool fast = dtype == kFloat32;  // the dtype oneDNN must take on every machine
+
+  Tensor y = table.conv2d(x, wt, bias, p);
+  REQUIRE(y.sizes() == Shape{k.n, k.o, k.oh(), k.ow()});
+  REQUIRE(y.dtype() == dtype);
+  if (fast) CHECK(channels_last(y));
+  expect_close("forward vs naive", values(y), naive.forward(k.bias ? values(bias) : std::vector<double>{}), rtol,
+               atol);
+  expect_close("forward vs reference", values(y), values(cpu::reference::conv2d(x, wt, bias, p)), rtol, atol);
+
+  Tensor dx = table.conv2d_backward_input(dy, wt, input_shape, p);
+  REQUIRE(dx.sizes() == input_shape);
+  if (fast) CHECK(channels_last(dx));
+  expect_close("grad input vs naive", values(dx), naive.grad_input(), rtol, atol);
+  expect_close("grad input vs reference", values(dx),
+               values(cpu::reference::conv2d_backward_input(dy, wt, input_shape, p)), rtol, atol);
+
+  auto [dw, db] = table.conv2d_backward_weight(dy, x, weight_shape, k.bias, p);
+  REQUIRE(dw.sizes() == weight_shape);
+  REQUIRE(db.defined() == k.bias);
+  // Weight gradients sum N*OH*OW products, so allow error growing with that count.
+  const double reduction = std::sqrt(static_cast<double>(k.n * k.oh() * k.ow()));
+  expect_close("grad weight vs naive", values(dw), naive.grad_weight(), rtol, atol * reduction);
+  auto [ref_dw, ref_db] = cpu::reference::conv2d_backward_weight(dy, x, weight_shape, k.bias, p);
+  expect_close("grad weight vs reference", values(dw), values(ref_dw), rtol, atol * reduction);
+  if (k.bias) {
+    expect_close("grad bias vs naive", values(db), naive.grad_bias(), rtol, atol * reduction);
+    expect_close("grad bias vs reference", values(db), values(ref_db), rtol, atol * reduction);
+  }
+}
+
+Case make_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t k) {
+  Case out{n, c, h, w, o, k, k};
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d kernels: kernel sizes, strides, padding", "[conv]") {
+  manual_seed(1);
+  for (int64_t k : {1, 3, 5})
+    for (int64_t stride : {1, 2})
+      for (int64_t pad : {0, 1, 2}) {
+        Case c = make_case(2, 5, 9, 11, 7, k);
+        c.stride_h = c.stride_w = stride;
+        c.pad_h = c.pad_w = pad;
+        c.bias = (k + stride + pad) % 2 == 0;
+        check(c);
+      }
+}
+
+TEST_CASE("conv2d kernels: dilation, asymmetric geometry, batch 1", "[conv]") {
+  manual_seed(2);
+  Case dilated = make_case(2, 4, 12, 10, 6, 3);
+  dilated.dilation_h = dilated.dilation_w = 2;
+  dilated.pad_h = dilated.pad_w = 2;
+  check(dilated);
+  Case mixed = make_case(1, 3, 7, 13, 8, 3);
+  mixed.kw = 5;
+  mixed.stride_w = 2;
+  mixed.pad_h = 1;
+  mixed.pad_w = 2;
+  mixed.dilation_h = 2;
+  check(mixed);
+  Case wide = make_case(1, 16, 5, 17, 16, 1);  // 1x1, non-square, batch 1
+  check(wide);
+}
+
+TEST_CASE("conv2d kernels: groups and depthwise", "[conv]") {
+  manual_seed(3);
+  Case grouped = make_case(2, 8, 9, 9, 12, 3);
+  grouped.groups = 2;
+  grouped.pad_h = grouped.pad_w = 1;
+  check(grouped);
+  Case depthwise = make_case(3, 16, 10, 8, 16, 3);
+  depthwise.groups = 16;
+  depthwise.pad_h = depthwise.pad_w = 1;
+  depthwise.stride_h = depthwise.stride_w = 2;
+  check(depthwise);
+  Case multiplier = make_case(2, 4, 7, 7, 8, 5);  // depthwise with two outputs per channel
+  multiplier.groups = 4;
+  multiplier.pad_h = multiplier.pad_w = 2;
+  multiplier.bias = false;
+  check(multiplier);
+}
+
+TEST_CASE("conv2d kernels: channels-last, mixed and non-contiguous layouts", "[conv]") {
+  manual_seed(4);
+  const Layout layouts[] = {Layout::Contiguous, Layout::ChannelsLast, Layout::BatchSlice, Layout::WidthSlice};
+  for (Layout input : layouts)
+    for (Layout grad : layouts) {
+      Case c = make_case(3, 16, 8, 8, 32, 3);
+      c.pad_h = c.pad_w = 1;
+      c.stride_h = c.stride_w = input == grad ? 1 : 2;
+      c.input = input;
+      c.grad_output = grad;
+      check(c);
+    }
+  Case resnet_stem = make_case(4, 3, 16, 16, 16, 3);  // NCHW image batch into a channels-last net
+  resnet_stem.pad_h = resnet_stem.pad_w = 1;
+  resnet_stem.grad_output = Layout::ChannelsLast;
+  resnet_stem.bias = false;
+  check(resnet_stem);
+}
+
+TEST_CASE("conv2d kernels: float64 and bfloat16", "[conv]") {
+  manual_seed(5);
+  Case c = make_case(2, 8, 6, 7, 16, 3);
+  c.pad_h = c.pad_w = 1;
+  c.input = Layout::ChannelsLast;
+  check(c, kFloat64);
+  check(c, kBFloat16);
+}
+
+TEST_CASE("conv2d kernels: repeated and concurrent calls agree", "[conv]") {
+  manual_seed(6);
+  const KernelTable& table = kernels_for(Device(kCPU), "conv_test");
+  ConvParams p;
+  p.pad_h = p.pad_w = 1;
+  Tensor x = randn({4, 16, 12, 12}), w = randn({32, 16, 3, 3});
+  const std::vector<double> first = values(table.conv2d(x, w, Tensor(), p));
+  CHECK(values(table.conv2d(x, w, Tensor(), p)) == first);  // served from the primitive cache
+  std::vector<std::vector<double>> results(3);
+  std::vector<std::thread> threads;
+  for (auto& r : results) threads.emplace_back([&] { r = values(table.conv2d(x, w, Tensor(), p)); });
+  for (auto& t : threads) t.join();
+  for (const auto& r : results) CHECK(r == first);
+}
