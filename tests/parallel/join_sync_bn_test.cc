@@ -61,10 +61,11 @@ TEST_CASE("SyncBatchNorm equals batch norm on the concatenated batch", "[sync_bn
     for (auto& [name, p] : sync->named_parameters()) {
       Tensor g = p.grad().clone();
       world->all_reduce(g)->wait();
-      Tensor* reference = nullptr;
+      Tensor reference;
       for (auto& [other_name, q] : plain->named_parameters())
-        if (other_name == name) reference = &q;
-      require_close(g, reference->grad(), 1e-4, "grad " + name);
+        if (other_name == name) reference = q;
+      REQUIRE(reference.defined());
+      require_close(g, reference.grad(), 1e-4, "grad " + name);
     }
     for (auto& [name, b] : sync->named_buffers()) {
       if (name.ends_with("num_batches_tracked")) continue;
