@@ -6,7 +6,7 @@ def mpi_test(name, binary, np, mpi_args = [], env = {}, size = "medium", tags = 
         size = size,
         srcs = ["//tests:mpi_run.sh"],
         args = [str(np), "$(location %s)" % binary] + mpi_args,
-        data = [binary],
+        data = [binary, "//tests:lsan_mpi.supp"],
         env = env,
         tags = tags + ["mpi"],
     )
