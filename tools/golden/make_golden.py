@@ -146,11 +146,11 @@ PROJECTIONS = 8
 FULL_LIMIT = 4096  # gradients up to this many elements are stored whole; larger ones as projections
 
 
-def resnet20_forward_backward():
-    """ResNet-20 (option A) forward + backward on a fixed batch, training mode. Weights and inputs come
-    from hashed_uniform (recomputed by the C++ test), so only outputs and gradients are stored; large
-    gradients are stored as PROJECTIONS dot products with hashed +-1 vectors, keeping the file small."""
-    model = ResNet20()
+RESNET_BATCH, RESNET_SIZE = 8, 16
+RELU_MARGIN = 1e-5  # every ReLU input of the chosen batch is at least this far from the kink
+
+
+def init_resnet20(model):
     with torch.no_grad():
         for k, (name, p) in enumerate(model.named_parameters()):
             u = hashed_uniform(p.numel(), k).view(p.shape)
@@ -159,13 +159,54 @@ def resnet20_forward_backward():
             else:
                 fan_in = p[0].numel() if p.dim() > 1 else p.numel()
                 p.copy_(u * (12.0 / fan_in) ** 0.5)  # uniform with variance 1 / fan_in
-    x = (2.0 * hashed_uniform(8 * 3 * 32 * 32, 1000)).to(torch.float32).view(8, 3, 32, 32)
-    labels = torch.arange(8, dtype=torch.int64) % 10
+
+
+def resnet20_input(key):
+    shape = (RESNET_BATCH, 3, RESNET_SIZE, RESNET_SIZE)
+    return (2.0 * hashed_uniform(RESNET_BATCH * 3 * RESNET_SIZE ** 2, key)).to(torch.float32).view(shape)
+
+
+def well_conditioned_input_key():
+    """The first input key whose ReLU inputs (computed in float64) all lie RELU_MARGIN or more from zero.
+    A ReLU input within float32 rounding of zero makes the gradient depend on summation order, so a
+    correct implementation could disagree with PyTorch there; such a batch cannot be a reference."""
+    model = ResNet20().double()
+    init_resnet20(model)
+    nearest = []
+    original_relu = F.relu
+
+    def recording_relu(x, inplace=False):
+        nearest.append(x.detach().abs().min().item())
+        return original_relu(x)
+
+    F.relu = recording_relu
+    try:
+        for key in range(1000, 1200):
+            nearest.clear()
+            with torch.no_grad():
+                model(resnet20_input(key).double())
+            if min(nearest) >= RELU_MARGIN:
+                return key
+    finally:
+        F.relu = original_relu
+    raise RuntimeError("no input key in [1000, 1200) keeps every ReLU input away from zero")
+
+
+def resnet20_forward_backward():
+    """ResNet-20 (option A) forward + backward on a fixed batch, training mode. Weights and inputs come
+    from hashed_uniform (recomputed by the C++ test, which reads the input key from the file), so only
+    outputs and gradients are stored; large gradients are stored as PROJECTIONS dot products with hashed
+    +-1 vectors, keeping the file small."""
+    key = well_conditioned_input_key()
+    model = ResNet20()
+    init_resnet20(model)
+    x = resnet20_input(key)
+    labels = torch.arange(RESNET_BATCH, dtype=torch.int64) % 10
     logits = model(x)
     loss = F.cross_entropy(logits, labels)
     loss.backward()
-    tensors = {"input": x, "labels": labels, "logits": logits, "loss": loss,
-               "running_mean_bn1": model.bn1.running_mean, "running_var_bn1": model.bn1.running_var}
+    tensors = {"input": x, "input_key": torch.tensor([key], dtype=torch.int64), "labels": labels, "logits": logits,
+               "loss": loss, "running_mean_bn1": model.bn1.running_mean, "running_var_bn1": model.bn1.running_var}
     for k, (name, p) in enumerate(model.named_parameters()):
         g = p.grad.detach().to(torch.float64).flatten()
         if g.numel() <= FULL_LIMIT:
@@ -175,7 +216,7 @@ def resnet20_forward_backward():
             tensors["proj." + name] = signs @ g
             tensors["absproj." + name] = signs.abs() @ g.abs()
     save_safetensors(os.path.join(OUT_DIR, "resnet20.safetensors"), tensors,
-                     {"torch": torch.__version__, "case": "ResNet-20 option A, batch 8x3x32x32, train mode, mean CE"})
+                     {"torch": torch.__version__, "case": f"ResNet-20 option A, batch {tuple(x.shape)}, train mode, mean CE, ReLU margin {RELU_MARGIN}"})
 
 
 CASES = {"conv_bn_relu_pool": conv_bn_relu_pool, "cross_entropy_label_smoothing": cross_entropy_label_smoothing,
