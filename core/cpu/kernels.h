@@ -21,5 +21,7 @@ void sgd_update_kernel(const Tensor& param, const Tensor& grad, const Tensor& mo
 void adam_update_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                         const Tensor& max_exp_avg_sq, const AdamUpdateArgs& args);
 Allocator* cpu_allocator(int device_index);
+// Frees the large blocks the CPU allocator keeps for reuse; returns how many bytes that was.
+size_t release_cached_cpu_memory();
 
 }  // namespace ember::cpu

@@ -20,12 +20,16 @@ const dnnl::engine& engine() {
 // omp_set_num_threads sets a per-thread ICV, so each calling thread keeps its own record.
 thread_local int omp_team_size = 0;
 
-dnnl::stream& stream() {
+void size_openmp_team() {
   const int wanted = in_parallel_region() ? 1 : num_threads();
   if (wanted != omp_team_size) {
     omp_set_num_threads(wanted);
     omp_team_size = wanted;
   }
+}
+
+dnnl::stream& stream() {
+  size_openmp_team();
   thread_local dnnl::stream instance(engine());
   return instance;
 }

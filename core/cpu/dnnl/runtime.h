@@ -13,6 +13,10 @@ namespace ember::cpu::onednn {
 
 const dnnl::engine& engine();
 
+// Sets the calling thread's OpenMP team size to ember::cpu::num_threads() (1 inside an Ember
+// pool task) before a oneDNN call that runs on OpenMP (primitives, dnnl_sgemm).
+void size_openmp_team();
+
 // The calling thread's stream. Before returning it sets this thread's OpenMP team size to
 // ember::cpu::num_threads() (1 inside an Ember pool task), so oneDNN and Ember's pool never
 // run more threads between them than Ember was asked for. (libgomp's spin-wait after a region
