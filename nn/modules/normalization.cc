@@ -25,9 +25,12 @@ Tensor LayerNormImpl::forward(const Tensor& input) {
 
 std::string LayerNormImpl::extra_repr() const {
   std::ostringstream s;
+  // A Python tuple: "(4, 5)", and "(6,)" for one dim.
+  const Shape& shape = options.normalized_shape();
   s << "(";
-  for (size_t i = 0; i < options.normalized_shape().size(); ++i) s << options.normalized_shape()[i] << ",";
-  s << "), eps=" << options.eps() << ", elementwise_affine=" << (options.elementwise_affine() ? "True" : "False");
+  for (size_t i = 0; i < shape.size(); ++i) s << (i > 0 ? ", " : "") << shape[i];
+  s << (shape.size() == 1 ? ",)" : ")") << ", eps=" << options.eps()
+    << ", elementwise_affine=" << (options.elementwise_affine() ? "True" : "False");
   return s.str();
 }
 
