@@ -1,8 +1,6 @@
 // Loss modules: weights registered as buffers (so .to(device) moves them), forward delegates.
 #include "nn/modules/loss.h"
 
-#include <sstream>
-
 namespace ember::nn {
 
 CrossEntropyLossImpl::CrossEntropyLossImpl(const CrossEntropyLossOptions& options_in)
@@ -16,13 +14,6 @@ void CrossEntropyLossImpl::reset() {
 
 Tensor CrossEntropyLossImpl::forward(const Tensor& input, const Tensor& target) {
   return cross_entropy(input, target, weight, options.reduction(), options.ignore_index(), options.label_smoothing());
-}
-
-std::string CrossEntropyLossImpl::extra_repr() const {
-  if (options.label_smoothing() == 0.0) return "";
-  std::ostringstream s;
-  s << "label_smoothing=" << options.label_smoothing();
-  return s.str();
 }
 
 NLLLossImpl::NLLLossImpl(const NLLLossOptions& options_in) : Cloneable("NLLLoss"), options(options_in) { reset(); }

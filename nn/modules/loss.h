@@ -20,7 +20,6 @@ class CrossEntropyLossImpl : public Cloneable<CrossEntropyLossImpl> {
   explicit CrossEntropyLossImpl(const CrossEntropyLossOptions& options = {});
   void reset() override;
   Tensor forward(const Tensor& input, const Tensor& target);
-  std::string extra_repr() const override;
   CrossEntropyLossOptions options;
   Tensor weight;
 };
