@@ -146,11 +146,14 @@ SafetensorsFile parse_safetensors(const uint8_t* bytes, size_t size, const std::
     e.name = name;
     EMBER_CHECK(parse_dtype(dtype->as_string(), &e.dtype), where, "unsupported dtype \"", dtype->as_string(),
                 "\" (supported: F32 F64 BF16 F16 I64 I32 U8 BOOL)");
+    // Bounded in bytes, not elements, so that numel x element size below cannot wrap around.
+    const uint64_t max_numel = (uint64_t(1) << 62) / element_size(e.dtype);
     uint64_t numel = 1;
     for (const json::Value& d : shape->items()) {
       EMBER_CHECK(d.is_integer() && d.as_int() >= 0, where, "shape entries must be non-negative integers");
       uint64_t dim = static_cast<uint64_t>(d.as_int());
-      EMBER_CHECK(dim == 0 || numel <= (uint64_t(1) << 62) / dim, where, "shape overflows");
+      EMBER_CHECK(dim == 0 || numel <= max_numel / dim, where, "shape overflows 2^62 bytes of ",
+                  dtype->as_string());
       numel *= dim;
       e.shape.push_back(d.as_int());
     }

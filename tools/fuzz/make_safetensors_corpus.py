@@ -61,6 +61,8 @@ SEEDS = {
     "bad_dtype": raw(b'{"a":{"dtype":"F8","shape":[1],"data_offsets":[0,1]}}', b"z"),
     "bool_not_0_1": raw(b'{"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}}', b"\x01\x07"),
     "negative_shape": raw(b'{"a":{"dtype":"U8","shape":[-1],"data_offsets":[0,0]}}'),
+    # numel x element size wraps to 0 (2^62 x 4 = 2^64): once accepted with empty storage
+    "numel_wraps": raw(b'{"a":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}}'),
 }
 
 
