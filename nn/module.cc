@@ -170,7 +170,9 @@ void Module::to(DType dtype) {
   for (auto* list : {&parameters_, &buffers_}) {
     for (Entry& e : *list) {
       if (!e.tensor.defined() || !is_floating(e.tensor.dtype()) || e.tensor.dtype() == dtype) continue;
+      Tensor grad = e.tensor.grad();  // set_data drops a gradient of the old dtype; convert it, as PyTorch does
       e.tensor.set_data(e.tensor.detach().to(dtype));
+      if (grad.defined()) e.tensor.mutable_grad() = grad.to(dtype);
     }
   }
   for (const auto& [name, child] : children_) child->to(dtype);

@@ -88,7 +88,7 @@ class Module : public std::enable_shared_from_this<Module> {
   bool is_training() const { return training_; }
   // Moves (copies) parameters and buffers in place of the old ones; parameters stay leaves.
   virtual void to(Device device);
-  virtual void to(DType dtype);  // floating parameters and buffers only
+  virtual void to(DType dtype);  // floating parameters (and their gradients) and buffers only
   void zero_grad(bool set_to_none = true);
 
   // A deep copy: parameters and buffers are copied, children cloned (DataParallel replicates
