@@ -58,11 +58,19 @@ class GatherBackward final : public Node {
 
 class ScatterAddBackward final : public Node {
  public:
-  ScatterAddBackward(int64_t dim, const Tensor& index) : dim_(dim), index_(index) {}
+  ScatterAddBackward(int64_t dim, const Tensor& index, const Shape& src_shape)
+      : dim_(dim), index_(index), src_shape_(src_shape) {}
   std::string name() const override { return "ScatterAddBackward0"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& g = grads[0];
-    Tensor grad_src = needs_input_grad(*this, 1) ? gather_raw(g, dim_, index_.unpack(name())) : Tensor();
+    if (!needs_input_grad(*this, 1)) return {g, Tensor()};
+    const Tensor& index = index_.unpack(name());
+    Tensor read = gather_raw(g, dim_, index);
+    if (read.sizes() == src_shape_) return {g, read};
+    // src may be larger than index in any dim: only its leading index-shaped block was read.
+    Tensor grad_src = zeros(src_shape_, g.options()), block = grad_src;
+    for (int64_t d = 0; d < index.dim(); ++d) block = block.narrow(d, 0, index.size(d));
+    copy_into(block, read);
     return {g, grad_src};
   }
   void release_saved() override { index_.reset(); }
@@ -70,6 +78,7 @@ class ScatterAddBackward final : public Node {
  private:
   int64_t dim_;
   SavedTensor index_;
+  Shape src_shape_;
 };
 
 class EmbeddingBackward final : public Node {
@@ -127,7 +136,7 @@ Tensor scatter_add(const Tensor& self, int64_t dim_in, const Tensor& index, cons
     out = scatter_add_raw(self, dim, index, src);
   }
   if (!needs_grad({&self, &src})) return out;
-  auto node = std::make_shared<autograd::ScatterAddBackward>(dim, index);
+  auto node = std::make_shared<autograd::ScatterAddBackward>(dim, index, src.sizes());
   autograd::connect(node, {&self, &src});
   return autograd::attach(node, out);
 }
