@@ -23,6 +23,8 @@ const std::vector<GradCase>& grad_cases() {
     add_reduction_cases(all);
     add_view_cases(all);
     add_linalg_cases(all);
+    add_nn_cases(all);
+    add_loss_cases(all);
     return all;
   }();
   return cases;

@@ -2,6 +2,7 @@
 // time for central differences, and compares with autograd::grad and with backward().
 #include "tests/autograd/gradcheck.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -31,8 +32,10 @@ double round_to(DType dtype, double v) { return dtype == kFloat32 ? static_cast<
 std::vector<double> sample(const InputSpec& spec, const Shape& shape, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> uniform(spec.low, spec.high);
   std::vector<double> values(static_cast<size_t>(shape_numel(shape)));
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = spec.distinct ? spec.low + (spec.high - spec.low) * (i + 0.5) / values.size() : uniform(rng);
+  if (spec.distinct) std::shuffle(values.begin(), values.end(), rng);
   for (double& v : values) {
-    v = uniform(rng);
     for (double kink : spec.avoid) {
       // Push away from the kink, staying on the side the sample fell on.
       if (std::abs(v - kink) < kAvoidMargin) v = kink + (v < kink ? -kAvoidMargin : kAvoidMargin);

@@ -32,6 +32,9 @@ struct InputSpec {
   // kAvoidMargin are moved away, so the finite difference never straddles one.
   std::vector<double> avoid = {};
   std::vector<int64_t> zeros_at = {};  // flat indices (row-major, logical) set to exactly 0
+  // A shuffled even grid over [low, high] instead of uniform draws: no two values lie closer than
+  // (high - low) / numel, so a max or a sort never changes winner under the finite difference.
+  bool distinct = false;
   DType dtype = kFloat64;              // kFloat32 leaves test the cast back of the gradient
 };
 

@@ -1,8 +1,10 @@
-// Runs the gradient-check table on the CPU, one Catch2 test per family; checks the table reaches
-// every backward node kind core can record; and checks the harness itself fails on wrong gradients.
+// Runs the gradient-check table on the CPU, family by family; checks the table reaches every
+// backward node kind core and the NN functions record; and checks that the harness, and every
+// case in it, fails on wrong gradients.
 #include <catch2/catch.hpp>
 
 #include <cctype>
+#include <iterator>
 #include <set>
 #include <string>
 
@@ -26,21 +28,16 @@ void check_family(const std::string& family) {
   REQUIRE(run > 0);
 }
 
-const char* const kFamilies[] = {"unary", "binary", "where", "inplace", "reduce", "view",
-                                 "cat",   "stack",  "matmul", "copy"};
+const char* const kFamilies[] = {"unary", "binary", "where", "inplace", "reduce", "view", "cat", "stack",
+                                 "matmul", "copy", "linear", "conv", "pool", "norm", "dropout", "activation",
+                                 "softmax", "loss", "embedding", "index"};
 
-TEST_CASE("gradcheck: unary ops", "[gradcheck]") { check_family("unary"); }
-TEST_CASE("gradcheck: binary ops", "[gradcheck]") { check_family("binary"); }
-TEST_CASE("gradcheck: where", "[gradcheck]") { check_family("where"); }
-TEST_CASE("gradcheck: in-place ops under autograd", "[gradcheck]") { check_family("inplace"); }
-TEST_CASE("gradcheck: reductions", "[gradcheck]") { check_family("reduce"); }
-TEST_CASE("gradcheck: views", "[gradcheck]") { check_family("view"); }
-TEST_CASE("gradcheck: cat and stack", "[gradcheck]") {
-  check_family("cat");
-  check_family("stack");
+// Runs once per family (Catch2 reports the family with a failure).
+TEST_CASE("gradcheck: every family of the table", "[gradcheck]") {
+  const std::string family = GENERATE(from_range(std::begin(kFamilies), std::end(kFamilies)));
+  INFO("family " << family);
+  check_family(family);
 }
-TEST_CASE("gradcheck: matmul", "[gradcheck]") { check_family("matmul"); }
-TEST_CASE("gradcheck: copies and casts", "[gradcheck]") { check_family("copy"); }
 
 TEST_CASE("gradcheck: every case belongs to a family that runs, and names are unique", "[gradcheck]") {
   std::set<std::string> names;
@@ -93,7 +90,11 @@ TEST_CASE("gradcheck: the table reaches every kind of backward node", "[gradchec
       "WhereBackward0",  "SumBackward1",    "MeanBackward1",    "ProdBackward1",  "AmaxBackward0",
       "AminBackward0",   "NormBackward1",   "MaxBackward0",     "MinBackward0",   "ViewBackward0",
       "PermuteBackward0", "ExpandBackward0", "SliceBackward0",  "SelectBackward0", "CatBackward0",
-      "BmmBackward0",    "ToCopyBackward0", "CloneBackward0",   "AccumulateGrad"};
+      "BmmBackward0",    "ToCopyBackward0", "CloneBackward0",   "AccumulateGrad",
+      // The NN functions' own nodes (the rest of functional.h composes core ops).
+      "ConvolutionBackward0", "MaxPool2DWithIndicesBackward0", "AvgPool2DBackward0", "AdaptiveAvgPool2DBackward0",
+      "NativeBatchNormBackward0", "SoftmaxBackward0", "LogSoftmaxBackward0", "GatherBackward0",
+      "ScatterAddBackward0", "EmbeddingBackward0"};
   for (int op = 0; op < kNumUnaryOps; ++op) expected.push_back(backward_name(unary_op_name(static_cast<UnaryOp>(op))));
   for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Pow, BinaryOp::Minimum,
                       BinaryOp::Maximum})
@@ -101,6 +102,24 @@ TEST_CASE("gradcheck: the table reaches every kind of backward node", "[gradchec
   for (const std::string& name : expected) {
     INFO(name);
     CHECK(seen.count(name) == 1);
+  }
+}
+
+// Every case can fail: the same op with its gradient scaled by 1 + 100 rtol (1e-4 for most) must
+// be caught. Cases whose gradient is identically zero are named; they check exactly that.
+TEST_CASE("gradcheck: every case catches a gradient off by 100 times its rtol", "[gradcheck]") {
+  const std::set<std::string> zero_gradient = {
+      "unary.sign", "unary.sign.noncontiguous", "reduce.var.biased.size_one_dim", "reduce.prod.two_zeros",
+      "dropout.p1", "softmax.size_one_dim", "softmax.zero_dim", "softmax.log.size_one_dim", "softmax.log.zero_dim"};
+  for (const GradCase& c : grad_cases()) {
+    GradCase scaled = c;
+    scaled.fn = [fn = c.fn, scale = 1 + 100 * c.rtol](const Inputs& x) {
+      Tensor y = fn(x);
+      if (y.requires_grad()) y.register_hook([scale](const Tensor& g) { return g * scale; });
+      return y;
+    };
+    INFO(c.name);
+    CHECK(gradcheck(scaled, kCpu).ok == (zero_gradient.count(c.name) == 1));
   }
 }
 
