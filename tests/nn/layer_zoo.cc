@@ -163,6 +163,10 @@ std::string check_distribution(const Tensor& values, const json::Value& spec) {
     expected_mean = number(spec, "mean");
     expected_std = number(spec, "std");
     std_rel_err = std::sqrt(2.0 / (4 * n));  // kurtosis 3
+    // The family too: a uniform draw of the same std has kurtosis 1.8 (standard error sqrt(24 / n)).
+    double fourth = 0;
+    for (double v : x) fourth += std::pow((v - mean) / std, 4);
+    if (std::abs(fourth / n - 3) > 5 * std::sqrt(24 / n)) problems << "kurtosis " << fourth / n << " vs 3; ";
   }
   if (std::abs(mean - expected_mean) > 5 * expected_std / std::sqrt(n))
     problems << "mean " << mean << " vs " << expected_mean << "; ";

@@ -22,7 +22,7 @@ const json::Value& layer_reference();
 // Checks `values` (one tensor's elements) against a distribution spec of the reference file:
 // {"dist": "uniform", "low", "high"} | {"dist": "normal", "mean", "std"[, "zero_row"]} |
 // {"dist": "constant", "value"}. Bounds are exact and must be nearly reached; mean and standard
-// deviation must lie within 5 standard errors (under 1% for the weights, so a wrong fan or gain fails
+// deviation (and a normal's kurtosis) must lie within 5 standard errors (under 1% for the weights, so a wrong fan or gain fails
 // by far). Returns what is wrong, or "" when the draw fits.
 std::string check_distribution(const Tensor& values, const json::Value& spec);
 

@@ -158,6 +158,8 @@ def check_draw(name, t, spec):
     else:
         mean, std = spec["mean"], spec["std"]
         std_rel_err = math.sqrt(2.0 / (4 * n))  # normal: kurtosis 3
+        kurtosis = (((t - t.mean()) / t.std()) ** 4).mean()
+        assert abs(kurtosis - 3) < 5 * math.sqrt(24 / n), (name, kurtosis)
     assert abs(t.mean() - mean) < 5 * std / math.sqrt(n), (name, t.mean())
     assert abs(t.std() / std - 1) < 5 * std_rel_err, (name, t.std(), std)
 
