@@ -57,28 +57,67 @@ void for_channel_runs(const Layout& l, T* data, int64_t channel, Visit visit) {
   }
 }
 
+// Per-channel sums over a channels-last [rows, C] block, one pass over memory: each thread sums its
+// own rows into per-channel accumulators (the inner loop runs along C, contiguous), then the
+// threads' partial sums are added. Reading channel by channel instead would fetch every cache line
+// C times. `terms(row_offset, c, acc)` adds one element's contributions to acc[0..kTerms).
+template <int kTerms, typename Terms>
+std::vector<double> channels_last_sums(int64_t rows, int64_t channels, const Terms& terms) {
+  const int threads = std::max(1, num_threads());
+  std::vector<double> partial(static_cast<size_t>(threads) * kTerms * channels, 0.0);
+  parallel_for(0, threads, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) {
+      double* acc = partial.data() + t * kTerms * channels;
+      const int64_t r0 = rows * t / threads, r1 = rows * (t + 1) / threads;
+      for (int64_t r = r0; r < r1; ++r) terms(r * channels, acc, channels);
+    }
+  });
+  std::vector<double> total(static_cast<size_t>(kTerms) * channels, 0.0);
+  for (int t = 0; t < threads; ++t)
+    for (size_t i = 0; i < total.size(); ++i) total[i] += partial[t * total.size() + i];
+  return total;
+}
+
 template <typename T>
 std::pair<Tensor, Tensor> stats_typed(const Tensor& x, const Layout& l) {
   Tensor mean = empty({l.c}, x.options()), var = empty({l.c}, x.options());
   T* m = mean.data_ptr<T>();
   T* v = var.data_ptr<T>();
   const T* data = x.data_ptr<T>();
-  const double count = static_cast<double>(l.n * l.s);
+  const int64_t count = l.n * l.s;
+  // Shifted sums (by the channel's first value) keep E[x^2] - E[x]^2 free of cancellation.
+  std::vector<T> shift(l.c, T(0));
+  if (count > 0)
+    for (int64_t c = 0; c < l.c; ++c) shift[c] = data[l.channels_last ? c : c * l.s];
+  auto finish = [&](int64_t c, double sum, double sum_sq) {
+    const double mu = count > 0 ? sum / count : 0.0;
+    m[c] = static_cast<T>(mu + shift[c]);
+    v[c] = static_cast<T>(count > 0 ? std::max(0.0, sum_sq / count - mu * mu) : NAN);
+  };
+  if (l.channels_last) {
+    const T* shifts = shift.data();
+    std::vector<double> sums = channels_last_sums<2>(count, l.c, [&](int64_t offset, double* acc, int64_t channels) {
+      const T* row = data + offset;
+      for (int64_t c = 0; c < channels; ++c) {
+        const double d = static_cast<double>(row[c] - shifts[c]);
+        acc[c] += d;
+        acc[channels + c] += d * d;
+      }
+    });
+    for (int64_t c = 0; c < l.c; ++c) finish(c, sums[c], sums[l.c + c]);
+    return {mean, var};
+  }
   parallel_for(0, l.c, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t c = lo; c < hi; ++c) {
-      // Shifted sums (by the channel's first value) keep E[x^2] - E[x]^2 free of cancellation.
-      const T shift = count > 0 ? data[l.channels_last ? c : c * l.s] : T(0);
       double sum = 0, sum_sq = 0;
       for_channel_runs(l, data, c, [&](const T* run, int64_t len, int64_t stride) {
         for (int64_t i = 0; i < len; ++i) {
-          double d = static_cast<double>(run[i * stride] - shift);
+          double d = static_cast<double>(run[i * stride] - shift[c]);
           sum += d;
           sum_sq += d * d;
         }
       });
-      double mu = count > 0 ? sum / count : 0.0;
-      m[c] = static_cast<T>(mu + shift);
-      v[c] = static_cast<T>(count > 0 ? std::max(0.0, sum_sq / count - mu * mu) : NAN);
+      finish(c, sum, sum_sq);
     }
   });
   return {mean, var};
@@ -117,6 +156,22 @@ std::pair<Tensor, Tensor> backward_reduce_typed(const Tensor& dy, const Tensor& 
   T* b = sum_dy_xmu.data_ptr<T>();
   const T* g = dy.data_ptr<T>();
   const T* in = x.data_ptr<T>();
+  if (l.channels_last) {
+    std::vector<double> sums = channels_last_sums<2>(l.n * l.s, l.c, [&](int64_t offset, double* acc, int64_t channels) {
+      const T* grow = g + offset;
+      const T* xrow = in + offset;
+      for (int64_t c = 0; c < channels; ++c) {
+        const double gi = static_cast<double>(grow[c]);
+        acc[c] += gi;
+        acc[channels + c] += gi * static_cast<double>(xrow[c] - mean[c]);
+      }
+    });
+    for (int64_t c = 0; c < l.c; ++c) {
+      a[c] = static_cast<T>(sums[c]);
+      b[c] = static_cast<T>(sums[l.c + c]);
+    }
+    return {sum_dy, sum_dy_xmu};
+  }
   parallel_for(0, l.c, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t c = lo; c < hi; ++c) {
       double s1 = 0, s2 = 0;

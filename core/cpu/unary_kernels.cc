@@ -45,6 +45,15 @@ template <typename T, UnaryOp Op>
 void unary_backward_typed(const StridedLoop& loop, double a, double b) {
   using C = ComputeType<T>;
   for_each_row(loop, kElementwiseGrain, [a, b](int64_t n, char* const* p, const int64_t* s) {
+    if (s[0] == sizeof(T) && s[1] == sizeof(T) && s[2] == sizeof(T) && s[3] == sizeof(T)) {
+      T* out = reinterpret_cast<T*>(p[0]);
+      const T* g = reinterpret_cast<const T*>(p[1]);
+      const T* x = reinterpret_cast<const T*>(p[2]);
+      const T* y = reinterpret_cast<const T*>(p[3]);
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = static_cast<T>(apply_unary_backward<C>(Op, C(g[i]), C(x[i]), C(y[i]), a, b));
+      return;
+    }
     for (int64_t i = 0; i < n; ++i) {
       C g = C(*reinterpret_cast<const T*>(p[1] + i * s[1]));
       C x = C(*reinterpret_cast<const T*>(p[2] + i * s[2]));
