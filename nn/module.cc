@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <unordered_set>
 
 #include "core/grad_mode.h"
 #include "core/ops.h"
@@ -64,19 +65,22 @@ void Module::replace_module(const std::string& name, std::shared_ptr<Module> mod
   EMBER_FAIL("replace_module: ", type_name_, " has no submodule '", name, "'");
 }
 
-void Module::collect(const std::string& prefix, bool params, bool recurse, bool persistent_only,
+// A tensor reached twice (a module shared by two parents) is listed once, under its first name,
+// as PyTorch's named_parameters/named_buffers do; state_dict() keeps every path.
+void Module::collect(const std::string& prefix, bool params, bool recurse, std::unordered_set<const TensorImpl*>& seen,
                      std::vector<std::pair<std::string, Tensor>>& out) const {
   for (const Entry& e : params ? parameters_ : buffers_) {
-    if (!e.tensor.defined() || (persistent_only && !e.persistent)) continue;
+    if (!e.tensor.defined() || !seen.insert(e.tensor.unsafe_impl()).second) continue;
     out.emplace_back(prefix + e.name, e.tensor);
   }
   if (!recurse) return;
-  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, true, persistent_only, out);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, true, seen, out);
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
   std::vector<std::pair<std::string, Tensor>> out;
-  collect("", true, recurse, false, out);
+  std::unordered_set<const TensorImpl*> seen;
+  collect("", true, recurse, seen, out);
   return out;
 }
 
@@ -88,7 +92,8 @@ std::vector<Tensor> Module::parameters(bool recurse) const {
 
 std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
   std::vector<std::pair<std::string, Tensor>> out;
-  collect("", false, recurse, false, out);
+  std::unordered_set<const TensorImpl*> seen;
+  collect("", false, recurse, seen, out);
   return out;
 }
 
@@ -104,13 +109,18 @@ std::vector<std::shared_ptr<Module>> Module::children() const {
   return out;
 }
 
+void Module::collect_modules(const std::string& prefix, std::unordered_set<const Module*>& seen,
+                             std::vector<std::pair<std::string, std::shared_ptr<Module>>>& out) {
+  if (!seen.insert(this).second) return;  // a shared module is listed once, as in PyTorch
+  out.emplace_back(prefix, shared_from_this());
+  for (const auto& [name, child] : children_)
+    child->collect_modules(prefix.empty() ? name : prefix + "." + name, seen, out);
+}
+
 std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules(const std::string& prefix) {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
-  out.emplace_back(prefix, shared_from_this());
-  for (const auto& [name, child] : children_) {
-    auto sub = child->named_modules(prefix.empty() ? name : prefix + "." + name);
-    out.insert(out.end(), sub.begin(), sub.end());
-  }
+  std::unordered_set<const Module*> seen;
+  collect_modules(prefix, seen, out);
   return out;
 }
 

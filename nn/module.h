@@ -18,6 +18,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -66,7 +67,8 @@ class Module : public std::enable_shared_from_this<Module> {
   // Replaces a registered child (e.g. convert_sync_batchnorm swapping BatchNorm2d).
   void replace_module(const std::string& name, std::shared_ptr<Module> module);
 
-  // ---- traversal (registration order; this module's own entries first) ----
+  // ---- traversal (registration order; this module's own entries first; a module or tensor
+  // reached twice through a shared submodule is listed once, under its first name) ----
   std::vector<Tensor> parameters(bool recurse = true) const;
   // Virtual so wrappers (DistributedDataParallel) can present the wrapped module's names.
   virtual std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
@@ -118,8 +120,10 @@ class Module : public std::enable_shared_from_this<Module> {
     Tensor tensor;
     bool persistent = true;
   };
-  void collect(const std::string& prefix, bool params, bool recurse, bool persistent_only,
+  void collect(const std::string& prefix, bool params, bool recurse, std::unordered_set<const TensorImpl*>& seen,
                std::vector<std::pair<std::string, Tensor>>& out) const;
+  void collect_modules(const std::string& prefix, std::unordered_set<const Module*>& seen,
+                       std::vector<std::pair<std::string, std::shared_ptr<Module>>>& out);
   void repr_into(std::ostream& out, int indent) const;
 
   std::string type_name_;
