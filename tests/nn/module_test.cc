@@ -232,3 +232,27 @@ TEST_CASE("clone() of containers clones their elements", "[nn][module]") {
   CHECK(linear->weight.to_vector<float>() == dict->at("a")->find_parameter("weight")->to_vector<float>());
   CHECK(linear->weight.impl_ptr() == linear->find_parameter("weight")->impl_ptr());
 }
+
+TEST_CASE("a module shared by two parents is listed once, as in PyTorch", "[nn][module]") {
+  // PyTorch: named_parameters / named_buffers / named_modules skip what they already yielded;
+  // state_dict keeps every path.
+  nn::Linear shared(2, 2);
+  nn::BatchNorm1d norm(2);
+  nn::Sequential model(shared, norm, nn::ReLU(), shared);
+  CHECK(names_of(model->named_parameters()) == std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias"});
+  CHECK(names_of(model->named_buffers()) ==
+        std::vector<std::string>{"1.running_mean", "1.running_var", "1.num_batches_tracked"});
+  std::vector<std::string> modules;
+  for (const auto& [name, m] : model->named_modules()) modules.push_back(name);
+  CHECK(modules == std::vector<std::string>{"", "0", "1", "2"});
+  CHECK(names_of(model->state_dict()) == std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias",
+                                                                   "1.running_mean", "1.running_var",
+                                                                   "1.num_batches_tracked", "3.weight", "3.bias"});
+  // So an optimizer over model->parameters() accepts it and updates the shared weight once.
+  optim::SGD sgd(model->parameters(), optim::SGDOptions(1.0));
+  model(randn({4, 2})).sum().backward();
+  std::vector<float> before = shared->weight.to_vector<float>(), grad = shared->weight.grad().to_vector<float>();
+  sgd.step();
+  std::vector<float> after = shared->weight.to_vector<float>();
+  for (size_t i = 0; i < after.size(); ++i) CHECK(after[i] == Approx(before[i] - grad[i]));
+}
