@@ -60,6 +60,11 @@ class BatchNormStatsReducer {
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5,
                   std::shared_ptr<BatchNormStatsReducer> reducer = nullptr);
+// relu(batch_norm(...)) in one pass forward and backward (the output saved for the mask instead of
+// a second activation-sized tensor); same arguments and results as the two ops in sequence.
+Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
+                       double eps = 1e-5, std::shared_ptr<BatchNormStatsReducer> reducer = nullptr);
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
 // Zeroes elements with probability p and scales the rest by 1 / (1 - p); identity when !training.

@@ -122,17 +122,20 @@ struct KernelTable {
   // Batch norm over dim 1 of [N, C, *]. stats: per-channel (mean, biased variance) in float32
   // or float64 (the input's floating type, at least float32).
   std::pair<Tensor, Tensor> (*batch_norm_stats)(const Tensor& input) = nullptr;
-  // y = (x - mean) * invstd * weight + bias; weight/bias may be undefined (1 and 0).
+  // y = (x - mean) * invstd * weight + bias; weight/bias may be undefined (1 and 0). With `relu`,
+  // y = max(y, 0) in the same pass (batch_norm_relu, ResNet's BN -> ReLU).
   Tensor (*batch_norm_apply)(const Tensor& input, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                             const Tensor& bias) = nullptr;
+                             const Tensor& bias, bool relu) = nullptr;
   // Per-channel (sum of dy, sum of dy * (x - mean)): the reductions of the backward, kept apart
-  // so SyncBatchNorm can all-reduce them between ranks.
+  // so SyncBatchNorm can all-reduce them between ranks. When `relu_output` is defined (the fused
+  // forward's output), dy counts only where it is > 0, as ReLU's backward would have masked it.
   std::pair<Tensor, Tensor> (*batch_norm_backward_reduce)(const Tensor& grad_output, const Tensor& input,
-                                                          const Tensor& mean) = nullptr;
-  // dx = (dy - sum_dy / count - (x - mean) * invstd^2 * sum_dy_xmu / count) * invstd * weight.
+                                                          const Tensor& mean, const Tensor& relu_output) = nullptr;
+  // dx = (dy - sum_dy / count - (x - mean) * invstd^2 * sum_dy_xmu / count) * invstd * weight,
+  // dy masked by relu_output > 0 when defined.
   Tensor (*batch_norm_backward_input)(const Tensor& grad_output, const Tensor& input, const Tensor& mean,
                                       const Tensor& invstd, const Tensor& weight, const Tensor& sum_dy,
-                                      const Tensor& sum_dy_xmu, int64_t count) = nullptr;
+                                      const Tensor& sum_dy_xmu, int64_t count, const Tensor& relu_output) = nullptr;
   // Softmax (or log-softmax when log) along dim, and its backward from the forward output.
   Tensor (*softmax)(const Tensor& input, int64_t dim, bool log) = nullptr;
   Tensor (*softmax_backward)(const Tensor& grad_output, const Tensor& output, int64_t dim, bool log) = nullptr;

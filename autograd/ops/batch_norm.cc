@@ -1,5 +1,6 @@
-// batch_norm: statistics, normalisation, running-stat update, and a backward built from the
-// backend's two backward halves (per-channel reductions, then the input gradient).
+// batch_norm and batch_norm_relu: statistics, normalisation (with the ReLU fused in for the
+// latter), running-stat update, and a backward built from the backend's two backward halves
+// (per-channel reductions, then the input gradient), which apply ReLU's mask from the saved output.
 #include "autograd/function.h"
 #include "autograd/functional.h"
 #include "autograd/saved.h"
@@ -16,11 +17,13 @@ namespace {
 
 class BatchNormBackward final : public Node {
  public:
+  // `relu_output`: the fused forward's output, whose zeros mask the gradient; undefined without ReLU.
   BatchNormBackward(const Tensor& input, const Tensor& mean, const Tensor& invstd, const Tensor& weight, bool training,
-                    int64_t count, std::shared_ptr<BatchNormStatsReducer> reducer)
-      : input_(input), mean_(mean), invstd_(invstd), weight_(weight), training_(training), count_(count),
+                    int64_t count, std::shared_ptr<BatchNormStatsReducer> reducer, const Tensor& relu_output)
+      : input_(input), mean_(mean), invstd_(invstd), weight_(weight), relu_output_(relu_output),
+        relu_(relu_output.defined()), training_(training), count_(count),
         weight_dtype_(weight.defined() ? weight.dtype() : input.dtype()), reducer_(std::move(reducer)) {}
-  std::string name() const override { return "NativeBatchNormBackward0"; }
+  std::string name() const override { return relu_ ? "BatchNormReluBackward0" : "NativeBatchNormBackward0"; }
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& g = grads[0];
@@ -28,8 +31,9 @@ class BatchNormBackward final : public Node {
     const Tensor& mean = mean_.unpack(name());
     const Tensor& invstd = invstd_.unpack(name());
     const Tensor& weight = weight_.unpack(name());
+    const Tensor y = relu_ ? relu_output_.unpack(name()) : Tensor();
     const KernelTable& k = kernels_for(g.device(), "batch_norm backward");
-    auto [sum_dy, sum_dy_xmu] = k.batch_norm_backward_reduce(g, x, mean);
+    auto [sum_dy, sum_dy_xmu] = k.batch_norm_backward_reduce(g, x, mean, y);
     Tensor grad_input, grad_weight, grad_bias;
     // weight/bias gradients are this process's share (DDP averages them like any other).
     if (needs_input_grad(*this, 1)) grad_weight = (sum_dy_xmu * invstd).to(weight_dtype_);
@@ -40,7 +44,7 @@ class BatchNormBackward final : public Node {
       // In evaluation the statistics are constants: only the affine scale reaches the input.
       Tensor zero = zeros_like(sum_dy);
       grad_input = k.batch_norm_backward_input(g, x, mean, invstd, weight, training_ ? sum_dy : zero,
-                                               training_ ? sum_dy_xmu : zero, count_);
+                                               training_ ? sum_dy_xmu : zero, count_, y);
     }
     return {grad_input, grad_weight, grad_bias};
   }
@@ -50,10 +54,12 @@ class BatchNormBackward final : public Node {
     mean_.reset();
     invstd_.reset();
     weight_.reset();
+    relu_output_.reset();
   }
 
  private:
-  SavedTensor input_, mean_, invstd_, weight_;
+  SavedTensor input_, mean_, invstd_, weight_, relu_output_;
+  bool relu_;
   bool training_;
   int64_t count_;
   DType weight_dtype_;
@@ -63,9 +69,11 @@ class BatchNormBackward final : public Node {
 }  // namespace
 }  // namespace autograd
 
-Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps,
-                  std::shared_ptr<BatchNormStatsReducer> reducer) {
+namespace {
+
+Tensor batch_norm_maybe_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                             const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps,
+                             std::shared_ptr<BatchNormStatsReducer> reducer, bool relu) {
   EMBER_CHECK(input.dim() >= 2, "batch_norm: expected input of at least 2 dims [N, C, ...], got ",
               shape_str(input.sizes()));
   EMBER_CHECK(is_floating(input.dtype()), "batch_norm: expected a floating input, got ", dtype_name(input.dtype()));
@@ -105,13 +113,29 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
       mean = running_mean.to(ct);
       invstd = (running_var.to(ct) + eps).rsqrt();
     }
-    out = k.batch_norm_apply(input, mean, invstd, weight, bias);
+    out = k.batch_norm_apply(input, mean, invstd, weight, bias, relu);
   }
   if (!needs_grad({&input, &weight, &bias})) return out;
   auto node = std::make_shared<autograd::BatchNormBackward>(input, mean, invstd, weight, training, count,
-                                                            training ? reducer : nullptr);
+                                                            training ? reducer : nullptr, relu ? out : Tensor());
   autograd::connect(node, {&input, &weight, &bias});
   return autograd::attach(node, out);
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps,
+                  std::shared_ptr<BatchNormStatsReducer> reducer) {
+  return batch_norm_maybe_relu(input, running_mean, running_var, weight, bias, training, momentum, eps,
+                               std::move(reducer), false);
+}
+
+Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps,
+                       std::shared_ptr<BatchNormStatsReducer> reducer) {
+  return batch_norm_maybe_relu(input, running_mean, running_var, weight, bias, training, momentum, eps,
+                               std::move(reducer), true);
 }
 
 }  // namespace ember

@@ -1,6 +1,7 @@
 // CPU batch norm over dim 1 of [N, C, *]: statistics, the affine apply, and the two halves of
-// the backward (per-channel reductions, then the elementwise input gradient). Works on NCHW
-// contiguous data ([N, C, S]) and on channels-last data ([N*S, C]) without a layout copy.
+// the backward (per-channel reductions, then the elementwise input gradient), each optionally with
+// the ReLU that follows fused in. Works on dense data with channels outermost ([N, C, S]) or
+// innermost ([N*S, C], channels-last) without a layout copy.
 #include <cmath>
 #include <vector>
 
@@ -123,7 +124,13 @@ std::pair<Tensor, Tensor> stats_typed(const Tensor& x, const Layout& l) {
   return {mean, var};
 }
 
+// max(v, 0) written so NaN passes through, like the ReLU op.
 template <typename T>
+inline T relu_value(T v) {
+  return v < T(0) ? T(0) : v;
+}
+
+template <typename T, bool kRelu>
 Tensor apply_typed(const Tensor& x, const Layout& l, const T* mean, const T* invstd, const T* weight, const T* bias) {
   Tensor y = empty_like(x);
   std::vector<T> scale(l.c), shift(l.c);
@@ -136,21 +143,34 @@ Tensor apply_typed(const Tensor& x, const Layout& l, const T* mean, const T* inv
   if (l.channels_last) {
     parallel_for(0, l.n * l.s, std::max<int64_t>(1, 16384 / l.c), [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; ++r)
-        for (int64_t c = 0; c < l.c; ++c) out[r * l.c + c] = in[r * l.c + c] * scale[c] + shift[c];
+        for (int64_t c = 0; c < l.c; ++c) {
+          const T v = in[r * l.c + c] * scale[c] + shift[c];
+          out[r * l.c + c] = kRelu ? relu_value(v) : v;
+        }
     });
   } else {
     parallel_for(0, l.n * l.c, std::max<int64_t>(1, 16384 / l.s), [&](int64_t lo, int64_t hi) {
       for (int64_t plane = lo; plane < hi; ++plane) {
         const T a = scale[plane % l.c], b = shift[plane % l.c];
-        for (int64_t i = 0; i < l.s; ++i) out[plane * l.s + i] = in[plane * l.s + i] * a + b;
+        for (int64_t i = 0; i < l.s; ++i) {
+          const T v = in[plane * l.s + i] * a + b;
+          out[plane * l.s + i] = kRelu ? relu_value(v) : v;
+        }
       }
     });
   }
   return y;
 }
 
-template <typename T>
-std::pair<Tensor, Tensor> backward_reduce_typed(const Tensor& dy, const Tensor& x, const Layout& l, const T* mean) {
+// dy as the backward sees it: with the fused ReLU, zero where the forward's output was not > 0.
+template <typename T, bool kMask>
+inline T masked(const T* dy, const T* y, int64_t i) {
+  return kMask && !(y[i] > T(0)) ? T(0) : dy[i];
+}
+
+template <typename T, bool kMask>
+std::pair<Tensor, Tensor> backward_reduce_typed(const Tensor& dy, const Tensor& x, const Layout& l, const T* mean,
+                                                const T* y) {
   Tensor sum_dy = empty({l.c}, x.options()), sum_dy_xmu = empty({l.c}, x.options());
   T* a = sum_dy.data_ptr<T>();
   T* b = sum_dy_xmu.data_ptr<T>();
@@ -160,8 +180,9 @@ std::pair<Tensor, Tensor> backward_reduce_typed(const Tensor& dy, const Tensor& 
     std::vector<double> sums = channels_last_sums<2>(l.n * l.s, l.c, [&](int64_t offset, double* acc, int64_t channels) {
       const T* grow = g + offset;
       const T* xrow = in + offset;
+      const T* yrow = kMask ? y + offset : nullptr;
       for (int64_t c = 0; c < channels; ++c) {
-        const double gi = static_cast<double>(grow[c]);
+        const double gi = static_cast<double>(masked<T, kMask>(grow, yrow, c));
         acc[c] += gi;
         acc[channels + c] += gi * static_cast<double>(xrow[c] - mean[c]);
       }
@@ -179,8 +200,9 @@ std::pair<Tensor, Tensor> backward_reduce_typed(const Tensor& dy, const Tensor& 
       // dy and x share a layout, so the same offsets address both.
       for_channel_runs(l, in, c, [&](const T* run, int64_t len, int64_t stride) {
         const T* grun = g + (run - in);
+        const T* yrun = kMask ? y + (run - in) : nullptr;
         for (int64_t i = 0; i < len; ++i) {
-          double gi = static_cast<double>(grun[i * stride]);
+          double gi = static_cast<double>(masked<T, kMask>(grun, yrun, i * stride));
           s1 += gi;
           s2 += gi * static_cast<double>(run[i * stride] - mu);
         }
@@ -192,9 +214,9 @@ std::pair<Tensor, Tensor> backward_reduce_typed(const Tensor& dy, const Tensor& 
   return {sum_dy, sum_dy_xmu};
 }
 
-template <typename T>
+template <typename T, bool kMask>
 Tensor backward_input_typed(const Tensor& dy, const Tensor& x, const Layout& l, const T* mean, const T* invstd,
-                            const T* weight, const T* sum_dy, const T* sum_dy_xmu, int64_t count) {
+                            const T* weight, const T* sum_dy, const T* sum_dy_xmu, int64_t count, const T* y) {
   Tensor dx = empty_like(x);
   // dx = dy * k - x * a - b per channel, with k = invstd * w, a = k * invstd^2 * sum_dy_xmu / count,
   // b = k * (sum_dy / count) - mean * a.
@@ -214,14 +236,15 @@ Tensor backward_input_typed(const Tensor& dy, const Tensor& x, const Layout& l, 
       for (int64_t r = lo; r < hi; ++r)
         for (int64_t c = 0; c < l.c; ++c) {
           int64_t i = r * l.c + c;
-          out[i] = g[i] * k[c] - in[i] * a[c] - b[c];
+          out[i] = masked<T, kMask>(g, y, i) * k[c] - in[i] * a[c] - b[c];
         }
     });
   } else {
     parallel_for(0, l.n * l.c, std::max<int64_t>(1, 16384 / l.s), [&](int64_t lo, int64_t hi) {
       for (int64_t plane = lo; plane < hi; ++plane) {
         const int64_t c = plane % l.c;
-        for (int64_t i = plane * l.s; i < (plane + 1) * l.s; ++i) out[i] = g[i] * k[c] - in[i] * a[c] - b[c];
+        for (int64_t i = plane * l.s; i < (plane + 1) * l.s; ++i)
+          out[i] = masked<T, kMask>(g, y, i) * k[c] - in[i] * a[c] - b[c];
       }
     });
   }
@@ -235,6 +258,13 @@ const T* ptr_or_null(const Tensor& t) {
   return t.defined() ? t.data_ptr<T>() : nullptr;
 }
 
+// Calls body(T{}) with T the compute type (double or float).
+template <typename Body>
+void with_compute_type(DType ct, const Body& body) {
+  if (ct == kFloat64) body(double{});
+  else body(float{});
+}
+
 }  // namespace
 
 std::pair<Tensor, Tensor> batch_norm_stats_kernel(const Tensor& input) {
@@ -246,51 +276,58 @@ std::pair<Tensor, Tensor> batch_norm_stats_kernel(const Tensor& input) {
 }
 
 Tensor batch_norm_apply_kernel(const Tensor& input, const Tensor& mean_in, const Tensor& invstd_in,
-                               const Tensor& weight_in, const Tensor& bias_in) {
+                               const Tensor& weight_in, const Tensor& bias_in, bool relu) {
   NoGradGuard no_grad;
   DType ct = compute_dtype(input.dtype());
   Layout l;
   Tensor x = normalise_layout(input.to(ct), nullptr, &l);
   Tensor mean = as_compute(mean_in, ct), invstd = as_compute(invstd_in, ct);
   Tensor weight = as_compute(weight_in, ct), bias = as_compute(bias_in, ct);
-  Tensor y = ct == kFloat64 ? apply_typed<double>(x, l, mean.data_ptr<double>(), invstd.data_ptr<double>(),
-                                                  ptr_or_null<double>(weight), ptr_or_null<double>(bias))
-                            : apply_typed<float>(x, l, mean.data_ptr<float>(), invstd.data_ptr<float>(),
-                                                 ptr_or_null<float>(weight), ptr_or_null<float>(bias));
+  Tensor y;
+  with_compute_type(ct, [&](auto zero) {
+    using T = decltype(zero);
+    auto apply = relu ? apply_typed<T, true> : apply_typed<T, false>;
+    y = apply(x, l, mean.data_ptr<T>(), invstd.data_ptr<T>(), ptr_or_null<T>(weight), ptr_or_null<T>(bias));
+  });
   return y.to(input.dtype());
 }
 
 std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_output, const Tensor& input,
-                                                            const Tensor& mean_in) {
+                                                            const Tensor& mean_in, const Tensor& relu_output) {
   NoGradGuard no_grad;
   DType ct = compute_dtype(input.dtype());
-  Layout l;
+  Layout l, other;
   Tensor x = normalise_layout(input.to(ct), nullptr, &l);
-  Layout gl;
-  Tensor dy = normalise_layout(grad_output.to(ct), &x, &gl);
+  Tensor dy = normalise_layout(grad_output.to(ct), &x, &other);
+  Tensor y = relu_output.defined() ? normalise_layout(relu_output.to(ct), &x, &other) : Tensor();
   Tensor mean = as_compute(mean_in, ct);
-  return ct == kFloat64 ? backward_reduce_typed<double>(dy, x, l, mean.data_ptr<double>())
-                        : backward_reduce_typed<float>(dy, x, l, mean.data_ptr<float>());
+  std::pair<Tensor, Tensor> sums;
+  with_compute_type(ct, [&](auto zero) {
+    using T = decltype(zero);
+    auto reduce = y.defined() ? backward_reduce_typed<T, true> : backward_reduce_typed<T, false>;
+    sums = reduce(dy, x, l, mean.data_ptr<T>(), ptr_or_null<T>(y));
+  });
+  return sums;
 }
 
 Tensor batch_norm_backward_input_kernel(const Tensor& grad_output, const Tensor& input, const Tensor& mean_in,
                                         const Tensor& invstd_in, const Tensor& weight_in, const Tensor& sum_dy_in,
-                                        const Tensor& sum_dy_xmu_in, int64_t count) {
+                                        const Tensor& sum_dy_xmu_in, int64_t count, const Tensor& relu_output) {
   NoGradGuard no_grad;
   DType ct = compute_dtype(input.dtype());
-  Layout l;
+  Layout l, other;
   Tensor x = normalise_layout(input.to(ct), nullptr, &l);
-  Layout gl;
-  Tensor dy = normalise_layout(grad_output.to(ct), &x, &gl);
+  Tensor dy = normalise_layout(grad_output.to(ct), &x, &other);
+  Tensor y = relu_output.defined() ? normalise_layout(relu_output.to(ct), &x, &other) : Tensor();
   Tensor mean = as_compute(mean_in, ct), invstd = as_compute(invstd_in, ct), weight = as_compute(weight_in, ct);
   Tensor sum_dy = as_compute(sum_dy_in, ct), sum_dy_xmu = as_compute(sum_dy_xmu_in, ct);
-  Tensor dx = ct == kFloat64
-                  ? backward_input_typed<double>(dy, x, l, mean.data_ptr<double>(), invstd.data_ptr<double>(),
-                                                 ptr_or_null<double>(weight), sum_dy.data_ptr<double>(),
-                                                 sum_dy_xmu.data_ptr<double>(), count)
-                  : backward_input_typed<float>(dy, x, l, mean.data_ptr<float>(), invstd.data_ptr<float>(),
-                                                ptr_or_null<float>(weight), sum_dy.data_ptr<float>(),
-                                                sum_dy_xmu.data_ptr<float>(), count);
+  Tensor dx;
+  with_compute_type(ct, [&](auto zero) {
+    using T = decltype(zero);
+    auto input_grad = y.defined() ? backward_input_typed<T, true> : backward_input_typed<T, false>;
+    dx = input_grad(dy, x, l, mean.data_ptr<T>(), invstd.data_ptr<T>(), ptr_or_null<T>(weight),
+                    sum_dy.data_ptr<T>(), sum_dy_xmu.data_ptr<T>(), count, ptr_or_null<T>(y));
+  });
   return dx.to(grad_output.dtype());
 }
 

@@ -26,12 +26,12 @@ Tensor adaptive_avg_pool2d_backward_kernel(const Tensor& grad_output, const Shap
 
 std::pair<Tensor, Tensor> batch_norm_stats_kernel(const Tensor& input);
 Tensor batch_norm_apply_kernel(const Tensor& input, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                               const Tensor& bias);
+                               const Tensor& bias, bool relu);
 std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_output, const Tensor& input,
-                                                            const Tensor& mean);
+                                                            const Tensor& mean, const Tensor& relu_output);
 Tensor batch_norm_backward_input_kernel(const Tensor& grad_output, const Tensor& input, const Tensor& mean,
                                         const Tensor& invstd, const Tensor& weight, const Tensor& sum_dy,
-                                        const Tensor& sum_dy_xmu, int64_t count);
+                                        const Tensor& sum_dy_xmu, int64_t count, const Tensor& relu_output);
 
 Tensor softmax_kernel(const Tensor& input, int64_t dim, bool log);
 Tensor softmax_backward_kernel(const Tensor& grad_output, const Tensor& output, int64_t dim, bool log);

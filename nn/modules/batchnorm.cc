@@ -62,6 +62,16 @@ double BatchNormImplBase<Derived>::step_momentum() {
 
 template <typename Derived>
 Tensor BatchNormImplBase<Derived>::forward(const Tensor& input) {
+  return run(input, false);
+}
+
+template <typename Derived>
+Tensor BatchNormImplBase<Derived>::forward_relu(const Tensor& input) {
+  return run(input, true);
+}
+
+template <typename Derived>
+Tensor BatchNormImplBase<Derived>::run(const Tensor& input, bool relu) {
   EMBER_CHECK(input.dim() >= min_dim_ && input.dim() <= max_dim_, this->type_name(), ": expected ",
               min_dim_ == max_dim_ ? std::to_string(min_dim_) + "-D" :
                                      std::to_string(min_dim_) + "-D or " + std::to_string(max_dim_) + "-D",
@@ -72,8 +82,9 @@ Tensor BatchNormImplBase<Derived>::forward(const Tensor& input) {
   bool use_batch_stats = this->is_training() || !options.track_running_stats();
   double momentum = 0.0;
   if (this->is_training() && options.track_running_stats()) momentum = step_momentum();
-  return batch_norm(input, running_mean, running_var, weight, bias, use_batch_stats, momentum, options.eps(),
-                    use_batch_stats ? reducer : nullptr);
+  auto normalize = relu ? batch_norm_relu : batch_norm;
+  return normalize(input, running_mean, running_var, weight, bias, use_batch_stats, momentum, options.eps(),
+                   use_batch_stats ? reducer : nullptr);
 }
 
 template <typename Derived>

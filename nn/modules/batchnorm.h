@@ -29,6 +29,8 @@ class BatchNormImplBase : public Cloneable<Derived> {
   void reset_running_stats();
   void reset_parameters();
   Tensor forward(const Tensor& input) override;
+  // relu(forward(input)) in one fused pass (a network's BN -> ReLU); the same results.
+  Tensor forward_relu(const Tensor& input);
   std::string extra_repr() const override;
   // The momentum this step uses (resolving the cumulative-average mode), after counting the batch.
   double step_momentum();
@@ -39,6 +41,8 @@ class BatchNormImplBase : public Cloneable<Derived> {
   std::shared_ptr<BatchNormStatsReducer> reducer;
 
  private:
+  Tensor run(const Tensor& input, bool relu);
+
   int64_t min_dim_, max_dim_;
 };
 

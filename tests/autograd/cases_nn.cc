@@ -187,21 +187,26 @@ void add_batch_norm(std::vector<GradCase>& cases) {
                      return batch_norm(ramp({3, 2, 5}, x[0]), {}, {}, x[0], x[1], /*training=*/true);
                    },
                    .inputs = {{.shape = {2}}, {.shape = {2}}}});
-  for (const BatchNormCase& c : norms) {
-    Shape leaf = c.input;
-    for (size_t d = 0; d < c.leaf_order.size(); ++d) leaf[d] = c.input[c.leaf_order[d]];
-    const int64_t channels = c.input[1];
-    auto fn = [c, channels](const Inputs& x) {
-      Tensor input = c.from_leaf.empty() ? x[0] : x[0].permute(c.from_leaf);
-      Tensor weight = c.weight ? x[1] : Tensor(), bias = c.bias ? x[c.weight ? 2 : 1] : Tensor();
-      auto [mean, var] = c.track_running || !c.training ? running_stats(channels, input) : std::pair<Tensor, Tensor>();
-      return batch_norm(input, mean, var, weight, bias, c.training, 0.1, 1e-5);
-    };
-    std::vector<InputSpec> inputs = {{.shape = leaf, .layout = c.layout}};
-    if (c.weight) inputs.push_back({.shape = {channels}, .low = 0.5, .high = 1.5});
-    if (c.bias) inputs.push_back({.shape = {channels}});
-    const std::string name = std::string("norm.batch_norm.") + (c.training ? "train." : "") + c.name;
-    cases.push_back({.name = name, .fn = fn, .inputs = inputs});
+  // Each case also as batch_norm_relu, the fused BN -> ReLU (its mask comes from the saved output).
+  for (bool relu : {false, true}) {
+    for (const BatchNormCase& c : norms) {
+      Shape leaf = c.input;
+      for (size_t d = 0; d < c.leaf_order.size(); ++d) leaf[d] = c.input[c.leaf_order[d]];
+      const int64_t channels = c.input[1];
+      auto fn = [c, channels, relu](const Inputs& x) {
+        Tensor input = c.from_leaf.empty() ? x[0] : x[0].permute(c.from_leaf);
+        Tensor weight = c.weight ? x[1] : Tensor(), bias = c.bias ? x[c.weight ? 2 : 1] : Tensor();
+        auto [mean, var] = c.track_running || !c.training ? running_stats(channels, input) : std::pair<Tensor, Tensor>();
+        auto normalize = relu ? batch_norm_relu : batch_norm;
+        return normalize(input, mean, var, weight, bias, c.training, 0.1, 1e-5, nullptr);
+      };
+      std::vector<InputSpec> inputs = {{.shape = leaf, .layout = c.layout}};
+      if (c.weight) inputs.push_back({.shape = {channels}, .low = 0.5, .high = 1.5});
+      if (c.bias) inputs.push_back({.shape = {channels}});
+      const std::string name =
+          std::string(relu ? "norm.batch_norm_relu." : "norm.batch_norm.") + (c.training ? "train." : "") + c.name;
+      cases.push_back({.name = name, .fn = fn, .inputs = inputs});
+    }
   }
 }
 

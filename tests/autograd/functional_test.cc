@@ -1,6 +1,7 @@
 // What the finite-difference table cannot check in autograd/functional.h: dropout's mask
-// statistics and scaling, embedding's zero gradient for padding_idx, and batch_norm's
-// running-statistics update.
+// statistics and scaling, embedding's zero gradient for padding_idx, batch_norm's
+// running-statistics update, and the fused batch_norm_relu against its two-op spelling in float32
+// on tensors large enough to be split across threads.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -70,4 +71,37 @@ TEST_CASE("batch_norm: training updates running stats with momentum and the unbi
 }
 
 }  // namespace
+TEST_CASE("batch_norm_relu equals relu(batch_norm) in float32, channels-last and NCHW", "[functional]") {
+  for (bool channels_last : {true, false}) {
+    for (bool training : {true, false}) {
+      INFO("channels_last " << channels_last << " training " << training);
+      manual_seed(11);
+      Tensor leaf = channels_last ? randn({6, 13, 11, 24}) : randn({6, 24, 13, 11});
+      Tensor weight = rand({24}) + 0.5, bias = randn({24}) * 0.3;
+      Tensor mean_a = randn({24}) * 0.1, var_a = rand({24}) + 0.5;
+      Tensor mean_b = mean_a.clone(), var_b = var_a.clone();
+      auto run = [&](bool fused, Tensor& mean, Tensor& var) {
+        Tensor x = leaf.clone().requires_grad_(true), w = weight.clone().requires_grad_(true);
+        Tensor b = bias.clone().requires_grad_(true);
+        Tensor input = channels_last ? x.permute({0, 3, 1, 2}) : x;
+        Tensor y = fused ? batch_norm_relu(input, mean, var, w, b, training)
+                         : relu(batch_norm(input, mean, var, w, b, training));
+        Tensor upstream = linspace(-1.0, 1.0, y.numel()).view(y.sizes());
+        (y * upstream).sum().backward();
+        return std::vector<Tensor>{y, x.grad(), w.grad(), b.grad()};
+      };
+      std::vector<Tensor> fused = run(true, mean_a, var_a), plain = run(false, mean_b, var_b);
+      const char* names[] = {"output", "input grad", "weight grad", "bias grad"};
+      for (int i = 0; i < 4; ++i) {
+        INFO(names[i]);
+        std::vector<double> a = values(fused[i]), b = values(plain[i]);
+        REQUIRE(a.size() == b.size());
+        for (size_t j = 0; j < a.size(); ++j) REQUIRE(std::abs(a[j] - b[j]) <= 1e-5 * (1 + std::abs(b[j])));
+      }
+      CHECK(values(mean_a) == values(mean_b));
+      CHECK(values(var_a) == values(var_b));
+    }
+  }
+}
+
 }  // namespace ember::testing

@@ -93,11 +93,11 @@ TEST_CASE("gradcheck: the table reaches every kind of backward node", "[gradchec
       "BmmBackward0",    "ToCopyBackward0", "CloneBackward0",   "AccumulateGrad",
       // The NN functions' own nodes (the rest of functional.h composes core ops).
       "ConvolutionBackward0", "MaxPool2DWithIndicesBackward0", "AvgPool2DBackward0", "AdaptiveAvgPool2DBackward0",
-      "NativeBatchNormBackward0", "SoftmaxBackward0", "LogSoftmaxBackward0", "GatherBackward0",
+      "NativeBatchNormBackward0", "BatchNormReluBackward0", "SoftmaxBackward0", "LogSoftmaxBackward0", "GatherBackward0",
       "ScatterAddBackward0", "EmbeddingBackward0"};
   for (int op = 0; op < kNumUnaryOps; ++op) expected.push_back(backward_name(unary_op_name(static_cast<UnaryOp>(op))));
   for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Pow, BinaryOp::Minimum,
-                      BinaryOp::Maximum})
+                      BinaryOp::Maximum, BinaryOp::AddRelu})
     expected.push_back(backward_name(binary_op_name(op)));
   for (const std::string& name : expected) {
     INFO(name);
