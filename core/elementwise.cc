@@ -203,6 +203,7 @@ Tensor div(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Div, a, b
 Tensor pow(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Pow, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Minimum, a, b); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Maximum, a, b); }
+Tensor add_relu(const Tensor& a, const Tensor& b) { return binary(BinaryOp::AddRelu, a, b); }
 
 Tensor pow(const Tensor& a, Scalar exponent) {
   DType dtype = result_type(a, exponent);

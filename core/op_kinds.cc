@@ -25,7 +25,7 @@ UnaryGradOperand unary_grad_operand(UnaryOp op) {
 }
 
 const char* binary_op_name(BinaryOp op) {
-  static const char* names[] = {"add", "sub", "mul", "div", "pow", "minimum", "maximum"};
+  static const char* names[] = {"add", "sub", "mul", "div", "pow", "minimum", "maximum", "add_relu"};
   return names[static_cast<int>(op)];
 }
 

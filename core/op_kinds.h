@@ -21,7 +21,8 @@ const char* unary_op_name(UnaryOp op);
 enum class UnaryGradOperand : uint8_t { None, Input, Output };
 UnaryGradOperand unary_grad_operand(UnaryOp op);
 
-enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Pow, Minimum, Maximum };
+// AddRelu is max(a + b, 0) in one pass: a residual block's tail.
+enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Pow, Minimum, Maximum, AddRelu };
 const char* binary_op_name(BinaryOp op);
 
 enum class CompareOp : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };

@@ -30,6 +30,8 @@ Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, Scalar exponent);
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
+// relu(a + b) in one pass (and one backward node): a residual block's output.
+Tensor add_relu(const Tensor& a, const Tensor& b);
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
 
 // ---- reductions ----

@@ -69,6 +69,7 @@ class BinaryBackward final : public Node {
       case BinaryOp::Div: save_b = true, save_y = want_b; break;
       case BinaryOp::Pow: save_a = save_b = true, save_y = want_b; break;
       case BinaryOp::Minimum: case BinaryOp::Maximum: save_a = save_b = true; break;
+      case BinaryOp::AddRelu: save_y = true; break;
     }
     if (save_a) a_ = SavedTensor(a);
     if (save_b) b_ = SavedTensor(b);
@@ -125,6 +126,13 @@ class BinaryBackward final : public Node {
         Tensor share = a_wins.to(g.dtype()) + (a == b).to(g.dtype()) * 0.5;
         if (want_a) ga = g * share;
         if (want_b) gb = g * (1.0 - share);
+        break;
+      }
+      case BinaryOp::AddRelu: {
+        // One masked gradient serves both inputs (relu's backward, from the saved output).
+        Tensor masked = unary_backward(UnaryOp::Relu, g, Tensor(), y_.unpack(name()), 0.0, 0.0);
+        if (want_a) ga = masked;
+        if (want_b) gb = masked;
         break;
       }
     }

@@ -32,6 +32,10 @@ inline C apply_binary(C x, C y) {
     }
     return y > x ? y : x;
   }
+  if constexpr (Op == BinaryOp::AddRelu) {
+    const C sum = static_cast<C>(x + y);
+    return sum < C(0) ? C(0) : sum;  // NaN passes, as in relu
+  }
   return x;
 }
 
@@ -71,6 +75,7 @@ void binary_for_type(BinaryOp op, const StridedLoop& loop) {
     case BinaryOp::Pow: return binary_typed<T, BinaryOp::Pow>(loop);
     case BinaryOp::Minimum: return binary_typed<T, BinaryOp::Minimum>(loop);
     case BinaryOp::Maximum: return binary_typed<T, BinaryOp::Maximum>(loop);
+    case BinaryOp::AddRelu: return binary_typed<T, BinaryOp::AddRelu>(loop);
   }
 }
 

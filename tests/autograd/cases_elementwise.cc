@@ -121,6 +121,7 @@ void add_binary(std::vector<GradCase>& cases) {
       {"pow", [](const Tensor& a, const Tensor& b) { return a.pow(b); }, 0.5, 2, -2, 2},
       {"minimum", [](const Tensor& a, const Tensor& b) { return a.minimum(b); }, -1, 1, -1, 1},
       {"maximum", [](const Tensor& a, const Tensor& b) { return a.maximum(b); }, -1, 1, -1, 1},
+      {"add_relu", [](const Tensor& a, const Tensor& b) { return add_relu(a, b); }, -1, 1, -1, 1},
   };
   for (const BinaryOpCase& op : ops) {
     for (OperandPair pair : operand_pairs()) {

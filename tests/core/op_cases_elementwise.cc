@@ -163,6 +163,9 @@ std::vector<OpCase> binary_cases() {
       binary_case("maximum", all, kSymmetric, kSymmetric,
                   [](const Tensor& a, const Tensor& b) { return a.maximum(b); },
                   [](double a, double b) { return std::max(a, b); }),
+      binary_case("add_relu", numeric, kSymmetric, kSymmetric,
+                  [](const Tensor& a, const Tensor& b) { return add_relu(a, b); },
+                  [](double a, double b) { return std::max(a + b, 0.0); }),
       // Scalar operands: a float scalar lifts integer tensors to float32, an int scalar keeps the dtype.
       unary_case("add_scalar_float", all, kSymmetric, [](const Tensor& x) { return x + 2.5; },
                  [](double x) { return x + 2.5; }, floating_result),
