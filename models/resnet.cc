@@ -52,12 +52,12 @@ void BasicBlockImpl::reset() {
 }
 
 Tensor BasicBlockImpl::forward(const Tensor& x) {
-  Tensor out = bn1(conv1(x)).relu();
+  Tensor out = bn1->forward_relu(conv1(x));
   out = bn2(conv2(out));
   Tensor identity = x;
   if (downsample) identity = downsample(x);
   else if (stride != 1 || in_planes != planes) identity = shortcut_a(x, planes, stride);
-  return (out + identity).relu();
+  return add_relu(out, identity);
 }
 
 BottleneckImpl::BottleneckImpl(int64_t in_planes_in, int64_t planes_in, int64_t stride_in, Shortcut shortcut_in)
@@ -79,13 +79,13 @@ void BottleneckImpl::reset() {
 }
 
 Tensor BottleneckImpl::forward(const Tensor& x) {
-  Tensor out = bn1(conv1(x)).relu();
-  out = bn2(conv2(out)).relu();
+  Tensor out = bn1->forward_relu(conv1(x));
+  out = bn2->forward_relu(conv2(out));
   out = bn3(conv3(out));
   Tensor identity = x;
   if (downsample) identity = downsample(x);
   else if (stride != 1 || in_planes != planes * kExpansion) identity = shortcut_a(x, planes * kExpansion, stride);
-  return (out + identity).relu();
+  return add_relu(out, identity);
 }
 
 ResNetImpl::ResNetImpl(const ResNetConfig& config_in) : Cloneable(config_in.name), config(config_in) {
@@ -131,7 +131,7 @@ void ResNetImpl::reset() {
 Tensor ResNetImpl::forward(const Tensor& x) {
   EMBER_CHECK(x.dim() == 4 && x.size(1) == config.in_channels, config.name, ": expected input [N, ",
               config.in_channels, ", H, W], got ", shape_str(x.sizes()));
-  Tensor h = bn1(conv1(x)).relu();
+  Tensor h = bn1->forward_relu(conv1(x));
   if (config.stem == Stem::ImageNet) h = max_pool2d(h, 3, Size2(2), 1);
   for (auto& layer : layers) h = layer(h);
   h = adaptive_avg_pool2d(h, 1).flatten(1);

@@ -16,7 +16,7 @@ void ConvBnImpl::reset() {
 Tensor ConvBnImpl::forward(const Tensor& x) {
   Tensor h = conv(x);
   if (pool) h = max_pool2d(h, 2);
-  return bn(h).relu();
+  return bn->forward_relu(h);
 }
 
 ResNet9Impl::ResNet9Impl(int64_t in_channels_in, int64_t num_classes_in, std::vector<int64_t> widths_in)
