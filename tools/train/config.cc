@@ -36,7 +36,7 @@ Flags make_flags() {
   f.add_bool("eval-only", "only evaluate the model loaded with --resume on the test set");
   f.add_string("augment", "on", "random crop (padding 2 for 28x28, 4 for 32x32) and horizontal flip", {"on", "off"});
   f.add_int("cutout", 0, "side of a Cutout square (0: none)", 0);
-  f.add_bool("flip-tta", "evaluate on each image and its mirror image, averaging the logits");
+  f.add_bool("flip-tta", "final evaluation on each image and its mirror image, averaging the logits");
   f.add_int("synthetic-size", 10000, "training examples of --data synthetic", 1);
   return f;
 }
