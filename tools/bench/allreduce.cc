@@ -1,36 +1,30 @@
 // All-reduce latency and bus bandwidth through Ember's ProcessGroup next to raw MPI_Allreduce on
-// the same ranks, in the same run. busbw = algbw * 2(n-1)/n (nccl-tests' definition), algbw =
-// bytes / time. Run: mpirun -np 2 bazel-bin/tools/bench/allreduce
+// the same ranks, in the same run, for 4 KB ... 100 MB. busbw = algbw * 2(n-1)/n (nccl-tests'
+// definition), algbw = bytes / time. Ember and MPI trials alternate, so load hits both alike.
+// Run: mpirun -np 2 bazel-out/k8-opt/bin/tools/bench/allreduce (after bazel build --config=bench)
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <vector>
 
 #include "comm/init.h"
 #include "core/ember_core.h"
+#include "tools/bench/timing.h"
 
 using namespace ember;
 
 namespace {
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-// Median over `trials` of the mean time of `reps` back-to-back calls; ranks start each trial together.
+// Mean time of `reps` back-to-back calls, the slowest rank's; ranks start together.
 template <typename F>
-double time_op(F op, int reps, int trials) {
-  std::vector<double> samples;
-  for (int t = 0; t < trials; ++t) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    double start = now();
-    for (int r = 0; r < reps; ++r) op();
-    double elapsed = (now() - start) / reps;
-    MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    samples.push_back(elapsed);
-  }
-  std::sort(samples.begin(), samples.end());
-  return samples[samples.size() / 2];
+double time_trial(F op, int reps) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  double start = bench::now_seconds();
+  for (int r = 0; r < reps; ++r) op();
+  double elapsed = (bench::now_seconds() - start) / reps;
+  MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return elapsed;
 }
 
 }  // namespace
@@ -45,7 +39,10 @@ int main() {
     std::printf("%10s %12s %12s %12s %12s %8s\n", "", "", "", "GB/s", "GB/s", "");
   }
   double worst_large = 1e9;
-  for (int64_t bytes = 4096; bytes <= 100 * 1000 * 1000; bytes *= 4) {
+  std::vector<int64_t> sizes;
+  for (int64_t bytes = 4096; bytes < 100'000'000; bytes *= 4) sizes.push_back(bytes);
+  sizes.push_back(100'000'000);
+  for (int64_t bytes : sizes) {
     const int64_t count = bytes / 4;
     Tensor ember_buffer = ones({count});
     std::vector<float> raw(static_cast<size_t>(count), 1.0f);
@@ -56,8 +53,14 @@ int main() {
     auto mpi_op = [&] { MPI_Allreduce(MPI_IN_PLACE, raw.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); };
     ember_op();
     mpi_op();
-    double t_mpi = time_op(mpi_op, reps, trials);
-    double t_ember = time_op(ember_op, reps, trials);
+    // Median over trials; each trial times both, in alternating order.
+    std::vector<double> ember_trials, mpi_trials;
+    for (int t = 0; t < trials; ++t) {
+      if (t % 2 == 0) mpi_trials.push_back(time_trial(mpi_op, reps));
+      ember_trials.push_back(time_trial(ember_op, reps));
+      if (t % 2 == 1) mpi_trials.push_back(time_trial(mpi_op, reps));
+    }
+    double t_mpi = bench::median(mpi_trials), t_ember = bench::median(ember_trials);
     double bus_ember = bytes / t_ember * factor / 1e9, bus_mpi = bytes / t_mpi * factor / 1e9;
     double ratio = bus_ember / bus_mpi;
     if (bytes >= 1000 * 1000) worst_large = std::min(worst_large, ratio);
