@@ -36,6 +36,8 @@ void ResNet9Impl::reset() {
 }
 
 Tensor ResNet9Impl::forward(const Tensor& x) {
+  EMBER_CHECK(x.dim() == 4 && x.size(1) == in_channels, "ResNet9: expected input [N, ", in_channels,
+              ", H, W], got ", shape_str(x.sizes()));
   Tensor h = prep(x);
   h = layer1(h);
   h = h + res1(h);
@@ -63,24 +65,37 @@ void MLPImpl::reset() {
   layers = register_module("layers", seq);
 }
 
-Tensor MLPImpl::forward(const Tensor& x) { return layers(x); }
+Tensor MLPImpl::forward(const Tensor& x) {
+  EMBER_CHECK(x.dim() >= 2 && x.numel() == x.size(0) * in_features, "MLP: expected input [N, ...] of ",
+              in_features, " features per example, got ", shape_str(x.sizes()));
+  return layers(x);
+}
 
-LeNetImpl::LeNetImpl(int64_t in_channels_in, int64_t image_size_in, int64_t num_classes_in)
-    : Cloneable("LeNet"), in_channels(in_channels_in), image_size(image_size_in), num_classes(num_classes_in) {
-  EMBER_CHECK(image_size >= 16, "LeNet: images must be at least 16 pixels wide, got ", image_size);
+LeNetImpl::LeNetImpl(int64_t in_channels_in, int64_t image_height_in, int64_t image_width_in,
+                     int64_t num_classes_in)
+    : Cloneable("LeNet"),
+      in_channels(in_channels_in),
+      image_height(image_height_in),
+      image_width(image_width_in),
+      num_classes(num_classes_in) {
+  EMBER_CHECK(image_height >= 16 && image_width >= 16, "LeNet: images must be at least 16x16 pixels, got ",
+              image_height, "x", image_width);
   reset();
 }
 
 void LeNetImpl::reset() {
   conv1 = register_module("conv1", nn::Conv2d(in_channels, 6, 5));
   conv2 = register_module("conv2", nn::Conv2d(6, 16, 5));
-  const int64_t side = ((image_size - 4) / 2 - 4) / 2;
-  fc1 = register_module("fc1", nn::Linear(16 * side * side, 120));
+  const int64_t height = ((image_height - 4) / 2 - 4) / 2, width = ((image_width - 4) / 2 - 4) / 2;
+  fc1 = register_module("fc1", nn::Linear(16 * height * width, 120));
   fc2 = register_module("fc2", nn::Linear(120, 84));
   fc3 = register_module("fc3", nn::Linear(84, num_classes));
 }
 
 Tensor LeNetImpl::forward(const Tensor& x) {
+  EMBER_CHECK(x.dim() == 4 && x.size(1) == in_channels && x.size(2) == image_height && x.size(3) == image_width,
+              "LeNet: expected input [N, ", in_channels, ", ", image_height, ", ", image_width, "], got ",
+              shape_str(x.sizes()));
   Tensor h = max_pool2d(conv1(x).relu(), 2);
   h = max_pool2d(conv2(h).relu(), 2).flatten(1);
   return fc3(fc2(fc1(h).relu()).relu());

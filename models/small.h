@@ -1,5 +1,6 @@
 // Small networks: a fast ResNet-9 in the Myrtle / airbench style, an MLP and LeNet-5. All take
-// the input's channel count and image size at construction.
+// the input's channel count (and MLP/LeNet the image size, which fixes their first linear layer)
+// at construction; forward names the model and both shapes when the input does not fit.
 #pragma once
 
 #include <vector>
@@ -48,13 +49,16 @@ class MLPImpl : public nn::Cloneable<MLPImpl> {
 };
 EMBER_MODULE(MLP);
 
-// LeNet-5 (conv 6@5x5, pool, conv 16@5x5, pool, 120, 84, classes) with ReLU and max-pool.
+// LeNet-5 (conv 6@5x5, pool, conv 16@5x5, pool, 120, 84, classes) with ReLU and max-pool, for
+// images of image_height x image_width (square: image_size).
 class LeNetImpl : public nn::Cloneable<LeNetImpl> {
  public:
-  LeNetImpl(int64_t in_channels, int64_t image_size, int64_t num_classes);
+  LeNetImpl(int64_t in_channels, int64_t image_size, int64_t num_classes)
+      : LeNetImpl(in_channels, image_size, image_size, num_classes) {}
+  LeNetImpl(int64_t in_channels, int64_t image_height, int64_t image_width, int64_t num_classes);
   void reset() override;
   Tensor forward(const Tensor& x) override;
-  int64_t in_channels, image_size, num_classes;
+  int64_t in_channels, image_height, image_width, num_classes;
   nn::Conv2d conv1{nullptr}, conv2{nullptr};
   nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
 };

@@ -11,6 +11,11 @@
 
 namespace ember::models {
 
+// Inputs are [N, in_channels, image_height, image_width]; the ResNets take any size, MLP and LeNet
+// only the size they were built for.
+std::shared_ptr<nn::Module> make_model(const std::string& name, int64_t in_channels, int64_t image_height,
+                                       int64_t image_width, int64_t num_classes);
+// Square images of image_size x image_size.
 std::shared_ptr<nn::Module> make_model(const std::string& name, int64_t in_channels, int64_t image_size,
                                        int64_t num_classes);
 std::vector<std::string> model_names();
