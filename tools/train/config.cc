@@ -1,6 +1,8 @@
 // Flag definitions and their translation into a TrainConfig.
 #include "tools/train/config.h"
 
+#include "core/device.h"
+#include "core/error.h"
 #include "models/zoo.h"
 
 namespace ember::train {
@@ -34,6 +36,10 @@ Flags make_flags() {
   f.add_int("log-every", 50, "steps between log lines (and metric records)", 1);
   f.add_int("max-steps", 0, "stop after this many steps in all (0: no limit), for smoke runs", 0);
   f.add_bool("eval-only", "only evaluate the model loaded with --resume on the test set");
+  f.add_string("progress", "auto",
+               "rank 0's progress display: a live bar, one line every --log-every steps, or auto (a bar when stdout "
+               "is a terminal; under mpirun stdout is a pseudo-terminal, so pass lines when redirecting mpirun)",
+               {"auto", "bar", "lines"});
   f.add_string("augment", "on", "random crop (padding 2 for 28x28, 4 for 32x32) and horizontal flip", {"on", "off"});
   f.add_int("cutout", 0, "side of a Cutout square (0: none)", 0);
   f.add_bool("flip-tta", "final evaluation on each image and its mirror image, averaging the logits");
@@ -64,6 +70,11 @@ TrainConfig config_from(const Flags& f) {
   c.workers = f.get_int("workers");
   c.seed = static_cast<uint64_t>(f.get_int("seed"));
   c.device = f.get_string("device");
+  try {
+    Device::parse(c.device);
+  } catch (const Error& e) {
+    throw FlagError(std::string("--device: ") + e.what());
+  }
   c.threads = f.get_int("threads");
   c.checkpoint_dir = f.get_string("checkpoint-dir");
   c.keep_checkpoints = f.get_int("keep-checkpoints");
@@ -72,6 +83,7 @@ TrainConfig config_from(const Flags& f) {
     throw FlagError("--resume latest needs --checkpoint-dir");
   c.log_dir = f.get_string("log-dir");
   c.log_every = f.get_int("log-every");
+  c.progress = f.get_string("progress");
   c.max_steps = f.get_int("max-steps");
   c.eval_only = f.get_bool("eval-only");
   if (c.eval_only && c.resume.empty()) throw FlagError("--eval-only needs --resume (the weights to evaluate)");

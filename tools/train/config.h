@@ -28,6 +28,7 @@ struct TrainConfig {
   std::string resume;  // a checkpoint path, or "latest" (the newest in checkpoint_dir)
   std::string log_dir;
   int64_t log_every = 50;
+  std::string progress = "auto";  // "bar", "lines", or "auto" (a bar when stdout is a terminal)
   int64_t max_steps = 0;  // 0: no limit
   bool eval_only = false;
   bool augment = true;

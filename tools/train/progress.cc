@@ -18,8 +18,10 @@ std::string clock_text(double seconds) {
 }
 }  // namespace
 
-Progress::Progress(bool enabled, int64_t log_every)
-    : enabled_(enabled), interactive_(enabled && ::isatty(1)), log_every_(log_every > 0 ? log_every : 50) {}
+Progress::Progress(bool enabled, int64_t log_every, const std::string& mode)
+    : enabled_(enabled),
+      interactive_(enabled && (mode == "bar" || (mode == "auto" && ::isatty(1)))),
+      log_every_(log_every > 0 ? log_every : 50) {}
 
 void Progress::start_epoch(int64_t epoch, int64_t epochs, int64_t steps_in_epoch) {
   epoch_ = epoch;
@@ -43,6 +45,8 @@ void Progress::step(int64_t step, double loss, int64_t batch_size) {
   if (window >= 1.0 || step == steps_) {
     // Images/s over the last second or so: responsive, but not jumpy per step.
     rate_ = window > 0 ? window_images_ / window : rate_;
+    window_start_ = now;
+    window_images_ = 0;
   } else if (rate_ == 0) {
     double elapsed = std::chrono::duration<double>(now - epoch_start_).count();
     if (elapsed > 0) rate_ = images_ / elapsed;  // until the first full window

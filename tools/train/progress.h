@@ -10,7 +10,8 @@ namespace ember::train {
 
 class Progress {
  public:
-  Progress(bool enabled, int64_t log_every);
+  // `mode`: "bar", "lines", or "auto" (a bar when stdout is a terminal).
+  Progress(bool enabled, int64_t log_every, const std::string& mode = "auto");
   void start_epoch(int64_t epoch, int64_t epochs, int64_t steps_in_epoch);
   // After each step: the step index inside the epoch (1-based), its loss and batch size.
   void step(int64_t step, double loss, int64_t batch_size);

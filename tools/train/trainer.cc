@@ -145,8 +145,9 @@ TrainResult run_training(const TrainConfig& config) {
   if (world) trained = std::make_shared<parallel::DistributedDataParallel>(model, world);
 
   const int64_t steps_per_epoch = train_loader.size();
-  int64_t total_steps = steps_per_epoch * config.epochs;
-  if (config.max_steps > 0) total_steps = std::min(total_steps, config.max_steps);
+  // The schedule spans the whole run; --max-steps only stops it early, so a run resumed with
+  // another --max-steps (or none) continues the same schedule.
+  const int64_t total_steps = steps_per_epoch * config.epochs;
   auto optimizer = make_optimizer(config, *model);
   auto schedule = make_schedule(config, *optimizer, total_steps);
 
@@ -159,15 +160,16 @@ TrainResult run_training(const TrainConfig& config) {
     std::string path = config.resume == "latest" ? latest_checkpoint(config.checkpoint_dir) : config.resume;
     if (config.eval_only) {
       nn::load_model_weights(path, *model);
+      if (leader) std::printf("loaded weights from %s\n", path.c_str());
     } else {
       nn::TrainingState state = nn::load_checkpoint(path, *model, optimizer.get(), schedule.get());
       train_loader.load_state({state.loader_epoch, state.loader_batches});
       start_epoch = state.loader_epoch;
       step = state.step;
       if (const json::Value* best = state.extra.find("best_accuracy")) best_accuracy = best->as_double();
+      if (leader) std::printf("resumed from %s (epoch %lld, step %lld)\n", path.c_str(),
+                              static_cast<long long>(start_epoch), static_cast<long long>(step));
     }
-    if (leader) std::printf("resumed from %s (epoch %lld, step %lld)\n", path.c_str(),
-                            static_cast<long long>(start_epoch), static_cast<long long>(step));
   }
 
   int64_t parameters = 0;
@@ -191,7 +193,7 @@ TrainResult run_training(const TrainConfig& config) {
   }
 
   MetricsLog log(config.log_dir, leader);
-  Progress progress(leader, config.log_every);
+  Progress progress(leader, config.log_every, config.progress);
   if (!config.checkpoint_dir.empty() && leader) std::filesystem::create_directories(config.checkpoint_dir);
   struct sigaction action {};
   action.sa_handler = &on_interrupt;
@@ -211,7 +213,9 @@ TrainResult run_training(const TrainConfig& config) {
   };
 
   trained->train();
-  bool stop = false;
+  bool stop = config.max_steps > 0 && step >= config.max_steps;  // resumed at or past --max-steps
+  if (stop && leader) std::printf("nothing to train: the checkpoint is at step %lld, --max-steps is %lld\n",
+                                  static_cast<long long>(step), static_cast<long long>(config.max_steps));
   for (int64_t epoch = start_epoch; epoch < config.epochs && !stop; ++epoch) {
     auto epoch_start = std::chrono::steady_clock::now();
     if (train_loader.state().epoch != epoch || train_loader.state().batches == 0) train_loader.set_epoch(epoch);
