@@ -165,12 +165,19 @@ void Reducer::mark_grad_ready(size_t index) {
   ready_[index] = true;
   if (iterations_ == 0) arrival_order_.push_back(index);
   Bucket& bucket = buckets_[bucket_of_[index]];
-  if (!options_.gradient_as_bucket_view) {
+  {
     NoGradGuard no_grad;
-    Tensor slot = bucket.buffer.narrow(0, bucket.offsets[slot_of_[index]], parameters_[index].second.numel());
-    const Tensor& grad = parameters_[index].second.grad();
-    if (grad.defined() && !unused_[index]) copy_into(slot, grad.reshape({-1}));
-    else slot.zero_();
+    Tensor& p = parameters_[index].second;
+    Tensor slot = bucket.buffer.narrow(0, bucket.offsets[slot_of_[index]], p.numel());
+    const Tensor& grad = p.grad();
+    const bool is_slot = grad.defined() && grad.storage() == slot.storage() && grad.data_ptr() == slot.data_ptr() &&
+                         grad.is_contiguous() && grad.numel() == slot.numel();
+    if (!grad.defined() || unused_[index]) slot.zero_();
+    else if (!is_slot) copy_into(slot, grad.reshape({-1}));
+    // gradient_as_bucket_view: a .grad that is not the slot's view (zero_grad() with set_to_none
+    // between forward and backward made a fresh one, or the caller replaced it) was copied in
+    // above; .grad becomes the view again, so it receives the averaged result.
+    if (options_.gradient_as_bucket_view && !is_slot) p.mutable_grad() = slot.view(p.sizes());
   }
   if (--bucket.pending == 0) mark_bucket_ready(bucket_of_[index]);
 }

@@ -50,6 +50,8 @@ class Reducer {
   const ReducerStats& stats() const { return stats_; }
   size_t bucket_count() const { return buckets_.size(); }
   std::vector<std::vector<std::string>> bucket_parameter_names() const;
+  // Bucket b's flat buffer (its parameters' gradients in bucket_parameter_names() order).
+  const Tensor& bucket_buffer(size_t b) const { return buckets_.at(b).buffer; }
   bool rebuild_pending() const { return options_.rebuild_buckets && !rebuilt_ && iterations_ > 0; }
 
   // Join support: the collectives one backward of an active rank issues, performed with zero

@@ -1,5 +1,5 @@
 // DistributedDataParallel under mpirun: N ranks x batch B/N must match 1 process x batch B;
-// overlap, no_sync, gradient-as-bucket-view, comm-hook compression, the unused-parameter error,
+// overlap, gradient-as-bucket-view, comm-hook compression, the unused-parameter error,
 // parameter-mismatch detection, buffer broadcast and bare state_dict keys.
 #include <catch2/catch.hpp>
 
@@ -51,26 +51,6 @@ TEST_CASE("bucket all-reduces start while backward is still running", "[ddp][ove
   REQUIRE(stats.buckets >= 3);
   REQUIRE(stats.launched_during_backward >= stats.buckets - 1);
   REQUIRE(stats.first_launch_to_end_of_backward.count() > 0);
-}
-
-TEST_CASE("no_sync accumulates locally and the next synced backward averages the sum", "[ddp]") {
-  auto world = comm::init();
-  auto ddp = std::make_shared<parallel::DistributedDataParallel>(make_mlp(4), world);
-  auto expected = make_mlp(4);
-  Batch first = make_batch(8, 21), second = make_batch(8, 22);
-  ddp->zero_grad();
-  {
-    auto guard = ddp->no_sync();
-    loss_of(*ddp, first.shard(world->rank(), world->size())).backward();
-  }
-  loss_of(*ddp, second.shard(world->rank(), world->size())).backward();
-  // Reference: each rank's two micro-batch gradients, summed, averaged over ranks.
-  expected->zero_grad();
-  for (int r = 0; r < world->size(); ++r) {
-    loss_of(*expected, first.shard(r, world->size())).backward();
-    loss_of(*expected, second.shard(r, world->size())).backward();
-  }
-  require_same_gradients(*ddp, *expected, 1.0 / world->size(), 1e-5);
 }
 
 TEST_CASE("fp16 and bf16 compression hooks stay within their precision", "[ddp][hooks]") {
