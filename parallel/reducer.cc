@@ -205,6 +205,9 @@ void Reducer::launch_ready_buckets(bool from_hook) {
 
 void Reducer::finalize() {
   auto end_of_backward = std::chrono::steady_clock::now();
+  stats_.completed_before_end_of_backward = 0;
+  for (size_t b = 0; b < next_bucket_; ++b)
+    if (buckets_[b].work->is_completed()) ++stats_.completed_before_end_of_backward;
   std::vector<std::string> missing;
   for (size_t i = 0; i < parameters_.size(); ++i)
     if (!ready_[i]) missing.push_back(parameters_[i].first);

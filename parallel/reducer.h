@@ -29,6 +29,9 @@ struct ReducerStats {
   size_t buckets = 0;
   size_t launched_during_backward = 0;  // bucket all-reduces started from gradient hooks
   std::chrono::nanoseconds first_launch_to_end_of_backward{0};  // > 0: communication overlapped compute
+  // Buckets whose communication had already completed (Work::is_completed(), set on the
+  // communication thread) when backward's last node finished: work fully hidden behind compute.
+  size_t completed_before_end_of_backward = 0;
   std::chrono::nanoseconds wait_time{0};  // spent waiting for all-reduces after backward's last node
   std::chrono::nanoseconds comm_time{0};  // from first launch until the last bucket completed
 };
