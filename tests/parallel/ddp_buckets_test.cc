@@ -173,3 +173,74 @@ TEST_CASE("the first bucket's all-reduce has completed before backward ends", "[
   }
   REQUIRE(best >= 1);
 }
+
+namespace {
+
+// Parameters p0, p1, ... of the given numbers of floats, multiplied into the input in
+// `use_order` (so gradients arrive in the reverse of that order, whatever the registration).
+struct Scales : nn::Module {
+  explicit Scales(const std::vector<int64_t>& numels) : Module("Scales") {
+    for (size_t i = 0; i < numels.size(); ++i) {
+      register_parameter("p" + std::to_string(i), full({numels[i]}, 1.0 + 0.1 * static_cast<double>(i)));
+      use_order.push_back(i);
+    }
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = x;
+    for (size_t i : use_order) h = h * *find_parameter("p" + std::to_string(i));
+    return h;
+  }
+  std::vector<size_t> use_order;
+};
+
+using Layout = std::vector<std::vector<std::string>>;
+
+}  // namespace
+
+TEST_CASE("bucket layout: 1 MB first, then 25 MB, in reverse registration order", "[ddp][layout]") {
+  auto world = comm::init();
+  const int64_t mib = 1024 * 1024 / 4;  // floats in 1 MiB
+  {
+    // p5 (64 B) + p4 (1 MiB) reach the first bucket's 1 MB; p3 + p2 (24 MiB) stay under 25 MB
+    // and p1 takes the second bucket past it; p0 is left for a third.
+    auto model = std::make_shared<Scales>(std::vector<int64_t>{16, 4 * mib, 12 * mib, 12 * mib, mib, 16});
+    parallel::DistributedDataParallel ddp(model, world);  // default options
+    REQUIRE(ddp.reducer().bucket_count() == 3);
+    REQUIRE(ddp.reducer().bucket_parameter_names() == Layout{{"p5", "p4"}, {"p3", "p2", "p1"}, {"p0"}});
+  }
+  {
+    // Small caps: two 16-byte parameters per bucket, last registered first.
+    auto model = std::make_shared<Scales>(std::vector<int64_t>{4, 4, 4, 4, 4});
+    parallel::DDPOptions options;
+    options.first_bucket_mb = 30.0 / (1024 * 1024);
+    options.bucket_cap_mb = 30.0 / (1024 * 1024);
+    parallel::DistributedDataParallel ddp(model, world, options);
+    REQUIRE(ddp.reducer().bucket_parameter_names() == Layout{{"p4", "p3"}, {"p2", "p1"}, {"p0"}});
+  }
+}
+
+TEST_CASE("buckets are rebuilt once, after the first iteration, in rank 0's arrival order", "[ddp][layout]") {
+  auto world = comm::init();
+  auto model = std::make_shared<Scales>(std::vector<int64_t>{4, 4, 4, 4});
+  parallel::DDPOptions options;
+  options.first_bucket_mb = 1e-5;  // 10 bytes: one parameter per bucket
+  options.bucket_cap_mb = 1e-5;
+  parallel::DistributedDataParallel ddp(model, world, options);
+  REQUIRE(ddp.reducer().bucket_parameter_names() == Layout{{"p3"}, {"p2"}, {"p1"}, {"p0"}});
+  // Rank 0 uses p1, p3, p0, p2 (gradients arrive p2, p0, p3, p1); the others another order.
+  model->use_order = world->rank() == 0 ? std::vector<size_t>{1, 3, 0, 2} : std::vector<size_t>{0, 1, 2, 3};
+  auto reference = std::make_shared<Scales>(std::vector<int64_t>{4, 4, 4, 4});
+  for (int step = 0; step < 3; ++step) {
+    INFO("step " << step);
+    Tensor x = full({4}, 1.0 + world->rank());
+    ddp.zero_grad();
+    ddp.forward(x).sum().backward();
+    REQUIRE(ddp.reducer().bucket_parameter_names() == Layout{{"p2"}, {"p0"}, {"p3"}, {"p1"}});
+    REQUIRE_FALSE(ddp.reducer().rebuild_pending());
+    // Whatever the layout, each gradient is the ranks' average: d/dp_i of prod(p) * x.
+    reference->zero_grad();
+    for (int r = 0; r < world->size(); ++r) reference->forward(full({4}, 1.0 + r)).sum().backward();
+    require_same_gradients(ddp, *reference, 1.0 / world->size(), 1e-6);
+    model->use_order = {3, 2, 1, 0};  // a later change of order does not rebuild again
+  }
+}
