@@ -3,6 +3,7 @@
 
 #include <mutex>
 
+#include "core/error.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
 
@@ -10,22 +11,48 @@ namespace ember::parallel {
 
 namespace {
 
+// Complete once `continuation_` ran too: whichever thread first waits, or polls is_completed()
+// after the inner work completed, runs it (once). A continuation that throws is this Work's error.
 class ContinuationWork final : public comm::Work {
  public:
   ContinuationWork(comm::WorkPtr inner, std::function<void()> continuation)
       : inner_(std::move(inner)), continuation_(std::move(continuation)) {}
   void wait(std::chrono::milliseconds timeout) override {
     inner_->wait(timeout);
-    std::call_once(once_, [&] { continuation_(); });
+    run_continuation();
+    std::string failure = error();
+    EMBER_CHECK(failure.empty(), failure);
   }
-  bool is_completed() const override { return inner_->is_completed(); }
-  std::string error() const override { return inner_->error(); }
+  bool is_completed() const override {
+    if (!inner_->is_completed()) return false;
+    if (inner_->error().empty()) run_continuation();
+    return true;
+  }
+  std::string error() const override {
+    std::string inner = inner_->error();
+    if (!inner.empty()) return inner;
+    std::lock_guard<std::mutex> lock(mutex_);
+    return continuation_error_;
+  }
   const comm::CollectiveInfo& info() const override { return inner_->info(); }
 
  private:
+  void run_continuation() const {
+    std::call_once(once_, [&] {
+      try {
+        continuation_();
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        continuation_error_ = "after " + info().describe() + ": " + e.what();
+      }
+    });
+  }
+
   comm::WorkPtr inner_;
   std::function<void()> continuation_;
-  std::once_flag once_;
+  mutable std::once_flag once_;
+  mutable std::mutex mutex_;
+  mutable std::string continuation_error_;
 };
 
 comm::WorkPtr compressed(comm::ProcessGroup& group, GradBucket& bucket, DType wire) {

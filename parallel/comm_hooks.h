@@ -28,8 +28,9 @@ comm::WorkPtr allreduce_hook(comm::ProcessGroup& group, GradBucket& bucket);
 comm::WorkPtr fp16_compress_hook(comm::ProcessGroup& group, GradBucket& bucket);
 comm::WorkPtr bf16_compress_hook(comm::ProcessGroup& group, GradBucket& bucket);
 
-// A Work that runs `then` (once, on the waiting thread) after `inner` completed: how a hook
-// post-processes (decompresses) its result.
+// A Work that runs `continuation` once after `inner` completed, on the first thread that waits
+// on it or polls is_completed() (which is true only once the continuation ran): how a hook
+// post-processes (decompresses) its result. A continuation that throws is the Work's error().
 comm::WorkPtr then(comm::WorkPtr inner, std::function<void()> continuation);
 
 }  // namespace ember::parallel

@@ -24,6 +24,9 @@ TEST_CASE("mismatched collectives are named on every rank", "[comm][debug]") {
   } else {
     REQUIRE_THROWS_WITH(work->wait(), Catch::Contains("collective mismatch"));
   }
+  // The failed Work reports itself completed, with the failure as its error.
+  REQUIRE(work->is_completed());
+  REQUIRE_THAT(work->error(), Catch::Contains("collective mismatch on WORLD"));
   // Shapes differ but the kind agrees: still caught.
   auto shapes = g->all_reduce(zeros({g->rank() == 0 ? 5 : 6}));
   REQUIRE_THROWS_WITH(shapes->wait(), Catch::Contains("float32 [5]") && Catch::Contains("float32 [6]"));

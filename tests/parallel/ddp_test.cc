@@ -3,6 +3,8 @@
 // parameter-mismatch detection, buffer broadcast and bare state_dict keys.
 #include <catch2/catch.hpp>
 
+#include <thread>
+
 #include "comm/init.h"
 #include "core/ember_core.h"
 #include "models/small.h"
@@ -75,6 +77,28 @@ TEST_CASE("fp16 and bf16 compression hooks stay within their precision", "[ddp][
       REQUIRE(error <= tolerance * scale);
     }
   }
+}
+
+TEST_CASE("a hook's Work completes only after its decompression ran; a failed continuation is its error",
+          "[ddp][hooks]") {
+  auto world = comm::init();
+  // Polling alone (no wait) must not report completion before the bucket holds the result.
+  parallel::GradBucket bucket;
+  bucket.buffer = full({64}, 1.0 + world->rank());
+  comm::WorkPtr work = parallel::fp16_compress_hook(*world, bucket);
+  while (!work->is_completed()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const double average = (world->size() + 1) / 2.0;
+  REQUIRE(bucket.buffer.amin().item<double>() == Approx(average).epsilon(1e-3));
+  REQUIRE(bucket.buffer.amax().item<double>() == Approx(average).epsilon(1e-3));
+  REQUIRE(work->error().empty());
+  work->wait();  // the continuation does not run twice
+  REQUIRE(bucket.buffer.amax().item<double>() == Approx(average).epsilon(1e-3));
+
+  comm::WorkPtr failing =
+      parallel::then(world->all_reduce(ones({2})), [] { EMBER_FAIL("decompression failed"); });
+  REQUIRE_THROWS_WITH(failing->wait(), Catch::Contains("decompression failed") && Catch::Contains("all_reduce #"));
+  REQUIRE(failing->is_completed());
+  REQUIRE_THAT(failing->error(), Catch::Contains("decompression failed"));
 }
 
 TEST_CASE("a parameter without a gradient is named instead of hanging", "[ddp][unused]") {
