@@ -48,6 +48,7 @@ std::string CollectiveInfo::describe() const {
   if (peer >= 0) {
     bool p2p = kind == CollectiveKind::Send || kind == CollectiveKind::Recv;
     out << (p2p ? (kind == CollectiveKind::Send ? ", to rank " : ", from rank ") : ", root ") << peer;
+    if (p2p && tag >= 0) out << ", tag " << tag;
   }
   return out.str();
 }

@@ -31,13 +31,18 @@ const char* collective_name(CollectiveKind kind);
 // What a collective was, for error messages and the debug-mode cross-rank check.
 struct CollectiveInfo {
   CollectiveKind kind = CollectiveKind::Barrier;
-  uint64_t sequence = 0;  // per group, counted from 1
+  // Counted from 1: collectives per group; send/recv per group, peer, tag and direction (so the
+  // k-th send to a peer with a tag matches that peer's k-th recv with it, and ranks that do not
+  // take part in point-to-point traffic keep their collective numbers aligned).
+  uint64_t sequence = 0;
   std::string group;      // e.g. "WORLD" or "group(0,2)"
   DType dtype = kFloat32;
   Shape shape;
   ReduceOp op = ReduceOp::Sum;
   int peer = -1;  // root or peer rank, when there is one
-  std::string describe() const;  // "all_reduce #17 (sum) on WORLD, float32 [1024]"
+  int tag = -1;   // send/recv only
+  // "all_reduce #17 (sum) on WORLD, float32 [1024]"; "recv #2 on WORLD, float32 [8], from rank 1, tag 5"
+  std::string describe() const;
 };
 
 class Work {
@@ -81,6 +86,9 @@ class ProcessGroup {
   virtual WorkPtr all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) = 0;
   // Equal chunks along dim 0: chunk r of input goes to rank r, chunk r of output comes from it.
   virtual WorkPtr all_to_all_single(const Tensor& output, const Tensor& input) = 0;
+  // Point-to-point: the k-th send to a peer with a tag matches that peer's k-th recv from this rank
+  // with that tag. Both are subject to EMBER_COLLECTIVE_TIMEOUT from when they are posted; with
+  // EMBER_DISTRIBUTED_DEBUG=1 the receiver checks the sender's dtype and shape against its own.
   virtual WorkPtr send(const Tensor& tensor, int dst, int tag = 0) = 0;
   virtual WorkPtr recv(const Tensor& tensor, int src, int tag = 0) = 0;
   virtual WorkPtr barrier() = 0;

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Runs a test binary under mpirun: mpi_run.sh NP BINARY [extra mpirun args -- after "--mca"...].
+# Runs a test binary under mpirun: mpi_run.sh NP BINARY [extra mpirun args...] [-- program args...].
 # Every run gets private Open MPI session/shared-memory directories: Bazel's sandbox gives each
 # test the same PID namespace layout, and concurrent mpiruns would otherwise collide in /tmp.
 set -euo pipefail
 np="$1"
 binary="$2"
 shift 2
+mpirun_args=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do mpirun_args+=("$1"); shift; done
+[ $# -gt 0 ] && shift  # the "--"
 session="$(mktemp -d "${TEST_TMPDIR:-/tmp}/mpi.XXXXXX")"
 trap 'rm -rf "$session"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -20,4 +23,4 @@ export LSAN_OPTIONS="suppressions=${supp}:fast_unwind_on_malloc=0${LSAN_OPTIONS:
 exec mpirun -np "$np" --oversubscribe --bind-to none \
   --mca orte_tmpdir_base "$session" --mca btl_vader_backing_directory "$session" \
   -x EMBER_COLLECTIVE_TIMEOUT -x EMBER_NUM_THREADS -x EMBER_DISTRIBUTED_DEBUG -x LSAN_OPTIONS \
-  "$@" "$binary"
+  "${mpirun_args[@]}" "$binary" "$@"

@@ -63,7 +63,7 @@ struct Signature {
   int32_t kind, op, dtype, ndim;
   int64_t shape[8];
   int64_t numel;
-  int32_t peer, pad;
+  int32_t peer, tag;
   uint64_t sequence;
 };
 
@@ -77,6 +77,7 @@ Signature signature_of(const CollectiveInfo& info) {
   for (size_t i = 0; i < info.shape.size() && i < 8; ++i) s.shape[i] = info.shape[i];
   s.numel = shape_numel(info.shape);
   s.peer = info.peer;
+  s.tag = info.tag;
   s.sequence = info.sequence;
   return s;
 }
@@ -88,27 +89,44 @@ std::string describe_signature(const Signature& s, const std::string& group) {
   info.dtype = static_cast<DType>(s.dtype);
   for (int i = 0; i < s.ndim && i < 8; ++i) info.shape.push_back(s.shape[i]);
   info.peer = s.peer;
+  info.tag = s.tag;
   info.sequence = s.sequence;
   info.group = group;
   return info.describe();
+}
+
+// Whether two signatures describe the same payload (dtype and shape).
+bool same_payload(const Signature& a, const Signature& b) {
+  return a.dtype == b.dtype && a.ndim == b.ndim && a.numel == b.numel && std::memcmp(a.shape, b.shape, sizeof(a.shape)) == 0;
+}
+
+// A duplicate of `comm` for debug-mode send/recv signatures, or MPI_COMM_NULL without debug
+// (collective over `comm`: on the communication thread).
+MPI_Comm make_check_comm(MPI_Comm comm) {
+  MPI_Comm check = MPI_COMM_NULL;
+  if (!distributed_debug() || comm == MPI_COMM_NULL) return check;
+  MPI_Comm_dup(comm, &check);
+  MPI_Comm_set_errhandler(check, MPI_ERRORS_RETURN);
+  return check;
 }
 
 }  // namespace
 
 std::shared_ptr<MpiProcessGroup> MpiProcessGroup::world() {
   Runtime& runtime = Runtime::get();
-  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm comm = MPI_COMM_NULL, check = MPI_COMM_NULL;
   runtime.run_sync([&] {
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    check = make_check_comm(comm);
   });
   std::vector<int> ranks(runtime.world_size());
   for (int r = 0; r < runtime.world_size(); ++r) ranks[r] = r;
-  return std::make_shared<MpiProcessGroup>(comm, "WORLD", ranks);
+  return std::make_shared<MpiProcessGroup>(comm, check, "WORLD", ranks);
 }
 
-MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, std::string name, std::vector<int> world_ranks)
-    : comm_(comm), name_(std::move(name)), world_ranks_(std::move(world_ranks)) {
+MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, MPI_Comm check_comm, std::string name, std::vector<int> world_ranks)
+    : comm_(comm), check_comm_(check_comm), name_(std::move(name)), world_ranks_(std::move(world_ranks)) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
 }
@@ -130,6 +148,21 @@ CollectiveInfo MpiProcessGroup::info(CollectiveKind kind, const Tensor* tensor, 
   }
   i.op = op;
   i.peer = peer;
+  return i;
+}
+
+CollectiveInfo MpiProcessGroup::p2p_info(CollectiveKind kind, const Tensor& tensor, int peer, int tag) {
+  CollectiveInfo i;
+  i.kind = kind;
+  {
+    std::lock_guard<std::mutex> lock(p2p_mutex_);
+    i.sequence = ++p2p_sequence_[{kind, peer, tag}];
+  }
+  i.group = name_;
+  i.dtype = tensor.dtype();
+  i.shape = tensor.sizes();
+  i.peer = peer;
+  i.tag = tag;
   return i;
 }
 
@@ -155,13 +188,13 @@ void MpiProcessGroup::check_signatures(const CollectiveInfo& info) {
 }
 
 WorkPtr MpiProcessGroup::submit(CollectiveInfo info, std::function<void()> run) {
-  bool check = distributed_debug() && info.kind != CollectiveKind::Send && info.kind != CollectiveKind::Recv;
+  bool check = distributed_debug();
   auto work = std::make_shared<MpiWork>(
       info,
       [this, info, run = std::move(run), check] {
         if (check) check_signatures(info);
         run();
-        return MPI_REQUEST_NULL;
+        return std::vector<MPI_Request>();
       },
       nullptr, rank_);
   Runtime::get().submit(work);
@@ -320,28 +353,46 @@ WorkPtr MpiProcessGroup::all_to_all(const std::vector<Tensor>& outputs, const st
         inner->wait(collective_timeout());
         NoGradGuard no_grad;
         for (size_t r = 0; r < outputs.size(); ++r) copy_into(outputs[r], packed_out.select(0, static_cast<int64_t>(r)));
-        return MPI_REQUEST_NULL;
+        return std::vector<MPI_Request>();
       },
       nullptr, rank_);
   Runtime::get().submit(work);
   return work;
 }
 
+std::vector<MPI_Request> MpiProcessGroup::post_p2p(const CollectiveInfo& i, void* signature, void* data, int count,
+                                                   DType dtype) {
+  auto post = [&](void* buffer, int n, MPI_Datatype type, MPI_Comm comm) {
+    MPI_Request request;
+    int rc = i.kind == CollectiveKind::Send ? MPI_Isend(buffer, n, type, i.peer, i.tag, comm, &request)
+                                            : MPI_Irecv(buffer, n, type, i.peer, i.tag, comm, &request);
+    if (rc != MPI_SUCCESS) fail_mpi(i, rc);
+    return request;
+  };
+  std::vector<MPI_Request> requests;
+  if (check_comm_ != MPI_COMM_NULL) requests.push_back(post(signature, sizeof(Signature), MPI_BYTE, check_comm_));
+  requests.push_back(post(data, count, datatype_of(dtype), comm_));
+  return requests;
+}
+
+// With EMBER_DISTRIBUTED_DEBUG each send is preceded by its signature on check_comm_ (same peer
+// and tag, so the k-th signature pairs with the k-th message); the receiver compares it with
+// its own once both arrived and names the difference. Nothing blocks on the exchange.
 WorkPtr MpiProcessGroup::send(const Tensor& tensor, int dst, int tag) {
   check_rank(dst, "destination", "send");
   EMBER_CHECK(dst != rank_, "send on ", name_, ": rank ", rank_, " cannot send to itself");
+  EMBER_CHECK(tag >= 0, "send on ", name_, ": the tag must be non-negative, got ", tag);
   Staged s = stage(tensor, false, "send");
-  CollectiveInfo i = info(CollectiveKind::Send, &tensor, ReduceOp::Sum, dst);
+  CollectiveInfo i = p2p_info(CollectiveKind::Send, tensor, dst, tag);
   int count = count_of(tensor, "send");
+  auto signature = std::make_shared<Signature>(signature_of(i));
   auto work = std::make_shared<MpiWork>(
       i,
-      [this, s, dst, tag, count, i] {
-        MPI_Request request;
-        int rc = MPI_Isend(s.data(), count, datatype_of(s.buffer.dtype()), dst, tag, comm_, &request);
-        if (rc != MPI_SUCCESS) fail_mpi(i, rc);
-        return request;
+      [this, s, count, i, signature] { return post_p2p(i, signature.get(), s.data(), count, s.buffer.dtype()); },
+      [this, i, signature](int code) {
+        if (code != MPI_SUCCESS) fail_mpi(i, code);
       },
-      nullptr, rank_);
+      rank_);
   Runtime::get().submit(work);
   return work;
 }
@@ -349,18 +400,28 @@ WorkPtr MpiProcessGroup::send(const Tensor& tensor, int dst, int tag) {
 WorkPtr MpiProcessGroup::recv(const Tensor& tensor, int src, int tag) {
   check_rank(src, "source", "recv");
   EMBER_CHECK(src != rank_, "recv on ", name_, ": rank ", rank_, " cannot receive from itself");
+  EMBER_CHECK(tag >= 0, "recv on ", name_, ": the tag must be non-negative, got ", tag);
   Staged s = stage(tensor, true, "recv");
-  CollectiveInfo i = info(CollectiveKind::Recv, &tensor, ReduceOp::Sum, src);
+  CollectiveInfo i = p2p_info(CollectiveKind::Recv, tensor, src, tag);
   int count = count_of(tensor, "recv");
+  auto theirs = std::make_shared<Signature>();
+  std::memset(theirs.get(), 0, sizeof(Signature));
   auto work = std::make_shared<MpiWork>(
       i,
-      [this, s, src, tag, count, i] {
-        MPI_Request request;
-        int rc = MPI_Irecv(s.data(), count, datatype_of(s.buffer.dtype()), src, tag, comm_, &request);
-        if (rc != MPI_SUCCESS) fail_mpi(i, rc);
-        return request;
+      [this, s, count, i, theirs] { return post_p2p(i, theirs.get(), s.data(), count, s.buffer.dtype()); },
+      [this, s, i, theirs](int code) {
+        // A larger send also fails the data receive (truncation): the signatures explain it better.
+        const bool arrived = theirs->kind == static_cast<int32_t>(CollectiveKind::Send) && theirs->sequence > 0;
+        if (check_comm_ != MPI_COMM_NULL && arrived && !same_payload(*theirs, signature_of(i))) {
+          EMBER_FAIL("send/recv mismatch on ", name_, ": rank ", rank_, " called ", i.describe(), " but rank ", i.peer,
+                     " sent ", describe_signature(*theirs, name_),
+                     " (a recv must match its send's dtype and shape; sends and recvs pair up in order per peer and "
+                     "tag)");
+        }
+        if (code != MPI_SUCCESS) fail_mpi(i, code);
+        s.finish();
       },
-      [s] { s.finish(); }, rank_);
+      rank_);
   Runtime::get().submit(work);
   return work;
 }
@@ -384,13 +445,14 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::new_group(const std::vector<int>&
   int position = -1;
   for (size_t k = 0; k < ranks.size(); ++k)
     if (ranks[k] == rank_) position = static_cast<int>(k);
-  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm comm = MPI_COMM_NULL, check = MPI_COMM_NULL;
   CollectiveInfo i = info(CollectiveKind::Barrier, nullptr);
   i.group = name_ + " (new_group)";
   WorkPtr work = submit(i, [&] {
     int rc = MPI_Comm_split(comm_, position >= 0 ? 0 : MPI_UNDEFINED, position, &comm);
     if (rc != MPI_SUCCESS) fail_mpi(i, rc);
     if (comm != MPI_COMM_NULL) MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    check = make_check_comm(comm);
   });
   work->wait(collective_timeout());
   if (position < 0) return nullptr;
@@ -402,7 +464,7 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::new_group(const std::vector<int>&
     world.push_back(world_ranks_[ranks[k]]);
   }
   name << ")";
-  return std::make_shared<MpiProcessGroup>(comm, name.str(), world);
+  return std::make_shared<MpiProcessGroup>(comm, check, name.str(), world);
 }
 
 }  // namespace ember::comm::mpi

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -38,16 +39,19 @@ std::string seconds(std::chrono::milliseconds ms) {
 
 }  // namespace
 
-MpiWork::MpiWork(CollectiveInfo info, std::function<MPI_Request()> start, std::function<void()> finish, int rank)
+MpiWork::MpiWork(CollectiveInfo info, Start start, Finish finish, int rank)
     : info_(std::move(info)), start_(std::move(start)), finish_(std::move(finish)), rank_(rank) {}
 
 void MpiWork::wait(std::chrono::milliseconds timeout) {
   if (timeout.count() <= 0) timeout = collective_timeout();
   std::unique_lock<std::mutex> lock(mutex_);
   bool finished = done_cv_.wait_for(lock, timeout, [&] { return done_; });
+  const bool p2p = info_.kind == CollectiveKind::Send || info_.kind == CollectiveKind::Recv;
   EMBER_CHECK(finished, "rank ", rank_, ": ", info_.describe(), " did not complete within ", seconds(timeout),
-              " (a rank may have stopped issuing collectives, or issued them in a different order; run with "
-              "EMBER_DISTRIBUTED_DEBUG=1 to compare the ranks' collectives)");
+              p2p ? " (the peer has not posted the matching " + std::string(info_.kind == CollectiveKind::Send ? "recv" : "send") +
+                        " with this tag, or is gone)"
+                  : " (a rank may have stopped issuing collectives, or issued them in a different order; run with "
+                    "EMBER_DISTRIBUTED_DEBUG=1 to compare the ranks' collectives)");
   EMBER_CHECK(error_.empty(), error_);
 }
 
@@ -116,7 +120,8 @@ void Runtime::run_sync(const std::function<void()>& task) {
   CollectiveInfo info;
   info.kind = CollectiveKind::Barrier;
   info.group = "(communicator setup)";
-  auto work = std::make_shared<MpiWork>(info, [&] { task(); return MPI_REQUEST_NULL; }, nullptr, world_rank_);
+  auto work = std::make_shared<MpiWork>(
+      info, [&] { task(); return std::vector<MPI_Request>(); }, nullptr, world_rank_);
   submit(work);
   work->wait(collective_timeout());
 }
@@ -182,38 +187,27 @@ void Runtime::communication_loop() {
     if (work) {
       set_current(work.get());
       std::string error;
-      MPI_Request request = MPI_REQUEST_NULL;
+      std::vector<MPI_Request> requests;
       try {
-        request = work->start_();
-        if (request == MPI_REQUEST_NULL && work->finish_) work->finish_();
+        requests = work->start_();
+        if (requests.empty() && work->finish_) work->finish_(MPI_SUCCESS);
       } catch (const std::exception& e) {
         error = e.what();
       }
       set_current(nullptr);
-      if (request != MPI_REQUEST_NULL && error.empty()) in_flight_.emplace_back(work, request);
+      const bool in_flight = !requests.empty() && error.empty();
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        current_ = nullptr;
+        if (in_flight) pending_p2p_.push_back(work);
+      }
+      if (in_flight) in_flight_.push_back({work, std::move(requests)});
       else work->complete(error);
-      std::lock_guard<std::mutex> lock(mutex_);
-      current_ = nullptr;
     }
     // Point-to-point requests progress here between collectives.
     bool progressed = false;
     for (size_t i = 0; i < in_flight_.size();) {
-      int flag = 0;
-      MPI_Status status;
-      int test = MPI_Test(&in_flight_[i].second, &flag, &status);
-      auto& pending = in_flight_[i].first;
-      if (test != MPI_SUCCESS || flag) {
-        std::string error;
-        if (test != MPI_SUCCESS) {
-          error = "rank " + std::to_string(world_rank_) + ": " + pending->info().describe() + " failed in MPI";
-        } else if (pending->finish_) {
-          try {
-            pending->finish_();
-          } catch (const std::exception& e) {
-            error = e.what();
-          }
-        }
-        pending->complete(error);
+      if (progress(in_flight_[i])) {
         in_flight_.erase(in_flight_.begin() + static_cast<long>(i));
         progressed = true;
       } else {
@@ -229,6 +223,39 @@ void Runtime::communication_loop() {
   MPI_Finalize();
 }
 
+bool Runtime::progress(InFlight& entry) {
+  bool done = true;
+  for (MPI_Request& request : entry.requests) {
+    if (request == MPI_REQUEST_NULL) continue;
+    int flag = 0;
+    int rc = MPI_Test(&request, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      if (entry.code == MPI_SUCCESS) entry.code = rc;
+      request = MPI_REQUEST_NULL;  // completed with an error
+    } else if (!flag) {
+      done = false;
+    }
+  }
+  if (done) finish(entry);
+  return done;
+}
+
+void Runtime::finish(InFlight& entry) {
+  MpiWork& work = *entry.work;
+  std::string error;
+  try {
+    if (work.finish_) work.finish_(entry.code);
+    else if (entry.code != MPI_SUCCESS) error = "rank " + std::to_string(world_rank_) + ": " + work.info().describe() + " failed in MPI";
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_p2p_.erase(std::find(pending_p2p_.begin(), pending_p2p_.end(), entry.work));
+  }
+  work.complete(error);
+}
+
 void Runtime::watchdog_loop() {
   const auto timeout = collective_timeout();
   const auto period = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(1000), timeout / 4 + std::chrono::milliseconds(1));
@@ -236,12 +263,23 @@ void Runtime::watchdog_loop() {
   while (!stopping_) {
     cv_.wait_for(lock, period, [&] { return stopping_; });
     if (stopping_) break;
-    if (current_ && std::chrono::steady_clock::now() - current_->started_ > timeout) {
-      std::string what = current_->info().describe();
+    const auto now = std::chrono::steady_clock::now();
+    auto expired = [&](const std::shared_ptr<MpiWork>& w) { return w && now - w->started_ > timeout; };
+    std::shared_ptr<MpiWork> late = expired(current_) ? current_ : nullptr;
+    for (const auto& w : pending_p2p_)
+      if (!late && expired(w)) late = w;
+    if (late) {
+      const CollectiveInfo& info = late->info();
+      std::string what = info.describe() + " did not complete within " + seconds(timeout) + " (EMBER_COLLECTIVE_TIMEOUT); ";
+      if (info.kind == CollectiveKind::Send || info.kind == CollectiveKind::Recv) {
+        what += "rank " + std::to_string(info.peer) + " of " + info.group + " never posted the matching " +
+                (info.kind == CollectiveKind::Send ? "recv" : "send") + " with this tag, or is gone. Aborting the job.";
+      } else {
+        what += "the other ranks are stuck elsewhere or gone. Aborting the job. With EMBER_DISTRIBUTED_DEBUG=1 "
+                "ranks compare their collectives and name the first mismatch.";
+      }
       lock.unlock();
-      abort(what + " did not complete within " + seconds(timeout) +
-            " (EMBER_COLLECTIVE_TIMEOUT); the other ranks are stuck elsewhere or gone. Aborting the job. With "
-            "EMBER_DISTRIBUTED_DEBUG=1 ranks compare their collectives and name the first mismatch.");
+      abort(what);
     }
   }
 }

@@ -1,7 +1,8 @@
 // The MPI runtime of one process: a communication thread that owns every MPI call (collectives
-// run there, in submission order, overlapping the caller's compute), a watchdog thread that
-// ends the job when a collective exceeds EMBER_COLLECTIVE_TIMEOUT, and a SIGTERM handler that
-// says which collective a rank was in when the launcher stopped it.
+// run there, in submission order, overlapping the caller's compute; send/recv are posted there
+// and progressed between collectives), a watchdog thread that ends the job when a collective or
+// an in-flight send/recv exceeds EMBER_COLLECTIVE_TIMEOUT, and a SIGTERM handler that says
+// which collective a rank was in when the launcher stopped it.
 #pragma once
 
 #include <mpi.h>
@@ -21,9 +22,13 @@ namespace ember::comm::mpi {
 
 class MpiWork final : public Work {
  public:
-  // start: runs on the communication thread; returns a request still to complete
-  // (point-to-point) or MPI_REQUEST_NULL when done. finish: runs there after completion.
-  MpiWork(CollectiveInfo info, std::function<MPI_Request()> start, std::function<void()> finish, int rank);
+  // Runs on the communication thread; returns the requests still to complete (point-to-point),
+  // or none when the work is done.
+  using Start = std::function<std::vector<MPI_Request>()>;
+  // Runs there once every request completed; `code` is the first failed request's MPI error code
+  // (MPI_SUCCESS if none). Raising makes the work fail with that message.
+  using Finish = std::function<void(int code)>;
+  MpiWork(CollectiveInfo info, Start start, Finish finish, int rank);
   void wait(std::chrono::milliseconds timeout) override;
   bool is_completed() const override;
   std::string error() const override;
@@ -34,8 +39,8 @@ class MpiWork final : public Work {
   void complete(const std::string& error);
 
   CollectiveInfo info_;
-  std::function<MPI_Request()> start_;
-  std::function<void()> finish_;
+  Start start_;
+  Finish finish_;
   int rank_;
   mutable std::mutex mutex_;
   std::condition_variable done_cv_;
@@ -67,9 +72,20 @@ class Runtime {
   std::thread comm_thread_, watchdog_thread_;
   std::mutex mutex_;
   std::condition_variable cv_;
+  struct InFlight {
+    std::shared_ptr<MpiWork> work;
+    std::vector<MPI_Request> requests;  // MPI_REQUEST_NULL once completed
+    int code = MPI_SUCCESS;             // the first failure
+  };
+  bool progress(InFlight& entry);  // true once every request completed and the work finished
+  void finish(InFlight& entry);
+
   std::deque<std::shared_ptr<MpiWork>> queue_;
-  std::vector<std::pair<std::shared_ptr<MpiWork>, MPI_Request>> in_flight_;  // comm thread only
-  std::shared_ptr<MpiWork> current_;  // guarded by mutex_; what the watchdog measures
+  std::vector<InFlight> in_flight_;  // point-to-point operations; comm thread only
+  // What the watchdog measures (guarded by mutex_): the collective running on the communication
+  // thread, and every point-to-point operation still in flight.
+  std::shared_ptr<MpiWork> current_;
+  std::vector<std::shared_ptr<MpiWork>> pending_p2p_;
   bool ready_ = false, stopping_ = false;
   std::string init_error_;
 };

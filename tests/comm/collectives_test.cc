@@ -180,6 +180,8 @@ TEST_CASE("send and recv around a ring, both orders, without deadlock, every dty
   const int n = g->size(), me = g->rank();
   if (n < 2) return;
   const int next = (me + 1) % n, previous = (me + n - 1) % n;
+  const uint64_t collectives_before = g->barrier()->info().sequence;
+  uint64_t count = 0;
   for (DType dtype : kAllDTypes) {
     INFO("dtype " << dtype_name(dtype));
     Tensor out = rank_tensor(me, {1000}, dtype);
@@ -190,7 +192,15 @@ TEST_CASE("send and recv around a ring, both orders, without deadlock, every dty
     s->wait();
     r->wait();
     require_values(in, [&](int64_t i) { return value(previous, i, dtype); });
+    // Numbered per peer, tag and direction.
+    ++count;
+    REQUIRE(s->info().describe() == "send #" + std::to_string(count) + " on WORLD, " + dtype_name(dtype) +
+                                        " [1000], to rank " + std::to_string(next) + ", tag 5");
+    REQUIRE(r->info().describe() == "recv #" + std::to_string(count) + " on WORLD, " + dtype_name(dtype) +
+                                        " [1000], from rank " + std::to_string(previous) + ", tag 5");
   }
+  // Point-to-point traffic does not advance the collective numbers.
+  REQUIRE(g->barrier()->info().sequence == collectives_before + 1);
 }
 
 TEST_CASE("a finished Work reports completion and no error", "[comm]") {

@@ -35,3 +35,36 @@ TEST_CASE("mismatched collectives are named on every rank", "[comm][debug]") {
   g->all_reduce(t)->wait();
   REQUIRE(t.sum().item<double>() == 2.0 * g->size());
 }
+
+TEST_CASE("send/recv: a subset's traffic keeps collectives aligned; a mismatched recv is named", "[comm][debug]") {
+  auto g = comm::init();
+  // Only ranks 0 and 1 exchange messages; rank 2 goes straight to the all_reduce.
+  if (g->rank() <= 1) {
+    const int peer = 1 - g->rank();
+    Tensor out = full({3}, g->rank()), in = empty({3});
+    auto s = g->send(out, peer, 2);
+    g->recv(in, peer, 2)->wait();
+    s->wait();
+    REQUIRE(in.sum().item<double>() == 3.0 * peer);
+  }
+  Tensor t = ones({2});
+  g->all_reduce(t)->wait();
+  REQUIRE(t.sum().item<double>() == 2.0 * g->size());
+
+  // Rank 0 sends 5 floats; rank 1 expects 4 int32s, then 6 floats (no truncation: still named).
+  if (g->rank() == 0) {
+    g->send(zeros({5}), 1, 3)->wait();
+    g->send(zeros({5}), 1, 3)->wait();
+  } else if (g->rank() == 1) {
+    REQUIRE_THROWS_WITH(g->recv(empty({4}, TensorOptions(kInt32)), 0, 3)->wait(),
+                        Catch::Contains("send/recv mismatch on WORLD: rank 1 called recv #1 on WORLD, int32 [4], from "
+                                        "rank 0, tag 3 but rank 0 sent send #1 on WORLD, float32 [5], to rank 1, tag 3"));
+    auto larger = g->recv(empty({6}), 0, 3);
+    REQUIRE_THROWS_WITH(larger->wait(), Catch::Contains("recv #2 on WORLD, float32 [6]") &&
+                                            Catch::Contains("sent send #2 on WORLD, float32 [5]"));
+    REQUIRE(larger->is_completed());
+    REQUIRE_THAT(larger->error(), Catch::Contains("send/recv mismatch"));
+  }
+  g->all_reduce(t)->wait();
+  REQUIRE(t.sum().item<double>() == 2.0 * g->size() * g->size());
+}
