@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 
 #include "comm/mpi/mpi_process_group.h"
 #include "comm/mpi/runtime.h"
@@ -16,48 +17,81 @@ namespace {
 std::mutex init_mutex;
 std::shared_ptr<ProcessGroup> world_group;
 
-bool read_int(const char* name, int* out) {
+// The variable's value, or nothing when it is unset or empty; raises when it is not an integer.
+std::optional<int> read_int(const char* name) {
   const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return false;
+  if (value == nullptr || *value == '\0') return std::nullopt;
   char* end = nullptr;
   long v = std::strtol(value, &end, 10);
   EMBER_CHECK(end != value && *end == '\0' && v >= 0 && v < (1 << 24), "comm::init: environment variable ", name,
               " must be a non-negative integer, got '", value, "'");
-  *out = static_cast<int>(v);
-  return true;
+  return static_cast<int>(v);
+}
+
+// `name` (when set) must say the same as the launcher's `source_name`.
+void check_agrees(const char* name, const std::optional<int>& value, const char* source_name, int expected) {
+  EMBER_CHECK(!value || *value == expected, "comm::init: ", name, "=", *value, " contradicts ", source_name, "=",
+              expected);
 }
 
 }  // namespace
 
 LaunchEnvironment read_environment() {
   LaunchEnvironment env;
-  int ompi_rank = 0, ompi_size = 1, ompi_local = 0;
-  bool have_ompi = read_int("OMPI_COMM_WORLD_RANK", &ompi_rank);
-  read_int("OMPI_COMM_WORLD_SIZE", &ompi_size);
-  read_int("OMPI_COMM_WORLD_LOCAL_RANK", &ompi_local);
-  int rank = 0, size = 1, local = 0;
-  bool have_rank = read_int("RANK", &rank);
-  bool have_size = read_int("WORLD_SIZE", &size);
-  bool have_local = read_int("LOCAL_RANK", &local);
-  if (have_ompi) {
-    env.rank = ompi_rank;
-    env.world_size = ompi_size;
-    env.local_rank = ompi_local;
+  const std::optional<int> rank = read_int("RANK"), size = read_int("WORLD_SIZE"), local = read_int("LOCAL_RANK");
+  const char* rank_name = nullptr;  // the launcher's names for rank, size and local rank
+  const char* size_name = nullptr;
+  const char* local_name = nullptr;
+  bool local_known = false;
+  if (auto ompi_rank = read_int("OMPI_COMM_WORLD_RANK")) {
+    std::optional<int> ompi_size = read_int("OMPI_COMM_WORLD_SIZE"), ompi_local = read_int("OMPI_COMM_WORLD_LOCAL_RANK");
+    EMBER_CHECK(ompi_size.has_value(), "comm::init: OMPI_COMM_WORLD_RANK is set but OMPI_COMM_WORLD_SIZE is not");
+    env.rank = *ompi_rank;
+    env.world_size = *ompi_size;
+    env.local_rank = ompi_local.value_or(0);
+    local_known = ompi_local.has_value();
+    rank_name = "OMPI_COMM_WORLD_RANK", size_name = "OMPI_COMM_WORLD_SIZE", local_name = "OMPI_COMM_WORLD_LOCAL_RANK";
+    env.source = "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE";
+  } else if (auto slurm_rank = read_int("SLURM_PROCID")) {
+    std::optional<int> step_tasks = read_int("SLURM_STEP_NUM_TASKS"), tasks = read_int("SLURM_NTASKS");
+    std::optional<int> pmix_rank = read_int("PMIX_RANK"), pmi_rank = read_int("PMI_RANK"), pmi_size = read_int("PMI_SIZE");
+    // A job step (srun) says how many tasks it started; without one, only a PMI rank shows that
+    // this process is one of SLURM_NTASKS launched tasks rather than the batch script itself.
+    if (step_tasks || (tasks && (pmix_rank || pmi_rank))) {
+      env.rank = *slurm_rank;
+      env.world_size = step_tasks ? *step_tasks : *tasks;
+      size_name = step_tasks ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
+      std::optional<int> slurm_local = read_int("SLURM_LOCALID");
+      env.local_rank = slurm_local.value_or(0);
+      local_known = slurm_local.has_value();
+      rank_name = "SLURM_PROCID", local_name = "SLURM_LOCALID";
+      env.source = std::string("SLURM_PROCID/") + size_name;
+      check_agrees("PMIX_RANK", pmix_rank, rank_name, env.rank);
+      check_agrees("PMI_RANK", pmi_rank, rank_name, env.rank);
+      check_agrees("PMI_SIZE", pmi_size, size_name, env.world_size);
+    }
+  }
+  if (rank_name != nullptr) {
     env.launched = true;
-    EMBER_CHECK(!have_rank || rank == ompi_rank, "comm::init: RANK=", rank, " contradicts OMPI_COMM_WORLD_RANK=",
-                ompi_rank);
-    EMBER_CHECK(!have_size || size == ompi_size, "comm::init: WORLD_SIZE=", size,
-                " contradicts OMPI_COMM_WORLD_SIZE=", ompi_size);
-  } else if (have_rank || have_size) {
-    EMBER_CHECK(have_rank && have_size, "comm::init: RANK and WORLD_SIZE must be set together");
-    env.rank = rank;
-    env.world_size = size;
-    env.local_rank = have_local ? local : 0;
+    check_agrees("RANK", rank, rank_name, env.rank);
+    check_agrees("WORLD_SIZE", size, size_name, env.world_size);
+    if (local_known) check_agrees("LOCAL_RANK", local, local_name, env.local_rank);
+    else env.local_rank = local.value_or(env.local_rank);
+  } else if (rank || size) {
+    EMBER_CHECK(rank && size, "comm::init: RANK and WORLD_SIZE must be set together");
+    env.rank = *rank;
+    env.world_size = *size;
+    env.local_rank = local.value_or(0);
     env.launched = true;
+    env.source = "RANK/WORLD_SIZE";
   }
   EMBER_CHECK(env.world_size >= 1 && env.rank < env.world_size, "comm::init: rank ", env.rank,
+              " is outside a world of size ", env.world_size, env.source.empty() ? "" : " (from " + env.source + ")");
+  EMBER_CHECK(env.local_rank < env.world_size, "comm::init: local rank ", env.local_rank,
               " is outside a world of size ", env.world_size);
   if (const char* backend = std::getenv("EMBER_BACKEND"); backend != nullptr && *backend != '\0') env.backend = backend;
+  EMBER_CHECK(env.backend == "mpi" || env.backend == "nccl", "comm::init: EMBER_BACKEND='", env.backend,
+              "' is not a backend; expected 'mpi' (the default) or 'nccl' (CUDA tensors, with the CUDA backend)");
   return env;
 }
 
@@ -66,11 +100,12 @@ std::shared_ptr<ProcessGroup> init() {
   if (world_group) return world_group;
   LaunchEnvironment env = read_environment();
   EMBER_CHECK(env.backend == "mpi", "comm::init: EMBER_BACKEND='", env.backend,
-              "' is not available (this build has: mpi; nccl comes with the CUDA backend)");
+              "' is not available in this build (it has: mpi; nccl comes with the CUDA backend)");
+  // MPI_Init is the rendezvous; the environment only said that (and as which rank) we were launched.
   auto group = mpi::MpiProcessGroup::world();
   EMBER_CHECK(!env.launched || (group->rank() == env.rank && group->size() == env.world_size), "comm::init: MPI says "
-              "rank ", group->rank(), " of ", group->size(), " but the environment says rank ", env.rank, " of ",
-              env.world_size, " (RANK/WORLD_SIZE must match the MPI launcher; run under mpirun)");
+              "rank ", group->rank(), " of ", group->size(), " but ", env.source, " says rank ", env.rank, " of ",
+              env.world_size, " (start the ranks with mpirun, or srun --mpi=pmix / pmi2 with an MPI built for it)");
   world_group = group;
   return world_group;
 }

@@ -1,6 +1,15 @@
-// Rendezvous from the environment. Under mpirun, Open MPI's OMPI_COMM_WORLD_RANK / _SIZE /
-// _LOCAL_RANK name the process; RANK / WORLD_SIZE / LOCAL_RANK are accepted as well and must
-// agree. EMBER_BACKEND picks the backend: "mpi" (default; "nccl" arrives with the CUDA backend).
+// Rendezvous from the environment. The launcher's variables say whether this process was
+// started as one rank of a job, and which; MPI_Init (in init()) is the rendezvous itself and must
+// agree with them. In order of precedence:
+//   1. Open MPI's mpirun: OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK (also inside a Slurm
+//      allocation, where the SLURM_* variables describe mpirun's daemons, not the ranks);
+//   2. a Slurm job step (srun --mpi=pmix or pmi2): SLURM_PROCID, SLURM_STEP_NUM_TASKS (else
+//      SLURM_NTASKS, when PMIX_RANK or PMI_RANK confirms a launched task), SLURM_LOCALID; PMIX_RANK
+//      and PMI_RANK / PMI_SIZE must agree. A batch script's own SLURM_PROCID=0 / SLURM_NTASKS=N,
+//      without a step, is not a launch;
+//   3. RANK / WORLD_SIZE / LOCAL_RANK set by hand.
+// RANK, WORLD_SIZE and LOCAL_RANK, when set next to a launcher's variables, must agree with them.
+// EMBER_BACKEND picks the backend: "mpi" (default; "nccl" arrives with the CUDA backend).
 //
 //   auto world = ember::comm::init();
 //   if (world->rank() == 0) std::cout << "training on " << world->size() << " ranks\n";
@@ -17,11 +26,13 @@ struct LaunchEnvironment {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
-  bool launched = false;  // true when a launcher set the variables
+  bool launched = false;  // true when a launcher (or RANK/WORLD_SIZE) named this process
+  std::string source;     // the variables that did, e.g. "SLURM_PROCID/SLURM_STEP_NUM_TASKS"
   std::string backend = "mpi";
 };
 
-// Parses the variables (raising on malformed or contradictory values).
+// Parses the variables (raising on malformed or contradictory values, and on an EMBER_BACKEND
+// that is not a backend name).
 LaunchEnvironment read_environment();
 // Initialises the backend once and returns the world group (later calls return the same one).
 std::shared_ptr<ProcessGroup> init();
