@@ -1,0 +1,141 @@
+// DDP's state and buffers under mpirun: rank 0's checkpoint of a trained DDP model restores a
+// bare single-process model (same outputs, no "module." keys); broadcast_buffers=false leaves
+// each rank's BatchNorm statistics alone; SyncBatchNorm inside DDP trains like BatchNorm on the
+// whole batch in one process.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+
+#include "comm/init.h"
+#include "core/ember_core.h"
+#include "nn/checkpoint.h"
+#include "nn/optim/sgd.h"
+#include "parallel/ddp.h"
+#include "parallel/sync_batch_norm.h"
+#include "tests/parallel/ddp_helpers.h"
+
+using namespace ember;
+using namespace ember::testing;
+
+namespace {
+
+// Every rank's copy of `t` holds the same values.
+bool same_on_every_rank(comm::ProcessGroup& world, const Tensor& t) {
+  Tensor gathered = empty({world.size() * t.numel()}, TensorOptions(t.dtype()));
+  world.all_gather_into_tensor(gathered, t.contiguous())->wait();
+  Tensor mine = t.contiguous().reshape({-1});
+  for (int r = 0; r < world.size(); ++r)
+    if ((gathered.narrow(0, r * t.numel(), t.numel()) - mine).abs().amax().item<double>() != 0.0) return false;
+  return true;
+}
+
+void train_steps(nn::Module& model, optim::Optimizer& optimizer, const Batch& batch, int steps) {
+  for (int step = 0; step < steps; ++step) {
+    optimizer.zero_grad();
+    loss_of(model, batch).backward();
+    optimizer.step();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("rank 0's checkpoint of a trained DDP model restores a bare model", "[ddp][checkpoint]") {
+  auto world = comm::init();
+  auto ddp = std::make_shared<parallel::DistributedDataParallel>(make_cnn(100 + world->rank()), world);
+  optim::SGD optimizer(ddp->parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  Batch data = make_batch(16, 71);
+  train_steps(*ddp, optimizer, data.shard(world->rank(), world->size()), 3);
+
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(tmp ? tmp : "/tmp") + "/ddp_checkpoint.safetensors";
+  if (world->rank() == 0) {
+    nn::TrainingState state;
+    state.step = 3;
+    nn::save_checkpoint(path, *ddp, &optimizer, nullptr, state);
+  }
+  world->barrier()->wait();
+
+  // The file's model keys are the bare module's, under the checkpoint's "model." section.
+  SafetensorsFile file = load_safetensors(path);
+  size_t model_keys = 0;
+  for (auto& [name, t] : file.tensors) {
+    INFO(name);
+    REQUIRE(name.find("module.") == std::string::npos);
+    if (name.rfind("model.", 0) == 0) ++model_keys;
+  }
+  REQUIRE(model_keys == ddp->state_dict().size());
+  REQUIRE(file.find("model.conv1.weight") != nullptr);
+  REQUIRE(file.find("model.bn1.running_mean") != nullptr);
+
+  // Rank 0's DDP model (the others' batch-norm statistics followed their own last shard) is what
+  // every rank's bare copy must reproduce.
+  Batch probe = make_batch(6, 72);
+  ddp->eval();
+  Tensor expected;
+  {
+    NoGradGuard no_grad;
+    expected = ddp->forward(probe.x);
+  }
+  world->broadcast(expected, 0)->wait();
+  // Weights only (evaluation), and a full resume with the optimizer.
+  auto bare = make_cnn(5);
+  nn::load_model_weights(path, *bare);
+  auto resumed = make_cnn(6);
+  optim::SGD resumed_optimizer(resumed->parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  nn::TrainingState state = nn::load_checkpoint(path, *resumed, &resumed_optimizer, nullptr);
+  REQUIRE(state.step == 3);
+  for (auto* model : {bare.get(), resumed.get()}) {
+    model->eval();
+    NoGradGuard no_grad;
+    REQUIRE((model->forward(probe.x) - expected).abs().amax().item<double>() == 0.0);
+  }
+  // The resumed optimizer continues exactly where the DDP run's did (momentum included).
+  ddp->train();
+  resumed->train();
+  Batch next = make_batch(16, 73);
+  train_steps(*ddp, optimizer, next.shard(world->rank(), world->size()), 1);
+  resumed_optimizer.zero_grad();
+  for (int r = 0; r < world->size(); ++r) (loss_of(*resumed, next.shard(r, world->size())) * (1.0 / world->size())).backward();
+  resumed_optimizer.step();
+  require_same_parameters(*ddp, *resumed, 1e-5);
+}
+
+TEST_CASE("broadcast_buffers=false leaves each rank's batch-norm statistics its own", "[ddp][buffers]") {
+  auto world = comm::init();
+  if (world->size() < 2) return;
+  parallel::DDPOptions options;
+  options.broadcast_buffers = false;
+  auto model = make_cnn(8);
+  auto ddp = std::make_shared<parallel::DistributedDataParallel>(model, world, options);
+  Tensor running_mean = *model->find_child("bn1")->find_buffer("running_mean");
+  REQUIRE(same_on_every_rank(*world, running_mean));  // construction still broadcasts
+  Batch data = make_batch(8, 81);
+  for (int step = 0; step < 2; ++step) sgd_step(*ddp, data.shard(world->rank(), world->size()), 0.1);
+  // Each rank's statistics follow its own shard; the parameters still agree.
+  REQUIRE_FALSE(same_on_every_rank(*world, running_mean));
+  for (const Tensor& p : ddp->parameters()) REQUIRE(same_on_every_rank(*world, p));
+  // With the default, the next forward brings rank 0's statistics back.
+  auto synced = std::make_shared<parallel::DistributedDataParallel>(make_cnn(8), world);
+  Tensor synced_mean = *synced->module()->find_child("bn1")->find_buffer("running_mean");
+  for (int step = 0; step < 2; ++step) sgd_step(*synced, data.shard(world->rank(), world->size()), 0.1);
+  synced->pre_forward();
+  REQUIRE(same_on_every_rank(*world, synced_mean));
+}
+
+TEST_CASE("SyncBatchNorm inside DDP trains like batch norm on the whole batch", "[ddp][sync_bn]") {
+  auto world = comm::init();
+  auto sync = make_cnn(9);
+  REQUIRE(parallel::convert_sync_batchnorm(*sync, world) == 1);
+  auto ddp = std::make_shared<parallel::DistributedDataParallel>(sync, world);
+  auto expected = make_cnn(9);
+  Batch data = make_batch(8, 91);
+  for (int step = 0; step < 3; ++step) {
+    INFO("step " << step);
+    sgd_step(*ddp, data.shard(world->rank(), world->size()), 0.1);
+    sgd_step(*expected, data, 0.1);
+    require_same_parameters(*ddp, *expected, 1e-4);
+  }
+  auto got = ddp->named_buffers(), want = expected->named_buffers();
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) require_close(got[i].second, want[i].second, 1e-4, got[i].first);
+}
