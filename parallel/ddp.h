@@ -39,6 +39,11 @@ class DistributedDataParallel : public nn::Module {
   // For modules with other forward signatures: run the forward yourself between these two.
   void pre_forward();
   void post_forward(const std::vector<Tensor>& outputs);
+  // Broadcasts rank 0's buffers, as every training forward does first (nothing with
+  // broadcast_buffers=false). After the last training step the other ranks' batch-norm statistics
+  // follow their own last batch; call this on every rank before evaluating on every rank, so that
+  // all evaluate rank 0's (the checkpointed) model.
+  void sync_buffers();
 
   const std::shared_ptr<nn::Module>& module() const { return module_; }
   const std::shared_ptr<comm::ProcessGroup>& process_group() const { return group_; }
@@ -74,7 +79,6 @@ class DistributedDataParallel : public nn::Module {
   void verify_same_parameters();
   void broadcast_from(const std::vector<Tensor>& tensors, int root);
   void broadcast_state_from(int root);  // parameters and buffers
-  void sync_buffers();
   // Join: the per-forward count of ranks still training (0 once all have joined).
   int64_t count_active(bool active);
 

@@ -77,6 +77,11 @@ TEST_CASE("rank 0's checkpoint of a trained DDP model restores a bare model", "[
     expected = ddp->forward(probe.x);
   }
   world->broadcast(expected, 0)->wait();
+  ddp->sync_buffers();  // now every rank's DDP model is rank 0's
+  {
+    NoGradGuard no_grad;
+    REQUIRE((ddp->forward(probe.x) - expected).abs().amax().item<double>() == 0.0);
+  }
   // Weights only (evaluation), and a full resume with the optimizer.
   auto bare = make_cnn(5);
   nn::load_model_weights(path, *bare);
