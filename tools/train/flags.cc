@@ -1,6 +1,8 @@
 // Flag parsing and validation: every error names the flag, what it accepts and what it got.
 #include "tools/train/flags.h"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -44,8 +46,10 @@ void Flags::assign(const std::string& name, Flag& flag, const std::string& value
       break;
     case Kind::Int: {
       char* end = nullptr;
+      errno = 0;
       long long v = std::strtoll(value.c_str(), &end, 10);
       if (value.empty() || *end != '\0') throw FlagError("--" + name + ": expected an integer, got '" + value + "'");
+      if (errno == ERANGE) throw FlagError("--" + name + ": " + value + " is out of the 64-bit integer range");
       if (v < static_cast<long long>(flag.min))
         throw FlagError("--" + name + ": expected at least " + std::to_string(static_cast<long long>(flag.min)) +
                         ", got " + value);
@@ -54,7 +58,8 @@ void Flags::assign(const std::string& name, Flag& flag, const std::string& value
     case Kind::Double: {
       char* end = nullptr;
       double v = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0') throw FlagError("--" + name + ": expected a number, got '" + value + "'");
+      if (value.empty() || *end != '\0' || !std::isfinite(v))
+        throw FlagError("--" + name + ": expected a finite number, got '" + value + "'");
       if (v < flag.min) {
         std::ostringstream m;
         m << "--" << name << ": expected at least " << flag.min << ", got " << value;
