@@ -87,6 +87,8 @@ std::unique_ptr<optim::LRScheduler> make_schedule(const TrainConfig& c, optim::O
                                                   int64_t total_steps) {
   total_steps = std::max<int64_t>(total_steps, 2);
   if (c.schedule == "onecycle") {
+    // With pct_start 0.25 the warm-up phase ends at step 0.25 * total - 1, which must be past 0.
+    total_steps = std::max<int64_t>(total_steps, 5);
     optim::OneCycleLROptions options;
     options.pct_start(0.25).div_factor(10.0).final_div_factor(100.0).cycle_momentum(c.optimizer == "sgd");
     return std::make_unique<optim::OneCycleLR>(optimizer, c.lr, total_steps, options);
