@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -79,7 +80,11 @@ EventWriter::EventWriter(const std::string& directory) {
   long seconds = static_cast<long>(std::chrono::duration_cast<std::chrono::seconds>(
                                        std::chrono::system_clock::now().time_since_epoch())
                                        .count());
-  path_ = directory + "/events.out.tfevents." + std::to_string(seconds) + "." + host;
+  // The pid and a per-process count keep a second writer in the same second (a resumed run, or a
+  // test) from truncating the first one's file, as TensorFlow's own names do.
+  static std::atomic<int> writers{0};
+  path_ = directory + "/events.out.tfevents." + std::to_string(seconds) + "." + host + "." +
+          std::to_string(::getpid()) + "." + std::to_string(writers++);
   file_ = std::fopen(path_.c_str(), "wb");
   EMBER_CHECK(file_ != nullptr, "EventWriter: cannot create '", path_, "': ", std::strerror(errno));
   std::string event = event_header(0);

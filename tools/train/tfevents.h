@@ -15,7 +15,7 @@ uint32_t masked_crc32c(const void* data, size_t size);
 
 class EventWriter {
  public:
-  // Creates <directory>/events.out.tfevents.<seconds>.<host> and writes the version record.
+  // Creates <directory>/events.out.tfevents.<seconds>.<host>.<pid>.<n> and writes the version record.
   explicit EventWriter(const std::string& directory);
   ~EventWriter();
   EventWriter(const EventWriter&) = delete;
