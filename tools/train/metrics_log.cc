@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -34,7 +35,8 @@ void MetricsLog::write(const std::string& kind, int64_t step, const std::map<std
   line.set("time", json::Value::number(std::chrono::duration<double>(
                                            std::chrono::system_clock::now().time_since_epoch()).count()));
   for (const auto& [name, value] : values) {
-    line.set(name, json::Value::number(value));
+    // JSON has no NaN or infinity (a diverged loss): those are written as null.
+    line.set(name, std::isfinite(value) ? json::Value::number(value) : json::Value::null());
     events_->add_scalar(kind + "/" + name, static_cast<float>(value), step);
   }
   std::fprintf(jsonl_, "%s\n", line.dump().c_str());
