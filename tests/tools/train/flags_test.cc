@@ -1,0 +1,163 @@
+// The train tool's command line (tools/train/flags.h, config.h): every flag of --help is accepted
+// in both spellings and lands in TrainConfig; every bad flag, value or combination raises a
+// FlagError naming the flag and what it accepts (main() prints it and exits with status 2).
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "tools/train/config.h"
+
+using namespace ember::train;
+
+namespace {
+
+// Parses `args` (without the program name) into a TrainConfig.
+TrainConfig parse(std::vector<std::string> args) {
+  Flags flags = make_flags();
+  std::vector<const char*> argv{"train"};
+  for (const auto& a : args) argv.push_back(a.c_str());
+  bool run = flags.parse(static_cast<int>(argv.size()), argv.data());  // outside REQUIRE: it may throw
+  REQUIRE(run);
+  return config_from(flags);
+}
+
+std::string flag_error(std::vector<std::string> args) {
+  try {
+    parse(std::move(args));
+  } catch (const FlagError& e) {
+    return e.what();
+  }
+  return "(no FlagError)";
+}
+
+}  // namespace
+
+TEST_CASE("--help documents every flag of the issue, with choices and defaults", "[train][flags]") {
+  Flags flags = make_flags();
+  const char* argv[] = {"train", "--lr", "0.5", "--help"};
+  CHECK_FALSE(flags.parse(4, argv));
+  std::string help = flags.help_text();
+  for (const char* name : {"model", "data", "data-dir", "epochs", "batch-size", "lr", "momentum", "weight-decay",
+                           "optimizer", "schedule", "label-smoothing", "workers", "seed", "device", "threads",
+                           "checkpoint-dir", "resume", "log-dir", "max-steps", "eval-only", "keep-checkpoints",
+                           "log-every", "progress", "augment", "cutout", "flip-tta", "synthetic-size"}) {
+    INFO(name);
+    CHECK_THAT(help, Catch::Contains("\n  --" + std::string(name) + " ") ||
+                         Catch::Contains("\n  --" + std::string(name) + "\n"));
+  }
+  CHECK_THAT(help, Catch::Contains("--data {fashion-mnist,cifar10,cifar100,synthetic}"));
+  CHECK_THAT(help, Catch::Contains("--optimizer {sgd,adamw}"));
+  CHECK_THAT(help, Catch::Contains("--schedule {cosine,onecycle,step}"));
+  CHECK_THAT(help, Catch::Contains("resnet20, resnet20-b,"));
+  CHECK_THAT(help, Catch::Contains("(default: 128)"));
+  const char* short_help[] = {"train", "-h"};
+  CHECK_FALSE(make_flags().parse(2, short_help));
+}
+
+TEST_CASE("Defaults without flags", "[train][flags]") {
+  TrainConfig c = parse({});
+  CHECK(c.model == "resnet20");
+  CHECK(c.data == "fashion-mnist");
+  CHECK(c.epochs == 5);
+  CHECK(c.batch_size == 128);
+  CHECK(c.lr == 0.1);
+  CHECK(c.optimizer == "sgd");
+  CHECK(c.schedule == "onecycle");
+  CHECK(c.max_steps == 0);
+  CHECK_FALSE(c.eval_only);
+  CHECK(c.augment);
+  CHECK(c.keep_checkpoints == 2);
+  CHECK(c.progress == "auto");
+}
+
+TEST_CASE("Every flag is accepted as --name value and --name=value", "[train][flags]") {
+  std::vector<std::pair<std::string, std::string>> values = {
+      {"model", "lenet"},       {"data", "cifar100"},       {"data-dir", "/tmp/cifar"},  {"epochs", "3"},
+      {"batch-size", "64"},     {"lr", "0.05"},             {"momentum", "0.8"},         {"weight-decay", "1e-4"},
+      {"optimizer", "adamw"},   {"schedule", "cosine"},     {"label-smoothing", "0.1"}, {"workers", "0"},
+      {"seed", "42"},           {"device", "cpu"},          {"threads", "1"},            {"checkpoint-dir", "ck"},
+      {"keep-checkpoints", "3"}, {"resume", "latest"},      {"log-dir", "logs"},         {"log-every", "7"},
+      {"max-steps", "4"},       {"progress", "lines"},      {"augment", "off"},         {"cutout", "8"},             {"synthetic-size", "256"},
+  };
+  for (bool with_equals : {false, true}) {
+    std::vector<std::string> args;
+    for (const auto& [name, value] : values) {
+      if (with_equals) {
+        args.push_back("--" + name + "=" + value);
+      } else {
+        args.push_back("--" + name);
+        args.push_back(value);
+      }
+    }
+    args.push_back("--eval-only");
+    args.push_back(with_equals ? "--flip-tta=true" : "--flip-tta");
+    TrainConfig c = parse(args);
+    CHECK(c.model == "lenet");
+    CHECK(c.data == "cifar100");
+    CHECK(c.data_dir == "/tmp/cifar");
+    CHECK(c.epochs == 3);
+    CHECK(c.batch_size == 64);
+    CHECK(c.lr == 0.05);
+    CHECK(c.momentum == 0.8);
+    CHECK(c.weight_decay == 1e-4);
+    CHECK(c.optimizer == "adamw");
+    CHECK(c.schedule == "cosine");
+    CHECK(c.label_smoothing == 0.1);
+    CHECK(c.workers == 0);
+    CHECK(c.seed == 42);
+    CHECK(c.device == "cpu");
+    CHECK(c.threads == 1);
+    CHECK(c.checkpoint_dir == "ck");
+    CHECK(c.keep_checkpoints == 3);
+    CHECK(c.resume == "latest");
+    CHECK(c.log_dir == "logs");
+    CHECK(c.log_every == 7);
+    CHECK(c.max_steps == 4);
+    CHECK(c.progress == "lines");
+    CHECK(c.eval_only);
+    CHECK_FALSE(c.augment);
+    CHECK(c.cutout == 8);
+    CHECK(c.flip_tta);
+    CHECK(c.synthetic_size == 256);
+  }
+  CHECK_FALSE(parse({"--flip-tta=false"}).flip_tta);
+  CHECK(parse({"--model", "resnet18-imagenet"}).model == "resnet18-imagenet");
+  CHECK(parse({"--device", "cuda:1"}).device == "cuda:1");  // parsed here; run_training checks the build
+}
+
+TEST_CASE("Bad flags and values name the flag, what it accepts and what it got", "[train][flags][errors]") {
+  CHECK(flag_error({"--bogus"}) == "unknown flag --bogus (see --help)");
+  CHECK(flag_error({"--bogus=1"}) == "unknown flag --bogus (see --help)");
+  CHECK(flag_error({"lenet"}) == "unexpected argument 'lenet' (flags start with --; see --help)");
+  CHECK(flag_error({"--epochs"}) == "--epochs: missing value");
+  CHECK(flag_error({"--epochs", "two"}) == "--epochs: expected an integer, got 'two'");
+  CHECK(flag_error({"--epochs="}) == "--epochs: expected an integer, got ''");
+  CHECK(flag_error({"--epochs", "1e3"}) == "--epochs: expected an integer, got '1e3'");
+  CHECK(flag_error({"--epochs", "0"}) == "--epochs: expected at least 1, got 0");
+  CHECK(flag_error({"--epochs", "99999999999999999999"}) ==
+        "--epochs: 99999999999999999999 is out of the 64-bit integer range");
+  CHECK(flag_error({"--batch-size", "-4"}) == "--batch-size: expected at least 1, got -4");
+  CHECK(flag_error({"--workers", "-1"}) == "--workers: expected at least 0, got -1");
+  CHECK(flag_error({"--max-steps", "1.5"}) == "--max-steps: expected an integer, got '1.5'");
+  CHECK(flag_error({"--lr", "fast"}) == "--lr: expected a finite number, got 'fast'");
+  CHECK(flag_error({"--lr", "nan"}) == "--lr: expected a finite number, got 'nan'");
+  CHECK(flag_error({"--lr", "inf"}) == "--lr: expected a finite number, got 'inf'");
+  CHECK(flag_error({"--lr", "1e999"}) == "--lr: expected a finite number, got '1e999'");
+  CHECK(flag_error({"--lr=-0.1"}) == "--lr: expected at least 0, got -0.1");
+  CHECK(flag_error({"--data", "imagenet"}) ==
+        "--data: expected one of {fashion-mnist, cifar10, cifar100, synthetic}, got 'imagenet'");
+  CHECK(flag_error({"--optimizer", "adam"}) == "--optimizer: expected one of {sgd, adamw}, got 'adam'");
+  CHECK(flag_error({"--schedule", "linear"}) == "--schedule: expected one of {cosine, onecycle, step}, got 'linear'");
+  CHECK(flag_error({"--progress", "tty"}) == "--progress: expected one of {auto, bar, lines}, got 'tty'");
+  CHECK(flag_error({"--augment", "yes"}) == "--augment: expected one of {on, off}, got 'yes'");
+  CHECK(flag_error({"--eval-only=yes"}) == "--eval-only: is a switch (give it alone, or =true/=false), got 'yes'");
+  CHECK_THAT(flag_error({"--model", "resnet19"}), Catch::Contains("--model: unknown model 'resnet19'"));
+  CHECK_THAT(flag_error({"--device", "gpu"}), Catch::StartsWith("--device: ") && Catch::Contains("\"gpu\""));
+  // Values that contradict each other.
+  CHECK(flag_error({"--data", "cifar10"}) == "--data cifar10 needs --data-dir (the folder with the binary batch files)");
+  CHECK(flag_error({"--eval-only"}) == "--eval-only needs --resume (the weights to evaluate)");
+  CHECK(flag_error({"--resume", "latest"}) == "--resume latest needs --checkpoint-dir");
+  CHECK_THAT(flag_error({"--momentum", "1"}), Catch::StartsWith("--momentum: expected a value below 1"));
+  CHECK(flag_error({"--label-smoothing", "1.5"}) == "--label-smoothing: expected a value in [0, 1]");
+}

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The train binary end to end, in seconds: --help and exit status 2 for bad input; a smoke run on
+# synthetic data with checkpoints and logs; --resume latest continuing from the saved step;
+# --eval-only on the checkpoint giving the run's final accuracy; keep-last-K plus best; Ctrl-C
+# saving a checkpoint that --resume latest picks up.
+set -uo pipefail
+train="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+work="${TEST_TMPDIR:-$(mktemp -d)}/train_smoke"
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+fail() { echo "FAIL: $*"; exit 1; }
+# LeNet on 3x32x32 synthetic images: 256 examples in 8 steps of 32 per epoch, 51 test examples.
+tiny=(--model lenet --data synthetic --synthetic-size 256 --batch-size 32 --threads 1 --workers 0)
+
+# --help: exit 0, every flag of the issue documented.
+"$train" --help > help.txt || fail "--help exited $?"
+for flag in model data data-dir epochs batch-size lr momentum weight-decay optimizer schedule label-smoothing \
+            workers seed device threads checkpoint-dir resume log-dir max-steps eval-only; do
+  grep -q -- "^  --$flag[ {]\|^  --$flag\$" help.txt || fail "--help does not document --$flag"
+done
+
+# Bad flags and values: a message on stderr naming the flag, exit status 2, nothing trained.
+expect_usage_error() {
+  local want="$1"; shift
+  "$train" "$@" > out.txt 2> err.txt
+  local status=$?
+  [ $status -eq 2 ] || fail "'$*' exited $status, expected 2"
+  grep -qF -- "$want" err.txt || fail "'$*': stderr lacks '$want': $(cat err.txt)"
+  [ ! -s out.txt ] || fail "'$*' printed to stdout: $(cat out.txt)"
+}
+expect_usage_error "train: unknown flag --bogus (see --help)" --bogus
+expect_usage_error "train: --epochs: expected an integer, got 'two'" --epochs two
+expect_usage_error "train: --lr: expected a finite number, got 'nan'" --lr nan
+expect_usage_error "train: --data: expected one of {fashion-mnist, cifar10, cifar100, synthetic}, got 'mnist'" --data mnist
+expect_usage_error "train: --model: unknown model 'resnet19'" --model resnet19
+expect_usage_error "train: --device: " --device gpu
+expect_usage_error "train: --eval-only needs --resume" --eval-only
+expect_usage_error "train: --batch-size: missing value" --batch-size
+
+# A smoke run: stops after 4 of 16 steps, saves a checkpoint, logs every step.
+"$train" "${tiny[@]}" --epochs 2 --max-steps 4 --log-every 1 --checkpoint-dir ck --log-dir logs > run1.txt 2>&1 \
+  || { cat run1.txt; fail "smoke run exited $?"; }
+cat run1.txt
+grep -q "^train: test_accuracy=.* epochs=1 steps=4 processes=1$" run1.txt || fail "smoke run summary"
+[ "$(grep -c '^epoch 1/2 step [1-4]/8 loss' run1.txt)" -eq 4 ] || fail "expected 4 progress lines (not a terminal)"
+[ -f ck/epoch-1.safetensors ] && [ -f ck/best.safetensors ] || fail "checkpoints missing: $(ls ck)"
+ls logs/events.out.tfevents.* > /dev/null || fail "no TensorBoard event file"
+[ "$(grep -c '"kind":"step"' logs/metrics.jsonl)" -eq 4 ] || fail "expected 4 step records"
+[ "$(grep -c '"kind":"epoch"' logs/metrics.jsonl)" -eq 1 ] || fail "expected 1 epoch record"
+
+# --resume latest continues at step 4 and stops at the new --max-steps, appending to the logs.
+"$train" "${tiny[@]}" --epochs 2 --max-steps 10 --log-every 1 --checkpoint-dir ck --log-dir logs --resume latest \
+  > run2.txt 2>&1 || { cat run2.txt; fail "resumed run exited $?"; }
+cat run2.txt
+grep -q "^resumed from ck/epoch-1.safetensors (epoch 0, step 4)$" run2.txt || fail "resume message"
+grep -q "^epoch 1/2 step 5/8 loss" run2.txt || fail "the resumed run did not start at step 5 of epoch 1"
+grep -q "^train: .* epochs=2 steps=10 processes=1$" run2.txt || fail "resumed run summary"
+[ "$(grep -c '"kind":"step"' logs/metrics.jsonl)" -eq 10 ] || fail "expected 10 step records after the resume"
+grep -q '"kind":"step","step":5,' logs/metrics.jsonl || fail "no step-5 record"
+[ -f ck/epoch-2.safetensors ] || fail "no epoch-2 checkpoint"
+[ "$(ls logs/events.out.tfevents.* | wc -l)" -eq 2 ] || fail "expected one event file per run"
+
+# Resuming at --max-steps trains nothing.
+"$train" "${tiny[@]}" --epochs 2 --max-steps 10 --checkpoint-dir ck --resume latest > run3.txt 2>&1 \
+  || { cat run3.txt; fail "idle resume exited $?"; }
+grep -q "^nothing to train: the checkpoint is at step 10, --max-steps is 10$" run3.txt || fail "idle resume message"
+
+# --eval-only evaluates the saved weights: the resumed run's final test accuracy and loss.
+"$train" "${tiny[@]}" --checkpoint-dir ck --resume ck/epoch-2.safetensors --eval-only > eval.txt 2>&1 \
+  || { cat eval.txt; fail "--eval-only exited $?"; }
+cat eval.txt
+grep -q "^loaded weights from ck/epoch-2.safetensors$" eval.txt || fail "eval-only load message"
+grep -q "^eval: 51 examples, loss" eval.txt || fail "eval-only did not evaluate the 51 test examples"
+final="$(grep -o 'test_accuracy=[0-9.]* test_loss=[0-9.]*' run2.txt)"
+grep -q "^train: $final .* epochs=0 steps=0" eval.txt || fail "eval-only gave other numbers than the run ($final)"
+
+# Three whole epochs with --keep-checkpoints 1: the last epoch and best remain.
+"$train" "${tiny[@]}" --synthetic-size 64 --epochs 3 --keep-checkpoints 1 --checkpoint-dir keep > keep.txt 2>&1 \
+  || { cat keep.txt; fail "keep run exited $?"; }
+[ "$(cd keep && ls | tr '\n' ' ')" = "best.safetensors epoch-3.safetensors " ] || fail "kept: $(ls keep)"
+
+# One epoch of 4 steps: the shortest one-cycle schedule that still has a warm-up phase (5 steps).
+"$train" "${tiny[@]}" --synthetic-size 128 --epochs 1 > short.txt 2>&1 || { cat short.txt; fail "4-step run exited $?"; }
+grep -q "^train: .* epochs=1 steps=4 processes=1$" short.txt || fail "4-step run summary: $(cat short.txt)"
+
+# Ctrl-C: a checkpoint at the current step, exit status 130, and --resume latest picks it up.
+# (A long run of small epochs: 64 steps each, 409 test examples.)
+"$train" "${tiny[@]}" --synthetic-size 2048 --epochs 1000 --log-every 1 --checkpoint-dir ck > int.txt 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -q "step 2/" int.txt && break; sleep 0.1; done
+grep -q "step 2/" int.txt || { kill $pid; fail "the run did not start"; }
+kill -INT $pid
+wait $pid
+status=$?
+cat int.txt
+[ $status -eq 130 ] || fail "interrupted run exited $status, expected 130"
+step="$(sed -n 's/^interrupted at step \([0-9]*\); checkpoint saved.*/\1/p' int.txt)"
+[ -n "$step" ] && [ -f ck/interrupted.safetensors ] || fail "no checkpoint after Ctrl-C"
+grep -q "^train: .* interrupted=1$" int.txt || fail "summary does not say interrupted"
+"$train" "${tiny[@]}" --synthetic-size 2048 --epochs 1000 --max-steps $((step + 1)) --checkpoint-dir ck \
+  --resume latest > after.txt 2>&1 || { cat after.txt; fail "resume after Ctrl-C exited $?"; }
+grep -q "^resumed from ck/interrupted.safetensors (epoch 0, step $step)$" after.txt || fail "$(cat after.txt)"
+grep -q "^train: .* steps=$((step + 1)) processes=1$" after.txt || fail "resume after Ctrl-C summary"
+echo "PASS"
