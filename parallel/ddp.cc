@@ -21,10 +21,6 @@ std::vector<std::pair<std::string, Tensor>> trainable(const nn::Module& module) 
   return out;
 }
 
-std::string describe(const std::string& name, const Tensor& t) {
-  return "'" + name + "' " + shape_str(t.sizes()) + " " + dtype_name(t.dtype());
-}
-
 }  // namespace
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module,
