@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The train binary end to end, in seconds: --help and exit status 2 for bad input; a smoke run on
-# synthetic data with checkpoints and logs; --resume latest continuing from the saved step;
-# --eval-only on the checkpoint giving the run's final accuracy; keep-last-K plus best; Ctrl-C
-# saving a checkpoint that --resume latest picks up.
+# synthetic data with checkpoints and logs; --resume latest continuing from the saved step, ending
+# byte-identical to an uninterrupted run; --eval-only on the checkpoint giving the run's final
+# accuracy; keep-last-K plus best; Ctrl-C saving a checkpoint that --resume latest picks up.
 set -uo pipefail
 train="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 work="${TEST_TMPDIR:-$(mktemp -d)}/train_smoke"
@@ -58,6 +58,12 @@ grep -q "^train: .* epochs=2 steps=10 processes=1$" run2.txt || fail "resumed ru
 grep -q '"kind":"step","step":5,' logs/metrics.jsonl || fail "no step-5 record"
 [ -f ck/epoch-2.safetensors ] || fail "no epoch-2 checkpoint"
 [ "$(ls logs/events.out.tfevents.* | wc -l)" -eq 2 ] || fail "expected one event file per run"
+
+# Resuming continues exactly: the same 10 steps run straight through (with 2 loader workers, which
+# must not matter either) leave a byte-identical checkpoint.
+"$train" "${tiny[@]}" --epochs 2 --max-steps 10 --workers 2 --checkpoint-dir straight > straight.txt 2>&1 \
+  || { cat straight.txt; fail "straight run exited $?"; }
+cmp straight/epoch-2.safetensors ck/epoch-2.safetensors || fail "the resumed run's checkpoint differs from a straight run's"
 
 # Resuming at --max-steps trains nothing.
 "$train" "${tiny[@]}" --epochs 2 --max-steps 10 --checkpoint-dir ck --resume latest > run3.txt 2>&1 \
