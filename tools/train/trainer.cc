@@ -271,6 +271,9 @@ TrainResult run_training(const TrainConfig& config) {
     double train_time = seconds_since(epoch_start);
     // Mirror-image evaluation doubles the cost, so it runs only for the result the run reports.
     const bool final_evaluation = stop || epoch + 1 == config.epochs;
+    // Every rank evaluates with rank 0's batch-norm statistics, the ones its checkpoint holds
+    // (in evaluation mode DDP's forward does not broadcast them).
+    if (auto* ddp = dynamic_cast<parallel::DistributedDataParallel*>(trained.get())) ddp->sync_buffers();
     Evaluation test = evaluate(*trained, test_loader, final_evaluation ? flipped_loader.get() : nullptr, world);
     Tensor train_sums = tensor(std::vector<double>{loss_sum, correct, seen});
     if (world) world->all_reduce(train_sums)->wait();
