@@ -248,6 +248,26 @@ TEST_CASE("conv2d kernels: channels-last, mixed and non-contiguous layouts", "[c
   check(resnet_stem);
 }
 
+// 3x3 stride-1 convolutions with >= 32 channels take oneDNN's Winograd kernels (blocked layout,
+// reordered in and out), whose rounding differs from a direct sum's.
+TEST_CASE("conv2d kernels: the Winograd path (3x3, stride 1, 32+ channels)", "[conv]") {
+  manual_seed(6);
+  for (int64_t pad : {0, 1}) {
+    for (Layout layout : {Layout::ChannelsLast, Layout::Contiguous, Layout::BatchSlice}) {
+      Case c = make_case(3, 32, 7, 9, 40, 3);
+      c.pad_h = c.pad_w = pad;
+      c.bias = pad == 1;
+      c.input = layout;
+      c.grad_output = pad == 1 ? Layout::ChannelsLast : layout;
+      check(c);
+    }
+  }
+  Case odd_channels = make_case(2, 35, 6, 5, 33, 3);
+  odd_channels.pad_h = odd_channels.pad_w = 1;
+  odd_channels.input = Layout::ChannelsLast;
+  check(odd_channels);
+}
+
 TEST_CASE("conv2d kernels: float64 and bfloat16", "[conv]") {
   manual_seed(5);
   Case c = make_case(2, 8, 6, 7, 16, 3);

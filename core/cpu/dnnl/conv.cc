@@ -1,8 +1,11 @@
 // conv2d forward, backward-data and backward-weight on oneDNN primitives, cached per problem.
-// Activations always meet oneDNN as NHWC (Ember's channels-last), which keeps user memory
-// zero-copy and lets the JIT/brgemm kernels run; outputs are returned channels-last. Weights
-// stay Ember's plain [O, C/G, KH, KW] and are reordered per call into the primitive's blocked
-// format (they are small). Anything oneDNN rejects falls back to ember::cpu::reference.
+// Activations are Ember's channels-last (NHWC) tensors; outputs are returned channels-last. Most
+// convolutions run oneDNN's direct kernels on NHWC memory in place. 3x3 stride-1 convolutions
+// with 32 or more channels run its Winograd F(4x4, 3x3) kernels instead, which need oneDNN's
+// blocked layout: the activations are reordered into scratch and back, which costs far less than
+// the 2-2.5x the kernels gain (tools/bench/conv measures both). Weights stay Ember's plain
+// [O, C/G, KH, KW] and are reordered per call (they are small). Anything oneDNN rejects falls back
+// to ember::cpu::reference.
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,11 +42,19 @@ Geometry geometry(const Shape& input, const Shape& weight, const ConvParams& p) 
   return g;
 }
 
+// One activation operand: the primitive's layout, and the reorder between it and Ember's NHWC
+// tensor when they differ (user -> primitive for inputs, primitive -> user for outputs).
+struct Activation {
+  memory::desc desc;
+  std::optional<dnnl::reorder> reorder;
+};
+
 // A ready-to-run primitive plus the descriptors its arguments must match. `activation_a` and
-// `activation_b` are the two NHWC operands: (src, dst), (diff_src, diff_dst) or (src, diff_dst).
+// `activation_b` are the two activation operands: (src, dst), (diff_src, diff_dst) or
+// (src, diff_dst).
 struct ConvPrimitive {
   dnnl::primitive conv;
-  memory::desc activation_a, activation_b;
+  Activation activation_a, activation_b;
   memory::desc weights;       // as the primitive reads (or, backward-weight, writes) them
   memory::desc user_weights;  // Ember's contiguous weight tensor
   std::optional<dnnl::reorder> weights_reorder;  // user->primitive, or primitive->user for grads
@@ -52,13 +63,34 @@ struct ConvPrimitive {
 
 bool is_reference_impl(const char* impl) { return std::string(impl).rfind("ref", 0) == 0; }
 
+// Winograd pays where the direct kernels are slowest relative to it: 3x3, stride 1, no dilation or
+// groups, both channel counts >= 32 (at 16 channels the direct kernel wins).
+bool wants_winograd(const Geometry& g, const ConvParams& p, memory::data_type type) {
+  return type == memory::data_type::f32 && g.kh == 3 && g.kw == 3 && p.stride_h == 1 && p.stride_w == 1 &&
+         p.dilation_h == 1 && p.dilation_w == 1 && p.groups == 1 && g.c >= 32 && g.o >= 32;
+}
+
+// The operand as the primitive wants it; `user` is Ember's NHWC layout, `input` the direction.
+Activation activation(const memory::desc& wanted, const memory::desc& user, bool input) {
+  Activation a{wanted, std::nullopt};
+  if (wanted != user) {
+    const dnnl::engine& engine = onednn::engine();
+    a.reorder = input ? dnnl::reorder(dnnl::reorder::primitive_desc(engine, user, engine, wanted))
+                      : dnnl::reorder(dnnl::reorder::primitive_desc(engine, wanted, engine, user));
+  }
+  return a;
+}
+
 // Builds the primitive for one problem; nullptr when oneDNN refuses it or only offers its slow
 // reference kernel (Ember's im2col path is faster than that).
 std::shared_ptr<const ConvPrimitive> create(Pass pass, const Geometry& g, const ConvParams& p,
-                                            memory::data_type type, bool with_bias) {
+                                            memory::data_type type, bool with_bias, bool winograd) {
   using tag = memory::format_tag;
-  const memory::desc src({g.n, g.c, g.h, g.w}, type, tag::nhwc);
-  const memory::desc dst({g.n, g.o, g.oh, g.ow}, type, tag::nhwc);
+  const memory::desc user_src({g.n, g.c, g.h, g.w}, type, tag::nhwc);
+  const memory::desc user_dst({g.n, g.o, g.oh, g.ow}, type, tag::nhwc);
+  // Winograd picks its own (blocked) activation layout; the direct kernels take NHWC as it is.
+  const memory::desc src = winograd ? memory::desc({g.n, g.c, g.h, g.w}, type, tag::any) : user_src;
+  const memory::desc dst = winograd ? memory::desc({g.n, g.o, g.oh, g.ow}, type, tag::any) : user_dst;
   const memory::dims weight_dims = p.groups == 1
                                        ? memory::dims{g.o, g.c, g.kh, g.kw}
                                        : memory::dims{p.groups, g.o / p.groups, g.c / p.groups, g.kh, g.kw};
@@ -68,7 +100,7 @@ std::shared_ptr<const ConvPrimitive> create(Pass pass, const Geometry& g, const 
   // oneDNN counts dilation from 0 (dense kernel), Ember from 1.
   const memory::dims strides{p.stride_h, p.stride_w}, dilates{p.dilation_h - 1, p.dilation_w - 1};
   const memory::dims padding{p.pad_h, p.pad_w};
-  const auto algo = dnnl::algorithm::convolution_direct;
+  const auto algo = winograd ? dnnl::algorithm::convolution_winograd : dnnl::algorithm::convolution_direct;
   const dnnl::engine& engine = onednn::engine();
 
   auto result = std::make_shared<ConvPrimitive>();
@@ -82,16 +114,16 @@ std::shared_ptr<const ConvPrimitive> create(Pass pass, const Geometry& g, const 
   if (pass == Pass::Forward) {
     if (is_reference_impl(forward.impl_info_str())) return nullptr;
     result->conv = dnnl::convolution_forward(forward);
-    result->activation_a = forward.src_desc();
-    result->activation_b = forward.dst_desc();
+    result->activation_a = activation(forward.src_desc(), user_src, true);
+    result->activation_b = activation(forward.dst_desc(), user_dst, false);
     result->weights = forward.weights_desc();
   } else if (pass == Pass::BackwardData) {
     dnnl::convolution_backward_data::primitive_desc backward(
         {algo, src, any_weights, dst, strides, dilates, padding, padding}, engine, forward);
     if (is_reference_impl(backward.impl_info_str())) return nullptr;
     result->conv = dnnl::convolution_backward_data(backward);
-    result->activation_a = backward.diff_src_desc();
-    result->activation_b = backward.diff_dst_desc();
+    result->activation_a = activation(backward.diff_src_desc(), user_src, false);
+    result->activation_b = activation(backward.diff_dst_desc(), user_dst, true);
     result->weights = backward.weights_desc();
   } else {
     dnnl::convolution_backward_weights::primitive_desc backward(
@@ -99,8 +131,8 @@ std::shared_ptr<const ConvPrimitive> create(Pass pass, const Geometry& g, const 
         engine, forward);
     if (is_reference_impl(backward.impl_info_str())) return nullptr;
     result->conv = dnnl::convolution_backward_weights(backward);
-    result->activation_a = backward.src_desc();
-    result->activation_b = backward.diff_dst_desc();
+    result->activation_a = activation(backward.src_desc(), user_src, true);
+    result->activation_b = activation(backward.diff_dst_desc(), user_dst, true);
     result->weights = backward.diff_weights_desc();
   }
   if (result->weights != user_weights) {
@@ -126,8 +158,15 @@ std::shared_ptr<const ConvPrimitive> lookup(Pass pass, const Geometry& g, const 
   auto found = cache.find(key);
   if (found != cache.end()) return found->second;
   std::shared_ptr<const ConvPrimitive> made;
+  if (wants_winograd(g, p, type)) {
+    try {
+      made = create(pass, g, p, type, with_bias, true);
+    } catch (const dnnl::error&) {
+      made = nullptr;  // no Winograd kernel for this problem: the direct one below
+    }
+  }
   try {
-    made = create(pass, g, p, type, with_bias);
+    if (!made) made = create(pass, g, p, type, with_bias, false);
   } catch (const dnnl::error&) {
     made = nullptr;  // unimplemented for this problem: remembered, so we ask oneDNN only once
   }
@@ -156,6 +195,36 @@ memory weights_for(const ConvPrimitive& prim, const Tensor& weight, Tensor* scra
   return blocked;
 }
 
+// An input activation as the primitive reads it: the tensor's memory, or a reordered scratch copy.
+memory input_for(const Activation& a, const memory::desc& user, const Tensor& t, Tensor* scratch) {
+  if (!a.reorder) return user_memory(a.desc, t);
+  *scratch = onednn::scratch_for(a.desc);
+  memory wanted = user_memory(a.desc, *scratch);
+  memory from = user_memory(user, t);
+  a.reorder->execute(onednn::stream(), from, wanted);
+  return wanted;
+}
+
+// Where the primitive writes an output activation: the tensor itself, or scratch that
+// finish_output() reorders into it.
+memory output_for(const Activation& a, const Tensor& t, Tensor* scratch) {
+  if (!a.reorder) return user_memory(a.desc, t);
+  *scratch = onednn::scratch_for(a.desc);
+  return user_memory(a.desc, *scratch);
+}
+
+void finish_output(const Activation& a, const memory::desc& user, memory& written, const Tensor& t) {
+  if (!a.reorder) return;
+  memory to = user_memory(user, t);
+  a.reorder->execute(onednn::stream(), written, to);
+  onednn::stream().wait();
+}
+
+memory::desc nhwc_desc(const Tensor& t) {
+  return memory::desc(memory::dims(t.sizes().begin(), t.sizes().end()), *onednn::data_type(t.dtype()),
+                      memory::format_tag::nhwc);
+}
+
 std::optional<memory::data_type> fast_type(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.numel() == 0 || b.numel() == 0) return std::nullopt;
   return onednn::data_type(a.dtype());
@@ -178,12 +247,14 @@ Tensor conv2d_kernel(const Tensor& input, const Tensor& weight, const Tensor& bi
   Tensor b = bias.defined() ? bias.to(input.dtype()).contiguous() : Tensor();
   Tensor y = empty_channels_last({g.n, g.o, g.oh, g.ow}, input.options());
   dnnl::stream& stream = onednn::stream();
-  Tensor weight_scratch;
-  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, user_memory(prim->activation_a, x)},
+  Tensor weight_scratch, x_scratch, y_scratch;
+  memory out = output_for(prim->activation_b, y, &y_scratch);
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, input_for(prim->activation_a, nhwc_desc(x), x, &x_scratch)},
                                           {DNNL_ARG_WEIGHTS, weights_for(*prim, w, &weight_scratch)},
-                                          {DNNL_ARG_DST, user_memory(prim->activation_b, y)}};
+                                          {DNNL_ARG_DST, out}};
   if (b.defined()) args.emplace(DNNL_ARG_BIAS, user_memory(prim->bias, b));
   execute("conv2d", prim->conv, stream, args);
+  finish_output(prim->activation_b, nhwc_desc(y), out, y);
   return y;
 }
 
@@ -198,11 +269,13 @@ Tensor conv2d_backward_input_kernel(const Tensor& grad_output, const Tensor& wei
   Tensor dy = onednn::to_channels_last(grad_output), w = weight.contiguous();
   Tensor dx = empty_channels_last(input_shape, grad_output.options());
   dnnl::stream& stream = onednn::stream();
-  Tensor weight_scratch;
+  Tensor weight_scratch, dx_scratch, dy_scratch;
+  memory out = output_for(prim->activation_a, dx, &dx_scratch);
   execute("conv2d_backward_input", prim->conv, stream,
-          {{DNNL_ARG_DIFF_SRC, user_memory(prim->activation_a, dx)},
+          {{DNNL_ARG_DIFF_SRC, out},
            {DNNL_ARG_WEIGHTS, weights_for(*prim, w, &weight_scratch)},
-           {DNNL_ARG_DIFF_DST, user_memory(prim->activation_b, dy)}});
+           {DNNL_ARG_DIFF_DST, input_for(prim->activation_b, nhwc_desc(dy), dy, &dy_scratch)}});
+  finish_output(prim->activation_a, nhwc_desc(dx), out, dx);
   return dx;
 }
 
@@ -222,8 +295,10 @@ std::pair<Tensor, Tensor> conv2d_backward_weight_kernel(const Tensor& grad_outpu
   // The primitive writes the gradient in its own layout; a reorder brings it to Ember's.
   Tensor weight_scratch = prim->weights_reorder ? onednn::scratch_for(prim->weights) : grad_weight;
   memory written = user_memory(prim->weights, weight_scratch);
-  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, user_memory(prim->activation_a, x)},
-                                          {DNNL_ARG_DIFF_DST, user_memory(prim->activation_b, dy)},
+  Tensor x_scratch, dy_scratch;
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, input_for(prim->activation_a, nhwc_desc(x), x, &x_scratch)},
+                                          {DNNL_ARG_DIFF_DST, input_for(prim->activation_b, nhwc_desc(dy), dy,
+                                                                        &dy_scratch)},
                                           {DNNL_ARG_DIFF_WEIGHTS, written}};
   if (want_bias) args.emplace(DNNL_ARG_DIFF_BIAS, user_memory(prim->bias, grad_bias));
   execute("conv2d_backward_weight", prim->conv, stream, args);
