@@ -241,11 +241,19 @@ TEST_CASE("conv2d kernels: channels-last, mixed and non-contiguous layouts", "[c
       c.grad_output = grad;
       check(c);
     }
-  Case resnet_stem = make_case(4, 3, 16, 16, 16, 3);  // NCHW image batch into a channels-last net
+  // NCHW image batches into a channels-last net.
+  Case resnet_stem = make_case(4, 3, 16, 16, 16, 3);
   resnet_stem.pad_h = resnet_stem.pad_w = 1;
   resnet_stem.grad_output = Layout::ChannelsLast;
   resnet_stem.bias = false;
   check(resnet_stem);
+  Case grayscale = make_case(3, 1, 14, 11, 8, 3);
+  grayscale.pad_h = grayscale.pad_w = 1;
+  grayscale.stride_h = grayscale.stride_w = 2;
+  check(grayscale);
+  Case sliced_batch = make_case(3, 4, 9, 9, 16, 3);
+  sliced_batch.input = Layout::BatchSlice;
+  check(sliced_batch);
 }
 
 // 3x3 stride-1 convolutions with >= 32 channels take oneDNN's Winograd kernels (blocked layout,

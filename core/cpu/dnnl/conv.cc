@@ -42,10 +42,11 @@ Geometry geometry(const Shape& input, const Shape& weight, const ConvParams& p) 
   return g;
 }
 
-// One activation operand: the primitive's layout, and the reorder between it and Ember's NHWC
-// tensor when they differ (user -> primitive for inputs, primitive -> user for outputs).
+// One activation operand: Ember's NHWC layout of it (`user`), the primitive's (`desc`), and the
+// reorder between them when they differ (user -> primitive for inputs, primitive -> user for
+// outputs).
 struct Activation {
-  memory::desc desc;
+  memory::desc user, desc;
   std::optional<dnnl::reorder> reorder;
 };
 
@@ -72,7 +73,7 @@ bool wants_winograd(const Geometry& g, const ConvParams& p, memory::data_type ty
 
 // The operand as the primitive wants it; `user` is Ember's NHWC layout, `input` the direction.
 Activation activation(const memory::desc& wanted, const memory::desc& user, bool input) {
-  Activation a{wanted, std::nullopt};
+  Activation a{user, wanted, std::nullopt};
   if (wanted != user) {
     const dnnl::engine& engine = onednn::engine();
     a.reorder = input ? dnnl::reorder(dnnl::reorder::primitive_desc(engine, user, engine, wanted))
@@ -196,11 +197,11 @@ memory weights_for(const ConvPrimitive& prim, const Tensor& weight, Tensor* scra
 }
 
 // An input activation as the primitive reads it: the tensor's memory, or a reordered scratch copy.
-memory input_for(const Activation& a, const memory::desc& user, const Tensor& t, Tensor* scratch) {
+memory input_for(const Activation& a, const Tensor& t, Tensor* scratch) {
   if (!a.reorder) return user_memory(a.desc, t);
   *scratch = onednn::scratch_for(a.desc);
   memory wanted = user_memory(a.desc, *scratch);
-  memory from = user_memory(user, t);
+  memory from = user_memory(a.user, t);
   a.reorder->execute(onednn::stream(), from, wanted);
   return wanted;
 }
@@ -213,16 +214,11 @@ memory output_for(const Activation& a, const Tensor& t, Tensor* scratch) {
   return user_memory(a.desc, *scratch);
 }
 
-void finish_output(const Activation& a, const memory::desc& user, memory& written, const Tensor& t) {
+void finish_output(const Activation& a, memory& written, const Tensor& t) {
   if (!a.reorder) return;
-  memory to = user_memory(user, t);
+  memory to = user_memory(a.user, t);
   a.reorder->execute(onednn::stream(), written, to);
   onednn::stream().wait();
-}
-
-memory::desc nhwc_desc(const Tensor& t) {
-  return memory::desc(memory::dims(t.sizes().begin(), t.sizes().end()), *onednn::data_type(t.dtype()),
-                      memory::format_tag::nhwc);
 }
 
 std::optional<memory::data_type> fast_type(const Tensor& a, const Tensor& b) {
@@ -249,12 +245,12 @@ Tensor conv2d_kernel(const Tensor& input, const Tensor& weight, const Tensor& bi
   dnnl::stream& stream = onednn::stream();
   Tensor weight_scratch, x_scratch, y_scratch;
   memory out = output_for(prim->activation_b, y, &y_scratch);
-  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, input_for(prim->activation_a, nhwc_desc(x), x, &x_scratch)},
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, input_for(prim->activation_a, x, &x_scratch)},
                                           {DNNL_ARG_WEIGHTS, weights_for(*prim, w, &weight_scratch)},
                                           {DNNL_ARG_DST, out}};
   if (b.defined()) args.emplace(DNNL_ARG_BIAS, user_memory(prim->bias, b));
   execute("conv2d", prim->conv, stream, args);
-  finish_output(prim->activation_b, nhwc_desc(y), out, y);
+  finish_output(prim->activation_b, out, y);
   return y;
 }
 
@@ -274,8 +270,8 @@ Tensor conv2d_backward_input_kernel(const Tensor& grad_output, const Tensor& wei
   execute("conv2d_backward_input", prim->conv, stream,
           {{DNNL_ARG_DIFF_SRC, out},
            {DNNL_ARG_WEIGHTS, weights_for(*prim, w, &weight_scratch)},
-           {DNNL_ARG_DIFF_DST, input_for(prim->activation_b, nhwc_desc(dy), dy, &dy_scratch)}});
-  finish_output(prim->activation_a, nhwc_desc(dx), out, dx);
+           {DNNL_ARG_DIFF_DST, input_for(prim->activation_b, dy, &dy_scratch)}});
+  finish_output(prim->activation_a, out, dx);
   return dx;
 }
 
@@ -296,9 +292,8 @@ std::pair<Tensor, Tensor> conv2d_backward_weight_kernel(const Tensor& grad_outpu
   Tensor weight_scratch = prim->weights_reorder ? onednn::scratch_for(prim->weights) : grad_weight;
   memory written = user_memory(prim->weights, weight_scratch);
   Tensor x_scratch, dy_scratch;
-  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, input_for(prim->activation_a, nhwc_desc(x), x, &x_scratch)},
-                                          {DNNL_ARG_DIFF_DST, input_for(prim->activation_b, nhwc_desc(dy), dy,
-                                                                        &dy_scratch)},
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, input_for(prim->activation_a, x, &x_scratch)},
+                                          {DNNL_ARG_DIFF_DST, input_for(prim->activation_b, dy, &dy_scratch)},
                                           {DNNL_ARG_DIFF_WEIGHTS, written}};
   if (want_bias) args.emplace(DNNL_ARG_DIFF_BIAS, user_memory(prim->bias, grad_bias));
   execute("conv2d_backward_weight", prim->conv, stream, args);
