@@ -30,7 +30,32 @@ Shape batched(int64_t batch, const Shape& shape) {
   return out;
 }
 
+// NCHW planes to NHWC rows.
+template <typename Element>
+void transpose_planes(const Tensor& nchw, const Tensor& nhwc) {
+  const int64_t n = nchw.size(0), c = nchw.size(1), pixels = nchw.size(2) * nchw.size(3);
+  const auto* in = static_cast<const Element*>(nchw.data_ptr());
+  auto* out = static_cast<Element*>(nhwc.data_ptr());
+  for (int64_t b = 0; b < n; ++b, in += c * pixels, out += c * pixels)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < pixels; ++p) out[p * c + ch] = in[ch * pixels + p];
+}
+
 }  // namespace
+
+Tensor channels_last_copy(const Tensor& nchw) {
+  EMBER_CHECK(nchw.dim() == 4 && nchw.is_contiguous(), "channels_last_copy: expected a contiguous [N, C, H, W] "
+              "tensor, got ", shape_str(nchw.sizes()));
+  const int64_t c = nchw.size(1), h = nchw.size(2), w = nchw.size(3);
+  Tensor out = empty_strided(nchw.sizes(), {h * w * c, 1, w * c, c}, nchw.options());
+  switch (nchw.element_size()) {
+    case 1: transpose_planes<uint8_t>(nchw, out); break;
+    case 2: transpose_planes<uint16_t>(nchw, out); break;
+    case 4: transpose_planes<uint32_t>(nchw, out); break;
+    default: transpose_planes<uint64_t>(nchw, out); break;
+  }
+  return out;
+}
 
 Batch assemble_batch(const Dataset& dataset, std::vector<int64_t> indices, const Transform* transform, uint64_t seed,
                      int64_t epoch) {

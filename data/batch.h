@@ -25,4 +25,8 @@ struct Batch {
 Batch assemble_batch(const Dataset& dataset, std::vector<int64_t> indices, const Transform* transform, uint64_t seed,
                      int64_t epoch);
 
+// A contiguous [N, C, H, W] batch copied so its memory is NHWC (same logical shape and values).
+// Serial on purpose: it runs on loader threads, which must not take the compute threads.
+Tensor channels_last_copy(const Tensor& nchw);
+
 }  // namespace ember::data

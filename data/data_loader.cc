@@ -18,9 +18,10 @@ namespace ember::data {
 class EpochRun {
  public:
   EpochRun(DatasetPtr dataset, TransformPtr transform, uint64_t seed, int64_t epoch, std::vector<int64_t> order,
-           int64_t batch_size, int64_t first_batch, int64_t end_batch, int workers, int prefetch)
+           int64_t batch_size, int64_t first_batch, int64_t end_batch, int workers, int prefetch, bool channels_last)
       : dataset_(std::move(dataset)),
         transform_(std::move(transform)),
+        channels_last_(channels_last),
         seed_(seed),
         epoch_(epoch),
         order_(std::move(order)),
@@ -68,7 +69,9 @@ class EpochRun {
     size_t stop = std::min(order_.size(), start + static_cast<size_t>(batch_size_));
     std::vector<int64_t> indices(order_.begin() + static_cast<std::ptrdiff_t>(start),
                                  order_.begin() + static_cast<std::ptrdiff_t>(stop));
-    return assemble_batch(*dataset_, std::move(indices), transform_.get(), seed_, epoch_);
+    Batch out = assemble_batch(*dataset_, std::move(indices), transform_.get(), seed_, epoch_);
+    if (channels_last_ && out.data.dim() == 4) out.data = channels_last_copy(out.data);
+    return out;
   }
 
   void work() {
@@ -111,6 +114,7 @@ class EpochRun {
 
   const DatasetPtr dataset_;
   const TransformPtr transform_;
+  const bool channels_last_;
   const uint64_t seed_;
   const int64_t epoch_;
   const std::vector<int64_t> order_;
@@ -183,7 +187,8 @@ DataLoader::Iterator DataLoader::begin() {
   }
   int prefetch = options_.prefetch() > 0 ? options_.prefetch() : 2 * options_.workers();
   run_ = std::make_unique<EpochRun>(dataset_, options_.transform(), options_.seed(), epoch_, std::move(order),
-                                    options_.batch_size(), position_, size(), options_.workers(), prefetch);
+                                    options_.batch_size(), position_, size(), options_.workers(), prefetch,
+                                    options_.channels_last());
   return Iterator(this);
 }
 

@@ -51,6 +51,10 @@ class DataLoaderOptions {
   DataLoaderOptions& transform(TransformPtr value) { transform_ = std::move(value); return *this; }
   // Overrides the built-in choice of sampler (e.g. a DistributedSampler).
   DataLoaderOptions& sampler(SamplerPtr value) { sampler_ = std::move(value); return *this; }
+  // 4-D image batches [N, C, H, W] laid out channels-last (NHWC in memory), as a convnet's
+  // activations are: the transpose happens once per batch, on the loader's thread, instead of in
+  // the first convolution's forward and weight-gradient passes.
+  DataLoaderOptions& channels_last(bool value) { channels_last_ = value; return *this; }
 
   int64_t batch_size() const { return batch_size_; }
   bool shuffle() const { return shuffle_; }
@@ -60,6 +64,7 @@ class DataLoaderOptions {
   uint64_t seed() const { return seed_; }
   const TransformPtr& transform() const { return transform_; }
   const SamplerPtr& sampler() const { return sampler_; }
+  bool channels_last() const { return channels_last_; }
 
  private:
   int64_t batch_size_;
@@ -70,6 +75,7 @@ class DataLoaderOptions {
   uint64_t seed_ = 0;
   TransformPtr transform_;
   SamplerPtr sampler_;
+  bool channels_last_ = false;
 };
 
 // Where a loader stands: in `epoch`, `batches` batches have been handed to the consumer.

@@ -1,6 +1,7 @@
 // DataLoader on small in-memory datasets: batch counts and drop_last, batch contents, shuffles
 // that are permutations, identical epochs for 0, 1 and 3 workers, epoch roll-over, resuming
-// mid-epoch, custom samplers, and the errors for inconsistent examples and states.
+// mid-epoch, custom samplers, channels-last batches, and the errors for inconsistent examples and
+// states.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -305,4 +306,31 @@ TEST_CASE("Unlabeled datasets give batches without targets", "[loader]") {
     for (float v : batch.data.to_vector<float>()) seen.push_back(v);
   }
   CHECK(seen == std::vector<float>{0, 1, 2, 3, 4, 5});
+}
+
+TEST_CASE("channels_last batches hold the same values with NHWC memory", "[loader]") {
+  manual_seed(5);
+  for (DType dtype : {kFloat32, kUInt8}) {
+    INFO("dtype " << dtype_name(dtype));
+    Tensor images = (rand({10, 3, 4, 5}) * 200).to(dtype);
+    auto ds = std::make_shared<TensorDataset>(images, arange(10));
+    for (int workers : {0, 2}) {
+      DataLoader plain(ds, DataLoaderOptions(4).workers(workers));
+      DataLoader cl(ds, DataLoaderOptions(4).workers(workers).channels_last(true));
+      Epoch expected = run_epoch(plain);
+      Epoch got;
+      for (Batch& batch : cl) {
+        const int64_t c = batch.data.size(1), w = batch.data.size(3);
+        CHECK(batch.data.stride(1) == 1);
+        CHECK(batch.data.stride(3) == c);
+        CHECK(batch.data.stride(2) == w * c);
+        record(got, batch);
+      }
+      CHECK(got == expected);
+    }
+  }
+  // Batches that are not 4-D images are left as they are.
+  auto flat_ds = std::make_shared<TensorDataset>(arange(12).view({6, 2}), arange(6));
+  DataLoader loader(flat_ds, DataLoaderOptions(3).channels_last(true));
+  for (Batch& batch : loader) CHECK(batch.data.is_contiguous());
 }
