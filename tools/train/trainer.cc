@@ -119,7 +119,8 @@ TrainResult run_training(const TrainConfig& config) {
                                                       .sampler(train_sampler)
                                                       .seed(config.seed)
                                                       .workers(static_cast<int>(config.workers))
-                                                      .transform(data_setup.train_transform));
+                                                      .transform(data_setup.train_transform)
+                                                      .channels_last(true));
   auto test_sampler = [&]() -> data::SamplerPtr {
     if (!world) return std::make_shared<data::SequentialSampler>(data_setup.test->size());
     return std::make_shared<data::DistributedSampler>(data_setup.test->size(), rank, world_size,
@@ -129,13 +130,15 @@ TrainResult run_training(const TrainConfig& config) {
   data::DataLoader test_loader(data_setup.test, data::DataLoaderOptions(eval_batch)
                                                     .sampler(test_sampler())
                                                     .workers(static_cast<int>(config.workers))
-                                                    .transform(data_setup.test_transform));
+                                                    .transform(data_setup.test_transform)
+                                                    .channels_last(true));
   std::unique_ptr<data::DataLoader> flipped_loader;
   if (config.flip_tta)
     flipped_loader = std::make_unique<data::DataLoader>(data_setup.test, data::DataLoaderOptions(eval_batch)
                                                                              .sampler(test_sampler())
                                                                              .workers(static_cast<int>(config.workers))
-                                                                             .transform(data_setup.test_flip_transform));
+                                                                             .transform(data_setup.test_flip_transform)
+                                                                             .channels_last(true));
 
   manual_seed(config.seed);
   std::shared_ptr<nn::Module> model =
