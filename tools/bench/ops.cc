@@ -11,8 +11,9 @@
 // re-executing this program), since its auto-detection picks a 10x slower kernel on this CPU.
 //
 // Bandwidth: bytes counted once per operand read or written (add: 12 B/element, sum: 4 B/element,
-// memcpy: 8 B/element), on 16 MB operands (4x the L2). Each side is timed in blocks of calls that
-// alternate for `rounds` rounds; each reports its median call.
+// memcpy: 8 B/element), on 128 MB operands (4x this CPU's 32 MB L3, so all of it is DRAM traffic:
+// with 16 MB operands memcpy ran from L3 while a + b, touching 48 MB, could not). Each side is timed
+// in blocks of calls that alternate for `rounds` rounds; each reports its median call.
 #include <cblas.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -25,6 +26,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/cpu/thread_pool.h"
@@ -44,13 +46,18 @@ double seconds_of(const std::function<void()>& call) {
 }
 
 // Median seconds per call of each side; sides run in alternating blocks so that a burst of load
-// on the machine hits all of them alike.
+// on the machine hits all of them alike. Between blocks everyone's threads are left to go to sleep
+// (OpenBLAS's and OpenMP's workers spin for a while after a call, and spinning workers of one
+// library took the cores from the next block's library: OpenBLAS measured 96 GFLOP/s on 512^3
+// right after oneDNN instead of 200), and each block's first call is not counted.
 std::vector<double> race(const std::vector<std::function<void()>>& sides, int rounds, int calls_per_block) {
   std::vector<std::vector<double>> times(sides.size());
-  for (const auto& side : sides) side();  // warm-up: page faults, JIT, thread start
   for (int round = 0; round < rounds; ++round)
-    for (size_t s = 0; s < sides.size(); ++s)
+    for (size_t s = 0; s < sides.size(); ++s) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      sides[s]();
       for (int i = 0; i < calls_per_block; ++i) times[s].push_back(seconds_of(sides[s]));
+    }
   std::vector<double> medians;
   for (auto& t : times) medians.push_back(bench::median(t));
   return medians;
@@ -116,9 +123,9 @@ double run_gemms(int rounds) {
 }
 
 double run_bandwidth(int rounds) {
-  constexpr int64_t kElements = 4 << 20;  // 16 MB per float32 operand
+  constexpr int64_t kElements = 32 << 20;  // 128 MB per float32 operand
   constexpr double kBytes = 4.0 * kElements;
-  std::printf("\nElementwise and reduction, fp32, %lld elements (16 MB operands), %d threads: GB/s (median call)\n",
+  std::printf("\nElementwise and reduction, fp32, %lld elements (128 MB operands), %d threads: GB/s (median call)\n",
               static_cast<long long>(kElements), kThreads);
   Tensor a = randn({kElements}), b = randn({kElements});
   Tensor out = empty({kElements});
@@ -165,7 +172,7 @@ int main(int argc, char** argv) {
     std::perror("ops: re-exec with OPENBLAS_CORETYPE failed");
     return 1;
   }
-  const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
+  const int rounds = argc > 1 ? std::atoi(argv[1]) : 5;
   cpu::set_num_threads(kThreads);
   omp_set_num_threads(kThreads);
   openblas_set_num_threads(kThreads);
