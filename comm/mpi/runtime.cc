@@ -43,6 +43,9 @@ MpiWork::MpiWork(CollectiveInfo info, Start start, Finish finish, int rank)
     : info_(std::move(info)), start_(std::move(start)), finish_(std::move(finish)), rank_(rank) {}
 
 void MpiWork::wait(std::chrono::milliseconds timeout) {
+  // A wait that may last as long as the watchdog allows can run the work itself; a shorter one
+  // must be able to give up, so it leaves the work to the communication thread.
+  if (timeout.count() <= 0 || timeout >= collective_timeout()) Runtime::get().run_here_if_next(*this);
   if (timeout.count() <= 0) timeout = collective_timeout();
   std::unique_lock<std::mutex> lock(mutex_);
   bool finished = done_cv_.wait_for(lock, timeout, [&] { return done_; });
@@ -169,15 +172,27 @@ void Runtime::communication_loop() {
   cv_.notify_all();
   if (rc != MPI_SUCCESS) return;
 
+  bool yielded_to_waiter = false;
   while (true) {
     std::shared_ptr<MpiWork> work;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      if (queue_.empty() && in_flight_.empty()) {
-        if (stopping_) break;
-        cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return !queue_.empty() || stopping_; });
+      // current_ set here means a waiter runs its collective itself: start nothing meanwhile.
+      auto can_start = [&] { return !queue_.empty() && !current_; };
+      if (!can_start() && in_flight_.empty()) {
+        if (stopping_ && queue_.empty()) break;
+        cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return can_start() || stopping_; });
       }
-      if (!queue_.empty()) {
+      if (can_start() && !yielded_to_waiter) {
+        // A caller that submits and waits at once runs its collective itself; one yield lets it
+        // (on a core it shares with this thread, the wake-up would otherwise preempt it).
+        yielded_to_waiter = true;
+        lock.unlock();
+        std::this_thread::yield();
+        continue;
+      }
+      yielded_to_waiter = false;
+      if (can_start()) {
         work = queue_.front();
         queue_.pop_front();
         work->started_ = std::chrono::steady_clock::now();
@@ -185,16 +200,7 @@ void Runtime::communication_loop() {
       }
     }
     if (work) {
-      set_current(work.get());
-      std::string error;
-      std::vector<MPI_Request> requests;
-      try {
-        requests = work->start_();
-        if (requests.empty() && work->finish_) work->finish_(MPI_SUCCESS);
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-      set_current(nullptr);
+      auto [requests, error] = start(*work);
       const bool in_flight = !requests.empty() && error.empty();
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -221,6 +227,40 @@ void Runtime::communication_loop() {
   }
   free_custom_ops();
   MPI_Finalize();
+}
+
+std::pair<std::vector<MPI_Request>, std::string> Runtime::start(MpiWork& work) {
+  set_current(&work);
+  std::string error;
+  std::vector<MPI_Request> requests;
+  try {
+    requests = work.start_();
+    if (requests.empty() && work.finish_) work.finish_(MPI_SUCCESS);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  set_current(nullptr);
+  return {std::move(requests), std::move(error)};
+}
+
+void Runtime::run_here_if_next(const MpiWork& work) {
+  if (work.info().kind == CollectiveKind::Send || work.info().kind == CollectiveKind::Recv) return;
+  std::shared_ptr<MpiWork> mine;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (queue_.empty() || queue_.front().get() != &work || current_ || !pending_p2p_.empty()) return;
+    mine = queue_.front();
+    queue_.pop_front();
+    mine->started_ = std::chrono::steady_clock::now();
+    current_ = mine;  // the watchdog times it, and the communication thread waits for it
+  }
+  auto [requests, error] = start(*mine);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    current_ = nullptr;
+  }
+  cv_.notify_all();
+  mine->complete(error);
 }
 
 bool Runtime::progress(InFlight& entry) {

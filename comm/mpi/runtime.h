@@ -1,6 +1,7 @@
-// The MPI runtime of one process: a communication thread that owns every MPI call (collectives
-// run there, in submission order, overlapping the caller's compute; send/recv are posted there
-// and progressed between collectives), a watchdog thread that ends the job when a collective or
+// The MPI runtime of one process: a communication thread that makes the MPI calls (collectives
+// run there, in submission order, overlapping the caller's compute, unless the caller is already
+// waiting for one, which it then runs itself; send/recv are posted there and progressed between
+// collectives), a watchdog thread that ends the job when a collective or
 // an in-flight send/recv exceeds EMBER_COLLECTIVE_TIMEOUT, and a SIGTERM handler that says
 // which collective a rank was in when the launcher stopped it.
 #pragma once
@@ -14,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "comm/process_group.h"
@@ -56,6 +58,11 @@ class Runtime {
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
   void submit(const std::shared_ptr<MpiWork>& work);
+  // Called by a waiter: when `work` is a collective next in line and the communication thread is
+  // between works, runs it on the calling thread. Submit-then-wait then costs no thread hand-off
+  // (two futex wake-ups, ~13 us: a tenth of a 1 MB all-reduce here). Collectives keep their
+  // submission order: the communication thread starts nothing while such a call runs.
+  void run_here_if_next(const MpiWork& work);
   // Runs `task` on the communication thread and waits for it (communicator creation).
   void run_sync(const std::function<void()>& task);
   // Prints `message` prefixed with the rank and aborts the whole job.
@@ -65,6 +72,9 @@ class Runtime {
  private:
   Runtime();
   void communication_loop();
+  // Runs a work's start (and, when it leaves no requests, its finish); returns the requests still
+  // to progress and the error, if any.
+  std::pair<std::vector<MPI_Request>, std::string> start(MpiWork& work);
   void watchdog_loop();
   void set_current(const MpiWork* work);
 
