@@ -1,5 +1,6 @@
-// The communication and watchdog threads. MPI is initialised with MPI_THREAD_MULTIPLE so
-// benchmarks may call MPI directly too, but Ember itself calls MPI from one thread only.
+// The communication and watchdog threads. MPI is initialised with MPI_THREAD_MULTIPLE: the
+// communication thread makes most calls, a caller waiting on its own next collective makes that
+// one (never two collectives at once), and benchmarks may call MPI directly too.
 #include "comm/mpi/runtime.h"
 
 #include <signal.h>

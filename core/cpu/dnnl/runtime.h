@@ -1,6 +1,7 @@
 // oneDNN plumbing shared by the CPU backend's oneDNN kernels: the engine, a stream per calling
-// thread (with OpenMP's team size kept equal to Ember's pool), dtype mapping, channels-last
-// conversion of Ember tensors and single-threaded execution of small reorders. Everything here is safe to call from several threads at once.
+// thread (with its OpenMP team sized to Ember's thread count), dtype mapping, channels-last
+// conversion of Ember tensors and single-threaded execution of small reorders. Everything here is
+// safe to call from several threads at once.
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -13,14 +14,12 @@ namespace ember::cpu::onednn {
 
 const dnnl::engine& engine();
 
-// Sets the calling thread's OpenMP team size to ember::cpu::num_threads() (1 inside an Ember
-// pool task) before a oneDNN call that runs on OpenMP (primitives, dnnl_sgemm).
+// Sets the calling thread's OpenMP team size to ember::cpu::num_threads() (1 inside a
+// parallel_for task) before a oneDNN call that runs on OpenMP (primitives, dnnl_sgemm).
 void size_openmp_team();
 
-// The calling thread's stream. Before returning it sets this thread's OpenMP team size to
-// ember::cpu::num_threads() (1 inside an Ember pool task), so oneDNN and Ember's pool never
-// run more threads between them than Ember was asked for. (libgomp's spin-wait after a region
-// can still delay the next Ember op on a busy machine; docs/BENCHMARKS.md has the measurements.)
+// The calling thread's stream, after size_openmp_team(): oneDNN's kernels and Ember's
+// parallel_for share one OpenMP team, so they never run more threads than Ember was asked for.
 dnnl::stream& stream();
 
 // The oneDNN type for an Ember dtype, or nullopt when the oneDNN kernels should not take it.
