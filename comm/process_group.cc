@@ -66,6 +66,14 @@ std::chrono::milliseconds collective_timeout() {
   return timeout;
 }
 
+namespace {
+thread_local int overlap_depth = 0;
+}  // namespace
+
+OverlapScope::OverlapScope() { ++overlap_depth; }
+OverlapScope::~OverlapScope() { --overlap_depth; }
+bool OverlapScope::active() { return overlap_depth > 0; }
+
 bool distributed_debug() {
   static const bool debug = [] {
     const char* env = std::getenv("EMBER_DISTRIBUTED_DEBUG");

@@ -58,6 +58,19 @@ class Work {
 };
 using WorkPtr = std::shared_ptr<Work>;
 
+// Collectives submitted by this thread while an OverlapScope lives are meant to run while the
+// thread goes on computing (DDP's bucket all-reduces during backward): a backend starts them at
+// once. Outside one, a backend may leave a collective for the caller's wait() to run inline,
+// which is what a submit-then-wait caller wants. Scopes nest.
+class OverlapScope {
+ public:
+  OverlapScope();
+  ~OverlapScope();
+  OverlapScope(const OverlapScope&) = delete;
+  OverlapScope& operator=(const OverlapScope&) = delete;
+  static bool active();
+};
+
 class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;

@@ -197,6 +197,7 @@ void Reducer::launch_ready_buckets(bool from_hook) {
     for (size_t i : bucket.params) view.names.push_back(parameters_[i].first);
     view.is_last = next_bucket_ + 1 == buckets_.size();
     if (next_bucket_ == 0) first_launch_ = std::chrono::steady_clock::now();
+    comm::OverlapScope overlap;  // backward goes on while this bucket reduces
     bucket.work = hook_(*group_, view);
     if (from_hook) ++stats_.launched_during_backward;
     ++next_bucket_;

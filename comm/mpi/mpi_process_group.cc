@@ -197,7 +197,7 @@ WorkPtr MpiProcessGroup::submit(CollectiveInfo info, std::function<void()> run) 
         return std::vector<MPI_Request>();
       },
       nullptr, rank_);
-  Runtime::get().submit(work);
+  Runtime::get().submit(work, OverlapScope::active());
   return work;
 }
 
@@ -356,7 +356,7 @@ WorkPtr MpiProcessGroup::all_to_all(const std::vector<Tensor>& outputs, const st
         return std::vector<MPI_Request>();
       },
       nullptr, rank_);
-  Runtime::get().submit(work);
+  Runtime::get().submit(work, OverlapScope::active());
   return work;
 }
 
@@ -393,7 +393,7 @@ WorkPtr MpiProcessGroup::send(const Tensor& tensor, int dst, int tag) {
         if (code != MPI_SUCCESS) fail_mpi(i, code);
       },
       rank_);
-  Runtime::get().submit(work);
+  Runtime::get().submit(work, /*prompt=*/true);
   return work;
 }
 
@@ -422,7 +422,7 @@ WorkPtr MpiProcessGroup::recv(const Tensor& tensor, int src, int tag) {
         s.finish();
       },
       rank_);
-  Runtime::get().submit(work);
+  Runtime::get().submit(work, /*prompt=*/true);
   return work;
 }
 

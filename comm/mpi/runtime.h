@@ -3,7 +3,10 @@
 // waiting for one, which it then runs itself; send/recv are posted there and progressed between
 // collectives), a watchdog thread that ends the job when a collective or
 // an in-flight send/recv exceeds EMBER_COLLECTIVE_TIMEOUT, and a SIGTERM handler that says
-// which collective a rank was in when the launcher stopped it.
+// which collective a rank was in when the launcher stopped it. The communication thread sleeps
+// as SCHED_BATCH, so waking it never preempts a caller that is about to run its collective
+// itself; collectives submitted inside a comm::OverlapScope (DDP's buckets) and send/recv switch
+// it back first, so that they start at once.
 #pragma once
 
 #include <mpi.h>
@@ -57,7 +60,9 @@ class Runtime {
   static Runtime& get();
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
-  void submit(const std::shared_ptr<MpiWork>& work);
+  // `prompt`: the caller will not wait soon (comm::OverlapScope), so the communication thread
+  // starts the work at once rather than leaving it for the caller's wait().
+  void submit(const std::shared_ptr<MpiWork>& work, bool prompt = false);
   // Called by a waiter: when `work` is a collective next in line and the communication thread is
   // between works, runs it on the calling thread. Submit-then-wait then costs no thread hand-off
   // (two futex wake-ups, ~13 us: a tenth of a 1 MB all-reduce here). Collectives keep their
@@ -81,7 +86,9 @@ class Runtime {
   int world_rank_ = 0, world_size_ = 1;
   std::thread comm_thread_, watchdog_thread_;
   std::mutex mutex_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;           // the communication thread's: work to start, or stop
+  std::condition_variable watchdog_cv_;  // separate, so per-collective wake-ups never reach it
+  bool comm_thread_batch_ = false;  // its scheduling policy is SCHED_BATCH (guarded by mutex_)
   struct InFlight {
     std::shared_ptr<MpiWork> work;
     std::vector<MPI_Request> requests;  // MPI_REQUEST_NULL once completed

@@ -217,6 +217,31 @@ TEST_CASE("a finished Work reports completion and no error", "[comm]") {
   REQUIRE(polled->info().kind == comm::CollectiveKind::Broadcast);
 }
 
+TEST_CASE("a collective submitted in an OverlapScope completes while its caller keeps computing", "[comm]") {
+  auto g = world();
+  REQUIRE_FALSE(comm::OverlapScope::active());
+  Tensor t = full({4096}, static_cast<double>(g->rank() + 1));
+  comm::WorkPtr work;
+  {
+    comm::OverlapScope outer;
+    {
+      comm::OverlapScope inner;
+      work = g->all_reduce(t);
+    }
+    REQUIRE(comm::OverlapScope::active());  // scopes nest
+  }
+  REQUIRE_FALSE(comm::OverlapScope::active());
+  // Busy, never blocking: only the communication thread can finish it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  double busy = 0;
+  while (!work->is_completed() && std::chrono::steady_clock::now() < deadline) busy += 1e-9;
+  REQUIRE(work->is_completed());
+  REQUIRE(work->error().empty());
+  const double expected = g->size() * (g->size() + 1) / 2.0;
+  REQUIRE(t.to_vector<float>()[4095] == static_cast<float>(expected));
+  REQUIRE(busy >= 0);
+}
+
 TEST_CASE("barrier, sub-groups and their sequence numbers", "[comm]") {
   auto g = world();
   g->barrier()->wait();

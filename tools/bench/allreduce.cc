@@ -46,9 +46,10 @@ int main() {
     const int64_t count = bytes / 4;
     Tensor ember_buffer = ones({count});
     std::vector<float> raw(static_cast<size_t>(count), 1.0f);
-    // Enough repetitions for ~0.2 s per trial, at least 3.
-    int reps = static_cast<int>(std::clamp<int64_t>(200'000'000 / std::max<int64_t>(bytes, 100'000), 3, 2000));
-    const int trials = bytes >= 16 * 1000 * 1000 ? 3 : 5;
+    // Enough repetitions for ~0.1 s per trial, at least 3; many short alternating trials, because
+    // this machine's shared-memory bandwidth drifts by 2x within seconds.
+    int reps = static_cast<int>(std::clamp<int64_t>(100'000'000 / std::max<int64_t>(bytes, 50'000), 3, 2000));
+    const int trials = 11;
     auto ember_op = [&] { world->all_reduce(ember_buffer, comm::ReduceOp::Sum)->wait(); };
     auto mpi_op = [&] { MPI_Allreduce(MPI_IN_PLACE, raw.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); };
     ember_op();
