@@ -14,6 +14,8 @@
 #include <cstring>
 
 #include "comm/mpi/mpi_types.h"
+#include "core/dtype.h"
+#include "core/shape.h"
 #include "core/error.h"
 
 namespace ember::comm::mpi {
@@ -115,6 +117,7 @@ Runtime::~Runtime() {
 }
 
 void Runtime::submit(const std::shared_ptr<MpiWork>& work, bool prompt) {
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     EMBER_CHECK(!stopping_, "rank ", world_rank_, ": ", work->info().describe(), ": the MPI runtime is shutting down");
@@ -125,8 +128,11 @@ void Runtime::submit(const std::shared_ptr<MpiWork>& work, bool prompt) {
       pthread_setschedparam(comm_thread_.native_handle(), SCHED_OTHER, &param);
       comm_thread_batch_ = false;
     }
+    // While callers run their own collectives (submit, then wait), waking this thread only makes
+    // it interrupt them; it finds the work within kDeferredStart anyway (see communication_loop).
+    wake = prompt || !waiters_run_collectives_;
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
 }
 
 void Runtime::run_sync(const std::function<void()>& task) {
@@ -201,7 +207,8 @@ void Runtime::communication_loop() {
           pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
           comm_thread_batch_ = true;
         }
-        cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return can_start() || stopping_; });
+        const auto idle = waiters_run_collectives_ ? kDeferredStart : std::chrono::milliseconds(100);
+        cv_.wait_for(lock, idle, [&] { return can_start() || stopping_; });
       }
       if (can_start() && !yielded_to_waiter) {
         // A caller that submits and waits at once runs its collective itself; one yield lets it
@@ -217,6 +224,7 @@ void Runtime::communication_loop() {
         queue_.pop_front();
         work->started_ = std::chrono::steady_clock::now();
         current_ = work;
+        waiters_run_collectives_ = false;  // nobody waited for this one: wake on every submit again
       }
     }
     if (work) {
@@ -273,6 +281,10 @@ void Runtime::run_here_if_next(const MpiWork& work) {
     queue_.pop_front();
     mine->started_ = std::chrono::steady_clock::now();
     current_ = mine;  // the watchdog times it, and the communication thread waits for it
+    // Only short collectives gain from deferring wake-ups: a long one outlasts many of the
+    // communication thread's kDeferredStart polls, each of which interrupts it.
+    const int64_t bytes = shape_numel(mine->info().shape) * static_cast<int64_t>(element_size(mine->info().dtype));
+    waiters_run_collectives_ = bytes < kDeferWakeBelowBytes;
   }
   auto [requests, error] = start(*mine);
   bool more;
