@@ -15,8 +15,8 @@
 
 #include "comm/mpi/mpi_types.h"
 #include "core/dtype.h"
-#include "core/shape.h"
 #include "core/error.h"
+#include "core/shape.h"
 
 namespace ember::comm::mpi {
 
@@ -122,17 +122,19 @@ void Runtime::submit(const std::shared_ptr<MpiWork>& work, bool prompt) {
     std::lock_guard<std::mutex> lock(mutex_);
     EMBER_CHECK(!stopping_, "rank ", world_rank_, ": ", work->info().describe(), ": the MPI runtime is shutting down");
     queue_.push_back(work);
-    if (prompt && comm_thread_batch_) {
-      // Let this wake-up preempt the caller, as overlap needs; see communication_loop.
-      sched_param param{};
-      pthread_setschedparam(comm_thread_.native_handle(), SCHED_OTHER, &param);
-      comm_thread_batch_ = false;
-    }
+    if (prompt) set_comm_thread_batch(false);  // this wake-up may preempt the caller: overlap needs it
     // While callers run their own collectives (submit, then wait), waking this thread only makes
     // it interrupt them; it finds the work within kDeferredStart anyway (see communication_loop).
     wake = prompt || !waiters_run_collectives_;
   }
   if (wake) cv_.notify_one();
+}
+
+void Runtime::set_comm_thread_batch(bool batch) {
+  if (comm_thread_batch_ == batch) return;
+  sched_param param{};
+  pthread_setschedparam(comm_thread_id_, batch ? SCHED_BATCH : SCHED_OTHER, &param);
+  comm_thread_batch_ = batch;
 }
 
 void Runtime::run_sync(const std::function<void()>& task) {
@@ -183,6 +185,7 @@ void Runtime::communication_loop() {
       MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
       create_custom_ops();
     }
+    comm_thread_id_ = pthread_self();
     ready_ = true;
   }
   cv_.notify_all();
@@ -202,11 +205,7 @@ void Runtime::communication_loop() {
         // about to run its collective inline costs that collective 10-20% at 1-4 MB
         // (tools/bench:allreduce). A prompt submit (OverlapScope) switches it back first, since a
         // DDP bucket must start on every rank at once, not at each rank's next scheduler tick.
-        if (!comm_thread_batch_ && queue_.empty()) {
-          sched_param param{};
-          pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
-          comm_thread_batch_ = true;
-        }
+        if (queue_.empty()) set_comm_thread_batch(true);
         const auto idle = waiters_run_collectives_ ? kDeferredStart : std::chrono::milliseconds(100);
         cv_.wait_for(lock, idle, [&] { return can_start() || stopping_; });
       }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <mpi.h>
+#include <pthread.h>
 
 #include <condition_variable>
 #include <deque>
@@ -82,12 +83,15 @@ class Runtime {
   std::pair<std::vector<MPI_Request>, std::string> start(MpiWork& work);
   void watchdog_loop();
   void set_current(const MpiWork* work);
+  // Switches the communication thread between SCHED_BATCH and SCHED_OTHER (mutex_ held).
+  void set_comm_thread_batch(bool batch);
 
   int world_rank_ = 0, world_size_ = 1;
   std::thread comm_thread_, watchdog_thread_;
   std::mutex mutex_;
   std::condition_variable cv_;           // the communication thread's: work to start, or stop
   std::condition_variable watchdog_cv_;  // separate, so per-collective wake-ups never reach it
+  pthread_t comm_thread_id_{};      // set by the thread itself before ready_ (comm_thread_ may not be yet)
   bool comm_thread_batch_ = false;  // its scheduling policy is SCHED_BATCH (guarded by mutex_)
   // The last collective was a short one run by its waiter, not by the communication thread:
   // submits outside an OverlapScope then skip waking it, and it looks for work every
