@@ -10,6 +10,7 @@
 
 #include "core/backend.h"
 #include "core/cpu/conv_reference.h"
+#include "core/cpu/direct_conv.h"
 #include "core/ember_core.h"
 
 namespace {
@@ -274,6 +275,62 @@ TEST_CASE("conv2d kernels: the Winograd path (3x3, stride 1, 32+ channels)", "[c
   odd_channels.pad_h = odd_channels.pad_w = 1;
   odd_channels.input = Layout::ChannelsLast;
   check(odd_channels);
+}
+
+// Strided 1x1 convolutions with full 16/32-channel blocks (ResNet's projection shortcuts) take
+// Ember's own AVX-512 kernel on CPUs that have it; odd pixel counts leave partial tiles.
+TEST_CASE("conv2d kernels: strided 1x1 projections (Ember's direct kernel)", "[conv]") {
+  manual_seed(7);
+  const cpu::DirectConvGeometry resnet{128, 16, 32, 32, 32, 1, 1, 2, 2};
+  CHECK(cpu::direct_conv_preferred(resnet) == cpu::direct_conv_supported());
+  const Layout layouts[] = {Layout::ChannelsLast, Layout::Contiguous, Layout::WidthSlice};
+  int variant = 0;
+  for (int64_t c : {16, 32, 48})
+    for (int64_t o : {32, 64}) {
+      Case k = make_case(2 + variant % 2, c, 9 + variant % 3, 7 + variant % 4, o, 1);
+      k.stride_h = 2;
+      k.stride_w = variant % 3 == 2 ? 3 : 2;
+      k.bias = variant % 2 == 0;
+      k.input = layouts[variant % 3];
+      k.grad_output = Layout::ChannelsLast;
+      check(k);
+      ++variant;
+    }
+}
+
+// The direct kernel on its own, on sizes the kernel table never hands it (channel counts that
+// leave partial 16- and 32-lane blocks, 3x3 taps over padding, dilation), against the naive sum.
+TEST_CASE("direct conv kernel: odd channel counts, padding, dilation", "[conv]") {
+  manual_seed(8);
+  if (!cpu::direct_conv_supported()) {
+    WARN("no AVX-512 on this CPU: the direct kernel cannot run; checking that conv2d never picks it");
+    CHECK_FALSE(cpu::direct_conv_preferred(cpu::DirectConvGeometry{8, 16, 8, 8, 32, 1, 1, 2, 2}));
+    return;
+  }
+  struct Odd {
+    int64_t c, o, k, stride, pad, dilation;
+  };
+  for (const Odd& odd : {Odd{5, 7, 1, 1, 0, 1}, Odd{24, 40, 1, 3, 0, 1}, Odd{33, 70, 3, 2, 1, 1},
+                         Odd{16, 32, 3, 1, 2, 2}, Odd{3, 16, 5, 2, 2, 1}}) {
+    Case k = make_case(2, odd.c, 11, 9, odd.o, odd.k);
+    k.stride_h = k.stride_w = odd.stride;
+    k.pad_h = k.pad_w = odd.pad;
+    k.dilation_h = k.dilation_w = odd.dilation;
+    INFO(k.str());
+    cpu::DirectConvGeometry g{k.n, k.c, k.h, k.w, k.o, k.kh, k.kw};
+    g.stride_h = g.stride_w = k.stride_h;
+    g.pad_h = g.pad_w = k.pad_h;
+    g.dilation_h = g.dilation_w = k.dilation_h;
+    REQUIRE(g.out_h() == k.oh());
+    REQUIRE(g.out_w() == k.ow());
+    Tensor x_nhwc = randn({k.n, k.h, k.w, k.c}), wt = randn({k.o, k.c, k.kh, k.kw}), bias = randn({k.o});
+    Tensor y_nhwc = empty({k.n, k.oh(), k.ow(), k.o});
+    cpu::direct_conv_forward(g, x_nhwc.data_ptr<float>(), wt.data_ptr<float>(), bias.data_ptr<float>(),
+                             y_nhwc.data_ptr<float>());
+    Naive naive{k, values(x_nhwc.permute({0, 3, 1, 2})), values(wt), {}};
+    expect_close("direct kernel vs naive", values(y_nhwc.permute({0, 3, 1, 2})), naive.forward(values(bias)), 2e-4,
+                 2e-4);
+  }
 }
 
 TEST_CASE("conv2d kernels: float64 and bfloat16", "[conv]") {

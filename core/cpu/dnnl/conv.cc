@@ -17,6 +17,7 @@
 #include "core/cpu/conv_reference.h"
 #include "core/cpu/dnnl/runtime.h"
 #include "core/cpu/nn_kernels.h"
+#include "core/cpu/direct_conv.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 
@@ -230,9 +231,33 @@ Tensor empty_channels_last(const Shape& shape, const TensorOptions& options) {
   return empty_strided(shape, channels_last_strides(shape), options);
 }
 
+// The problem as Ember's own direct kernel sees it, when it is one that kernel should take
+// (core/cpu/direct_conv.h): float32, ungrouped, and a shape it measured faster on.
+std::optional<DirectConvGeometry> direct(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                         const ConvParams& p) {
+  if (input.dtype() != kFloat32 || weight.dtype() != kFloat32 || (bias.defined() && bias.dtype() != kFloat32) ||
+      input.numel() == 0 || weight.numel() == 0 || p.groups != 1)
+    return std::nullopt;
+  DirectConvGeometry g{input.size(0), input.size(1), input.size(2), input.size(3),
+                       weight.size(0), weight.size(2), weight.size(3)};
+  g.stride_h = p.stride_h, g.stride_w = p.stride_w, g.pad_h = p.pad_h, g.pad_w = p.pad_w;
+  g.dilation_h = p.dilation_h, g.dilation_w = p.dilation_w;
+  if (!direct_conv_preferred(g)) return std::nullopt;
+  return g;
+}
+
 }  // namespace
 
 Tensor conv2d_kernel(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvParams& p) {
+  if (const auto g = direct(input, weight, bias, p)) {
+    NoGradGuard no_grad;
+    Tensor x = onednn::to_channels_last(input), w = weight.contiguous();
+    Tensor b = bias.defined() ? bias.contiguous() : Tensor();
+    Tensor y = empty_channels_last({g->n, g->o, g->out_h(), g->out_w()}, input.options());
+    direct_conv_forward(*g, x.data_ptr<float>(), w.data_ptr<float>(), b.defined() ? b.data_ptr<float>() : nullptr,
+                           y.data_ptr<float>());
+    return y;
+  }
   const auto type = fast_type(input, weight);
   if (!type) return reference::conv2d(input, weight, bias, p);
   const Geometry g = geometry(input.sizes(), weight.sizes(), p);

@@ -1,0 +1,31 @@
+// Ember's own direct float32 convolution (forward) on channels-last memory, for AVX-512 CPUs.
+// It exists for the strided layers of ResNets, where oneDNN's channels-last kernels ran at
+// 0.6-0.9 of its blocked-layout kernels (which Ember's strided tensors cannot hold); the conv2d
+// kernel-table entry takes it only where tools/bench/conv measured it faster, and oneDNN
+// everywhere else.
+#pragma once
+
+#include <cstdint>
+
+namespace ember::cpu {
+
+struct DirectConvGeometry {
+  int64_t n, c, h, w, o, kh, kw;
+  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
+  int64_t out_h() const { return (h + 2 * pad_h - dilation_h * (kh - 1) - 1) / stride_h + 1; }
+  int64_t out_w() const { return (w + 2 * pad_w - dilation_w * (kw - 1) - 1) / stride_w + 1; }
+};
+
+// Whether this CPU runs the kernel at all (AVX-512F).
+bool direct_conv_supported();
+
+// Whether the conv2d kernel-table entry should take this kernel rather than oneDNN's.
+bool direct_conv_preferred(const DirectConvGeometry& g);
+
+// y[n, oh, ow, :] = sum over taps and channels of weight[:, c, i, j] * x[n, ih, iw, c] (+ bias),
+// with zero padding. `x` is [N, H, W, C] and `y` [N, OH, OW, O], both dense; `weight` is
+// [O, C, KH, KW] (ungrouped); `bias` [O] or null. Any sizes work; requires direct_conv_supported().
+void direct_conv_forward(const DirectConvGeometry& g, const float* x, const float* weight, const float* bias,
+                         float* y);
+
+}  // namespace ember::cpu
