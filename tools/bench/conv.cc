@@ -5,8 +5,9 @@
 //   bazel run --config=bench //tools/bench:conv [-- reps rounds]
 //
 // GFLOP/s counts 2 * N * O * OH * OW * (C / groups) * KH * KW per pass (forward, backward-data
-// and backward-weight alike). Each side is timed in its own block of `reps` calls, the blocks
-// alternate for `rounds` rounds, and each side reports the median of all its calls. The ratio is
+// and backward-weight alike). Each side runs in its own block of 2 x `reps` calls (the first
+// `reps` untimed, to warm its data back into cache), the blocks alternate for `rounds` rounds, and
+// each side reports the median of all its timed calls. The ratio is
 // Ember / oneDNN-best; the oneDNN-nhwc column (oneDNN alone, activations pinned to NHWC) tells
 // how much of a gap is the layout rather than Ember's wrapping.
 #include <omp.h>
@@ -148,7 +149,7 @@ int main(int argc, char** argv) {
   cpu::set_num_threads(kThreads);
   omp_set_num_threads(kThreads);
   manual_seed(0);
-  std::printf("conv benchmark: CIFAR ResNet-20 layers, batch %lld, fp32, %d threads, median of %d x %d calls\n",
+  std::printf("conv benchmark: CIFAR ResNet-20 layers, batch %lld, fp32, %d threads, median of %d x %d warm calls\n",
               static_cast<long long>(kBatch), kThreads, rounds, reps);
   std::printf("%-22s %-10s %8s %8s %6s %12s  %s\n", "shape", "pass", "Ember", "oneDNN", "ratio", "oneDNN-nhwc",
               "oneDNN impl (any / nhwc)");
@@ -159,10 +160,18 @@ int main(int argc, char** argv) {
       OneDnnPass best(layer, pass, memory::format_tag::any), nhwc(layer, pass, memory::format_tag::nhwc);
       for (int i = 0; i < 3; ++i) ember(), best.run(), nhwc.run();  // primitives, caches and pages warm
       std::vector<double> ember_times, best_times, nhwc_times;
+      // The three sides' buffers (36 MB on the largest layers) do not fit this VM's share of the
+      // L3 together: after a switch, a side's calls slow down for several calls while its data
+      // comes back (one 0.2 ms pass took 0.6 ms, then 0.45, 0.4, ... 0.2). Each block's first
+      // `reps` calls warm up and only the next `reps` are timed, on every side alike.
+      auto block = [reps](std::vector<double>& times, const std::function<void()>& call) {
+        for (int i = 0; i < reps; ++i) call();
+        for (int i = 0; i < reps; ++i) times.push_back(seconds_of(call));
+      };
       for (int round = 0; round < rounds; ++round) {
-        for (int i = 0; i < reps; ++i) ember_times.push_back(seconds_of(ember));
-        for (int i = 0; i < reps; ++i) best_times.push_back(seconds_of([&] { best.run(); }));
-        for (int i = 0; i < reps; ++i) nhwc_times.push_back(seconds_of([&] { nhwc.run(); }));
+        block(ember_times, ember);
+        block(best_times, [&] { best.run(); });
+        block(nhwc_times, [&] { nhwc.run(); });
       }
       const double ember_gflops = layer.flops() / median(ember_times) / 1e9;
       const double best_gflops = layer.flops() / median(best_times) / 1e9;
