@@ -62,20 +62,19 @@ void save_checkpoint(const std::string& path, const Module& model, const optim::
   save_safetensors(path, tensors, {{kMetadataKey, meta.dump()}});
 }
 
-TrainingState load_checkpoint(const std::string& path, Module& model, optim::Optimizer* optimizer,
-                              optim::LRScheduler* scheduler, Generator* generator) {
-  SafetensorsFile file = load_safetensors(path);
+namespace {
+
+json::Value checkpoint_metadata(const SafetensorsFile& file, const std::string& path) {
   auto it = file.metadata.find(kMetadataKey);
   EMBER_CHECK(it != file.metadata.end(), "load_checkpoint: '", path, "' is a safetensors file but not an Ember "
               "training checkpoint (no \"", kMetadataKey, "\" metadata); use load_model_weights for weights only");
   json::Value meta = json::parse(it->second, "load_checkpoint: '" + path + "' metadata");
   EMBER_CHECK(meta.is_object() && member_int(meta, "version", path) == 1, "load_checkpoint: '", path,
               "': unsupported checkpoint version");
-  // Validate every part before changing anything.
-  NamedTensors model_state = take_prefix(file.tensors, kModelPrefix);
-  EMBER_CHECK(!optimizer || meta.find("optimizer"), "load_checkpoint: '", path, "' holds no optimizer state");
-  EMBER_CHECK(!scheduler || meta.find("scheduler"), "load_checkpoint: '", path, "' holds no LR-schedule state");
-  EMBER_CHECK(!generator || meta.find("rng"), "load_checkpoint: '", path, "' holds no random-generator state");
+  return meta;
+}
+
+TrainingState state_of(const json::Value& meta, const std::string& path) {
   TrainingState state;
   state.epoch = member_int(meta, "epoch", path);
   state.step = member_int(meta, "step", path);
@@ -84,6 +83,26 @@ TrainingState load_checkpoint(const std::string& path, Module& model, optim::Opt
   state.loader_epoch = member_int(*loader, "epoch", path);
   state.loader_batches = member_int(*loader, "batches", path);
   if (const json::Value* extra = meta.find("extra")) state.extra = *extra;
+  return state;
+}
+
+}  // namespace
+
+TrainingState read_training_state(const std::string& path) {
+  SafetensorsFile file = load_safetensors(path);
+  return state_of(checkpoint_metadata(file, path), path);
+}
+
+TrainingState load_checkpoint(const std::string& path, Module& model, optim::Optimizer* optimizer,
+                              optim::LRScheduler* scheduler, Generator* generator) {
+  SafetensorsFile file = load_safetensors(path);
+  json::Value meta = checkpoint_metadata(file, path);
+  // Validate every part before changing anything.
+  NamedTensors model_state = take_prefix(file.tensors, kModelPrefix);
+  EMBER_CHECK(!optimizer || meta.find("optimizer"), "load_checkpoint: '", path, "' holds no optimizer state");
+  EMBER_CHECK(!scheduler || meta.find("scheduler"), "load_checkpoint: '", path, "' holds no LR-schedule state");
+  EMBER_CHECK(!generator || meta.find("rng"), "load_checkpoint: '", path, "' holds no random-generator state");
+  TrainingState state = state_of(meta, path);
 
   model.load_state_dict(model_state, /*strict=*/true);
   if (optimizer) {

@@ -38,6 +38,10 @@ void save_checkpoint(const std::string& path, const Module& model, const optim::
 TrainingState load_checkpoint(const std::string& path, Module& model, optim::Optimizer* optimizer,
                               optim::LRScheduler* scheduler, Generator* generator = &default_generator());
 
+// The epoch/step/loader position and `extra` of a checkpoint, restoring nothing (e.g. to check a
+// run's settings against the ones it was saved with before loading it).
+TrainingState read_training_state(const std::string& path);
+
 // Only the model weights (e.g. for evaluation): accepts full checkpoints and plain state files.
 void load_model_weights(const std::string& path, Module& model);
 

@@ -118,3 +118,29 @@ TEST_CASE("damaged or mismatched checkpoints raise naming the problem", "[checkp
                       Catch::Contains("not an Ember training checkpoint"));
   REQUIRE_NOTHROW(nn::load_model_weights(path, *run.model));
 }
+
+TEST_CASE("read_training_state returns the saved position and extra, restoring nothing", "[checkpoint]") {
+  Run run(2);
+  run.train(3);
+  nn::TrainingState saved = run.state();
+  saved.epoch = 4;
+  saved.extra.set("note", json::Value::string("kept"));
+  std::string path = temp_path("peek.safetensors");
+  nn::save_checkpoint(path, *run.model, run.optimizer.get(), run.schedule.get(), saved);
+  const std::vector<double> weights = run.model->parameters()[0].to_vector<double>();
+  const int64_t seed_state_probe = randint(0, 1 << 30, {1}, TensorOptions(kInt64)).item<int64_t>();
+
+  const nn::TrainingState read = nn::read_training_state(path);
+  CHECK(read.epoch == 4);
+  CHECK(read.step == 3);
+  CHECK(read.loader_epoch == saved.loader_epoch);
+  CHECK(read.loader_batches == saved.loader_batches);
+  REQUIRE(read.extra.find("note"));
+  CHECK(read.extra.find("note")->as_string() == "kept");
+  // Nothing restored: the default generator moves on from where it was, the model is untouched.
+  CHECK(randint(0, 1 << 30, {1}, TensorOptions(kInt64)).item<int64_t>() != seed_state_probe);
+  CHECK(run.model->parameters()[0].to_vector<double>() == weights);
+
+  save_safetensors(path, run.model->state_dict());
+  REQUIRE_THROWS_WITH(nn::read_training_state(path), Catch::Contains("not an Ember training checkpoint"));
+}

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <regex>
+#include <sstream>
 
 #include "autograd/functional.h"
 #include "comm/init.h"
@@ -87,13 +88,67 @@ std::string latest_checkpoint(const std::string& dir) {
   return best;
 }
 
-// Keeps the newest `keep` epoch checkpoints.
-void prune_checkpoints(const std::string& dir, int64_t current_epoch, int64_t keep) {
-  int64_t oldest = current_epoch - keep;
-  for (int64_t e = oldest; e >= std::max<int64_t>(oldest - 2, 1); --e) {
-    std::error_code ec;
-    std::filesystem::remove(checkpoint_path(dir, "epoch-" + std::to_string(e)), ec);
+// The settings that shape a run's learning-rate schedule, saved with every checkpoint: the
+// schedule spans the whole run, so a resumed run must have the same ones.
+json::Value run_settings(const TrainConfig& config, int64_t steps_per_epoch) {
+  json::Value run = json::Value::object();
+  run.set("optimizer", json::Value::string(config.optimizer));
+  run.set("schedule", json::Value::string(config.schedule));
+  run.set("lr", json::Value::number(config.lr));
+  run.set("epochs", json::Value::integer(config.epochs));
+  run.set("steps_per_epoch", json::Value::integer(steps_per_epoch));
+  return run;
+}
+
+std::string describe_settings(const json::Value& run) {
+  auto text = [&](const char* key) {
+    const json::Value* v = run.find(key);
+    if (!v) return std::string("?");
+    if (v->is_string()) return v->as_string();
+    std::ostringstream shortest;  // 0.1, not the exact dump's 0.10000000000000001
+    shortest << v->as_double();
+    return shortest.str();
+  };
+  return "--optimizer " + text("optimizer") + " --schedule " + text("schedule") + " --lr " + text("lr") +
+         " --epochs " + text("epochs") + " (" + text("steps_per_epoch") + " steps per epoch)";
+}
+
+// Fails naming the flags when `path` was saved by a run whose schedule settings differ from this
+// one's (before, the scheduler's own load failed, or silently kept the saved length).
+void check_resume_settings(const std::string& path, const TrainConfig& config, int64_t steps_per_epoch) {
+  const nn::TrainingState saved = nn::read_training_state(path);
+  const json::Value* run = saved.extra.find("run");
+  if (!run) return;  // a checkpoint from before run settings were saved: the load checks what it can
+  const json::Value mine = run_settings(config, steps_per_epoch);
+  std::string differences;
+  for (const char* key : {"optimizer", "schedule", "lr", "epochs", "steps_per_epoch"}) {
+    const json::Value* theirs = run->find(key);
+    if (theirs && theirs->dump() == mine.find(key)->dump()) continue;
+    if (!differences.empty()) differences += ", ";
+    differences += std::string(key == std::string("steps_per_epoch") ? "steps per epoch (from --batch-size, the "
+                                                                        "dataset and the process count)"
+                                                                      : "--" + std::string(key));
   }
+  EMBER_CHECK(differences.empty(), "--resume ", path, ": the checkpoint was saved by a run with ",
+              describe_settings(*run), ", this run has ", describe_settings(mine), "; they differ in ", differences,
+              ". The learning-rate schedule spans the whole run, so resume with the checkpoint's settings, or "
+              "start a new run without --resume");
+}
+
+// Keeps the newest `keep` epoch checkpoints: removes every epoch-N file in `dir` with N at or
+// below current_epoch - keep, including ones left by earlier runs in the same directory.
+void prune_checkpoints(const std::string& dir, int64_t current_epoch, int64_t keep) {
+  const int64_t oldest_kept = current_epoch - keep + 1;
+  std::error_code ec;
+  std::vector<std::filesystem::path> doomed;
+  const std::regex pattern("epoch-([0-9]+)\\.safetensors");
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::smatch match;
+    const std::string name = entry.path().filename().string();
+    if (std::regex_match(name, match, pattern) && std::stoll(match[1].str()) < oldest_kept)
+      doomed.push_back(entry.path());
+  }
+  for (const auto& path : doomed) std::filesystem::remove(path, ec);
 }
 
 }  // namespace
@@ -165,6 +220,7 @@ TrainResult run_training(const TrainConfig& config) {
       nn::load_model_weights(path, *model);
       if (leader) std::printf("loaded weights from %s\n", path.c_str());
     } else {
+      check_resume_settings(path, config, steps_per_epoch);
       nn::TrainingState state = nn::load_checkpoint(path, *model, optimizer.get(), schedule.get());
       train_loader.load_state({state.loader_epoch, state.loader_batches});
       start_epoch = state.loader_epoch;
@@ -212,6 +268,7 @@ TrainResult run_training(const TrainConfig& config) {
     state.loader_epoch = position.epoch;
     state.loader_batches = position.batches;
     state.extra.set("best_accuracy", json::Value::number(best_accuracy));
+    state.extra.set("run", run_settings(config, steps_per_epoch));
     nn::save_checkpoint(checkpoint_path(config.checkpoint_dir, name), *model, optimizer.get(), schedule.get(), state);
   };
 

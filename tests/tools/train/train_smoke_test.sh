@@ -2,7 +2,8 @@
 # The train binary end to end, in seconds: --help and exit status 2 for bad input; a smoke run on
 # synthetic data with checkpoints and logs; --resume latest continuing from the saved step, ending
 # byte-identical to an uninterrupted run; --eval-only on the checkpoint giving the run's final
-# accuracy; keep-last-K plus best; Ctrl-C saving a checkpoint that --resume latest picks up.
+# accuracy; resuming with other schedule settings failing by name; keep-last-K plus best (also
+# across runs); Ctrl-C saving a checkpoint that --resume latest picks up.
 set -uo pipefail
 train="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 work="${TEST_TMPDIR:-$(mktemp -d)}/train_smoke"
@@ -70,6 +71,15 @@ cmp straight/epoch-2.safetensors ck/epoch-2.safetensors || fail "the resumed run
   || { cat run3.txt; fail "idle resume exited $?"; }
 grep -q "^nothing to train: the checkpoint is at step 10, --max-steps is 10$" run3.txt || fail "idle resume message"
 
+# Resuming with another schedule length fails before loading anything, naming the flags.
+"$train" "${tiny[@]}" --epochs 3 --checkpoint-dir ck --resume latest > mismatch.txt 2>&1
+status=$?
+[ $status -eq 1 ] || fail "resume with another --epochs exited $status, expected 1: $(cat mismatch.txt)"
+grep -qF -- "--epochs 2 (8 steps per epoch), this run has" mismatch.txt || fail "mismatch message: $(cat mismatch.txt)"
+grep -qF -- "they differ in --epochs." mismatch.txt || fail "mismatch message: $(cat mismatch.txt)"
+"$train" "${tiny[@]}" --epochs 2 --schedule cosine --checkpoint-dir ck --resume latest > mismatch.txt 2>&1
+grep -qF -- "they differ in --schedule." mismatch.txt || fail "schedule mismatch message: $(cat mismatch.txt)"
+
 # --eval-only evaluates the saved weights: the resumed run's final test accuracy and loss.
 "$train" "${tiny[@]}" --checkpoint-dir ck --resume ck/epoch-2.safetensors --eval-only > eval.txt 2>&1 \
   || { cat eval.txt; fail "--eval-only exited $?"; }
@@ -83,6 +93,14 @@ grep -q "^train: $final .* epochs=0 steps=0" eval.txt || fail "eval-only gave ot
 "$train" "${tiny[@]}" --synthetic-size 64 --epochs 3 --keep-checkpoints 1 --checkpoint-dir keep > keep.txt 2>&1 \
   || { cat keep.txt; fail "keep run exited $?"; }
 [ "$(cd keep && ls | tr '\n' ' ')" = "best.safetensors epoch-3.safetensors " ] || fail "kept: $(ls keep)"
+# Resumed with a smaller --keep-checkpoints in a directory holding epochs 1-4, pruning removes every
+# older epoch file, not only those the resumed run wrote.
+"$train" "${tiny[@]}" --synthetic-size 64 --epochs 6 --max-steps 8 --keep-checkpoints 9 --checkpoint-dir gap \
+  > gap1.txt 2>&1 || { cat gap1.txt; fail "gap run exited $?"; }
+ls gap/epoch-1.safetensors gap/epoch-4.safetensors > /dev/null || fail "gap run kept: $(ls gap)"
+"$train" "${tiny[@]}" --synthetic-size 64 --epochs 6 --keep-checkpoints 1 --checkpoint-dir gap --resume latest \
+  > gap2.txt 2>&1 || { cat gap2.txt; fail "resumed gap run exited $?"; }
+[ "$(cd gap && ls | tr '\n' ' ')" = "best.safetensors epoch-6.safetensors " ] || fail "kept after resume: $(ls gap)"
 
 # One epoch of 4 steps: the shortest one-cycle schedule that still has a warm-up phase (5 steps).
 "$train" "${tiny[@]}" --synthetic-size 128 --epochs 1 > short.txt 2>&1 || { cat short.txt; fail "4-step run exited $?"; }
