@@ -1,6 +1,7 @@
 // Flag definitions and their translation into a TrainConfig.
 #include "tools/train/config.h"
 
+#include "core/backend.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "models/zoo.h"
@@ -70,11 +71,16 @@ TrainConfig config_from(const Flags& f) {
   c.workers = f.get_int("workers");
   c.seed = static_cast<uint64_t>(f.get_int("seed"));
   c.device = f.get_string("device");
+  Device device;
   try {
-    Device::parse(c.device);
+    device = Device::parse(c.device);
   } catch (const Error& e) {
     throw FlagError(std::string("--device: ") + e.what());
   }
+  // A well-formed device this build cannot run on is bad input too (exit status 2, not a failure
+  // halfway into set-up).
+  if (!has_backend(device.type))
+    throw FlagError("--device: this build has no backend for '" + c.device + "'; use --device cpu");
   c.threads = f.get_int("threads");
   c.checkpoint_dir = f.get_string("checkpoint-dir");
   c.keep_checkpoints = f.get_int("keep-checkpoints");
