@@ -1,9 +1,11 @@
 // The epoch loop. Rank 0 alone prints, logs and writes checkpoints; evaluation is sharded
 // (every test example counted once) and its sums all-reduced. Ctrl-C (SIGINT) is agreed on by
-// all ranks at the next step, then rank 0 saves a checkpoint holding the loader's position.
+// all ranks at the next step, then rank 0 saves a checkpoint holding the loader's position; a
+// second Ctrl-C exits at once without one.
 #include "tools/train/trainer.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -28,7 +30,16 @@ namespace ember::train {
 namespace {
 
 std::atomic<bool> interrupt_requested{false};
-void on_interrupt(int) { interrupt_requested.store(true); }
+
+// The first Ctrl-C asks for a checkpoint at the end of the current step; a second one, for a user
+// who will not wait for that step (or whose step hangs), exits at once without one.
+void on_interrupt(int) {
+  if (interrupt_requested.exchange(true)) {
+    static const char message[] = "\ntrain: second interrupt: exiting now, without a checkpoint\n";
+    [[maybe_unused]] ssize_t written = ::write(STDERR_FILENO, message, sizeof(message) - 1);
+    ::_exit(130);
+  }
+}
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

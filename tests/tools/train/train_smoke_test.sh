@@ -3,7 +3,7 @@
 # synthetic data with checkpoints and logs; --resume latest continuing from the saved step, ending
 # byte-identical to an uninterrupted run; --eval-only on the checkpoint giving the run's final
 # accuracy; resuming with other schedule settings failing by name; keep-last-K plus best (also
-# across runs); Ctrl-C saving a checkpoint that --resume latest picks up.
+# across runs); Ctrl-C saving a checkpoint that --resume latest picks up, a second Ctrl-C exiting.
 set -uo pipefail
 train="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 work="${TEST_TMPDIR:-$(mktemp -d)}/train_smoke"
@@ -125,4 +125,19 @@ grep -q "^train: .* interrupted=1$" int.txt || fail "summary does not say interr
   --resume latest > after.txt 2>&1 || { cat after.txt; fail "resume after Ctrl-C exited $?"; }
 grep -q "^resumed from ck/interrupted.safetensors (epoch 0, step $step)$" after.txt || fail "$(cat after.txt)"
 grep -q "^train: .* steps=$((step + 1)) processes=1$" after.txt || fail "resume after Ctrl-C summary"
+# A second Ctrl-C exits at once with status 130, without waiting for the step or saving. (ResNet-20
+# steps of 256 images take seconds, so both signals land inside one step.)
+"$train" --model resnet20 --data synthetic --synthetic-size 2048 --batch-size 256 --threads 1 --workers 0 \
+  --epochs 10 --log-every 1 --checkpoint-dir ck2 > int2.txt 2>&1 &
+pid=$!
+for _ in $(seq 1200); do grep -q "step 1/" int2.txt && break; sleep 0.1; done
+grep -q "step 1/" int2.txt || { kill $pid; fail "the ResNet-20 run did not start: $(cat int2.txt)"; }
+kill -INT $pid
+sleep 0.2
+kill -INT $pid
+wait $pid
+status=$?
+[ $status -eq 130 ] || fail "twice-interrupted run exited $status, expected 130: $(cat int2.txt)"
+grep -q "second interrupt: exiting now, without a checkpoint" int2.txt || fail "no second-interrupt message"
+[ ! -e ck2/interrupted.safetensors ] || fail "a checkpoint was written after the second Ctrl-C"
 echo "PASS"
