@@ -23,7 +23,9 @@ files="$(cd "$work/ckpt" && ls -A | sort | tr '\n' ' ')"
 [ -s "$work/logs/metrics.jsonl" ] || fail "no metrics.jsonl"
 steps=$(grep -c '"kind":"step"' "$work/logs/metrics.jsonl")
 epochs=$(grep -c '"kind":"epoch"' "$work/logs/metrics.jsonl")
-[ "$steps" -eq 6 ] && [ "$epochs" -eq 2 ] || fail "metrics.jsonl has $steps step and $epochs epoch records, expected 6 and 2 (written by rank 0 only)"
+stops=$(grep -c '"kind":"stop"' "$work/logs/metrics.jsonl")
+[ "$steps" -eq 6 ] && [ "$epochs" -eq 1 ] && [ "$stops" -eq 1 ] \
+  || fail "metrics.jsonl has $steps step, $epochs epoch and $stops stop records, expected 6, 1 and 1 (written by rank 0 only; epoch 2 was cut short)"
 
 output="$("$runner" 2 "$train" -- "${common[@]}" --eval-only --resume "$work/ckpt/best.safetensors" 2>&1)" \
   || { echo "$output"; fail "evaluation exited $?"; }

@@ -15,7 +15,8 @@ class MetricsLog {
  public:
   MetricsLog(const std::string& directory, bool enabled);
   ~MetricsLog();
-  // `kind` is "step" or "epoch"; scalars are logged under "<kind>/<name>" in TensorBoard.
+  // `kind` is "step", "epoch", or "stop" (an epoch cut short by --max-steps, at its global step);
+  // scalars are logged under "<kind>/<name>" in TensorBoard.
   void write(const std::string& kind, int64_t step, const std::map<std::string, double>& values);
 
  private:

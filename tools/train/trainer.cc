@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -354,15 +355,25 @@ TrainResult run_training(const TrainConfig& config) {
     result.test_accuracy = test.accuracy;
     result.test_loss = test.loss;
     best_accuracy = std::max(best_accuracy, test.accuracy);
+    // An epoch cut short by --max-steps is reported as a "stop" at its global step, not as an
+    // epoch: a resumed run reports the whole epoch later, and epoch N must be logged once.
+    const bool partial = done_in_epoch < steps_per_epoch;
     if (leader) {
-      std::printf("epoch %lld/%lld: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.1f s (%.0f img/s) + eval %.1f s\n",
-                  static_cast<long long>(epoch + 1), static_cast<long long>(config.epochs), train_loss, train_acc,
-                  test.loss, test.accuracy, train_time, ts[2] / std::max(train_time, 1e-9),
+      const std::string label = partial ? " (stopped at step " + std::to_string(done_in_epoch) + "/" +
+                                              std::to_string(steps_per_epoch) + ")"
+                                        : "";
+      std::printf("epoch %lld/%lld%s: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.1f s (%.0f img/s) + eval %.1f s\n",
+                  static_cast<long long>(epoch + 1), static_cast<long long>(config.epochs), label.c_str(), train_loss,
+                  train_acc, test.loss, test.accuracy, train_time, ts[2] / std::max(train_time, 1e-9),
                   seconds_since(epoch_start) - train_time);
       std::fflush(stdout);
-      log.write("epoch", epoch + 1,
-                {{"train_loss", train_loss}, {"train_accuracy", train_acc}, {"test_loss", test.loss},
-                 {"test_accuracy", test.accuracy}, {"seconds", seconds_since(epoch_start)}});
+      std::map<std::string, double> values = {{"train_loss", train_loss},
+                                              {"train_accuracy", train_acc},
+                                              {"test_loss", test.loss},
+                                              {"test_accuracy", test.accuracy},
+                                              {"seconds", seconds_since(epoch_start)}};
+      if (partial) values["epoch"] = static_cast<double>(epoch + 1);
+      log.write(partial ? "stop" : "epoch", partial ? step : epoch + 1, values);
     }
     if (!stop || config.max_steps > 0) {
       save("epoch-" + std::to_string(epoch + 1), epoch + 1);

@@ -47,7 +47,9 @@ grep -q "^train: test_accuracy=.* epochs=1 steps=4 processes=1$" run1.txt || fai
 [ -f ck/epoch-1.safetensors ] && [ -f ck/best.safetensors ] || fail "checkpoints missing: $(ls ck)"
 ls logs/events.out.tfevents.* > /dev/null || fail "no TensorBoard event file"
 [ "$(grep -c '"kind":"step"' logs/metrics.jsonl)" -eq 4 ] || fail "expected 4 step records"
-[ "$(grep -c '"kind":"epoch"' logs/metrics.jsonl)" -eq 1 ] || fail "expected 1 epoch record"
+[ "$(grep -c '"kind":"epoch"' logs/metrics.jsonl)" -eq 0 ] || fail "a cut-short epoch was logged as an epoch"
+[ "$(grep -c '"kind":"stop"' logs/metrics.jsonl)" -eq 1 ] || fail "expected 1 stop record"
+grep -q "^epoch 1/2 (stopped at step 4/8): train loss" run1.txt || fail "cut-short epoch line"
 
 # --resume latest continues at step 4 and stops at the new --max-steps, appending to the logs.
 "$train" "${tiny[@]}" --epochs 2 --max-steps 10 --log-every 1 --checkpoint-dir ck --log-dir logs --resume latest \
@@ -57,6 +59,9 @@ grep -q "^resumed from ck/epoch-1.safetensors (epoch 0, step 4)$" run2.txt || fa
 grep -q "^epoch 1/2 step 5/8 loss" run2.txt || fail "the resumed run did not start at step 5 of epoch 1"
 grep -q "^train: .* epochs=2 steps=10 processes=1$" run2.txt || fail "resumed run summary"
 [ "$(grep -c '"kind":"step"' logs/metrics.jsonl)" -eq 10 ] || fail "expected 10 step records after the resume"
+# Epoch 1, cut short and then finished by the resumed run, is logged as an epoch once.
+[ "$(grep -c '"kind":"epoch"' logs/metrics.jsonl)" -eq 1 ] || fail "expected 1 epoch record after the resume"
+[ "$(grep -c '"kind":"stop"' logs/metrics.jsonl)" -eq 2 ] || fail "expected 2 stop records after the resume"
 grep -q '"kind":"step","step":5,' logs/metrics.jsonl || fail "no step-5 record"
 [ -f ck/epoch-2.safetensors ] || fail "no epoch-2 checkpoint"
 [ "$(ls logs/events.out.tfevents.* | wc -l)" -eq 2 ] || fail "expected one event file per run"
