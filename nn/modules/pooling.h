@@ -21,6 +21,8 @@ struct MaxPool2dOptions {
 class MaxPool2dImpl : public Cloneable<MaxPool2dImpl> {
  public:
   explicit MaxPool2dImpl(const MaxPool2dOptions& options) : Cloneable("MaxPool2d"), options(options) {}
+  // MaxPool2d(2), MaxPool2d(Size2(3, 2)): int -> Size2 -> options is two implicit conversions.
+  explicit MaxPool2dImpl(Size2 kernel_size) : MaxPool2dImpl(MaxPool2dOptions(kernel_size)) {}
   void reset() override {}
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
@@ -40,6 +42,7 @@ struct AvgPool2dOptions {
 class AvgPool2dImpl : public Cloneable<AvgPool2dImpl> {
  public:
   explicit AvgPool2dImpl(const AvgPool2dOptions& options) : Cloneable("AvgPool2d"), options(options) {}
+  explicit AvgPool2dImpl(Size2 kernel_size) : AvgPool2dImpl(AvgPool2dOptions(kernel_size)) {}
   void reset() override {}
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;

@@ -256,3 +256,18 @@ TEST_CASE("a module shared by two parents is listed once, as in PyTorch", "[nn][
   std::vector<float> after = shared->weight.to_vector<float>();
   for (size_t i = 0; i < after.size(); ++i) CHECK(after[i] == Approx(before[i] - grad[i]));
 }
+
+TEST_CASE("pooling modules take a bare kernel size, as in PyTorch", "[nn][module]") {
+  manual_seed(21);
+  Tensor x = randn({2, 3, 7, 6});
+  nn::MaxPool2d max(2), max_options(nn::MaxPool2dOptions(2));
+  nn::MaxPool2d max_rect(Size2(3, 2));
+  nn::AvgPool2d avg(3), avg_options(nn::AvgPool2dOptions(3));
+  CHECK(max->options.kernel_size().h == 2);
+  CHECK(max->options.kernel_size().w == 2);
+  CHECK(max->forward(x).sizes() == Shape{2, 3, 3, 3});
+  CHECK(max->forward(x).to_vector<float>() == max_options->forward(x).to_vector<float>());
+  CHECK(max_rect->forward(x).sizes() == Shape{2, 3, 2, 3});
+  CHECK(avg->forward(x).to_vector<float>() == avg_options->forward(x).to_vector<float>());
+  CHECK(avg->forward(x).sizes() == Shape{2, 3, 2, 2});
+}
