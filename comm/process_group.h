@@ -61,7 +61,10 @@ using WorkPtr = std::shared_ptr<Work>;
 // Collectives submitted by this thread while an OverlapScope lives are meant to run while the
 // thread goes on computing (DDP's bucket all-reduces during backward): a backend starts them at
 // once. Outside one, a backend may leave a collective for the caller's wait() to run inline,
-// which is what a submit-then-wait caller wants. Scopes nest.
+// which is what a submit-then-wait caller wants. Scopes nest. The MPI backend posts an
+// all-reduce submitted in a scope as a non-blocking MPI collective, which MPI matches only with
+// non-blocking ones: every rank must submit a given all-reduce inside a scope, or every rank
+// outside one (DDP's buckets and Join's shadows both are inside).
 class OverlapScope {
  public:
   OverlapScope();

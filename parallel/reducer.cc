@@ -284,6 +284,9 @@ void Reducer::shadow_backward() {
     view.index = b;
     view.buffer = zeros_like(buckets_[b].buffer);
     view.is_last = b + 1 == buckets_.size();
+    // In an OverlapScope like the active ranks' launches: MPI matches their non-blocking
+    // all-reduces only with non-blocking ones.
+    comm::OverlapScope overlap;
     hook_(*group_, view)->wait();
   }
   ++iterations_;

@@ -207,6 +207,32 @@ WorkPtr MpiProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
   Staged s = stage(tensor, true, "all_reduce");
   CollectiveInfo i = info(CollectiveKind::AllReduce, &tensor, op);
   int count = count_of(tensor, "all_reduce");
+  if (OverlapScope::active()) {
+    // Runs on the communication thread while the caller computes (DDP's buckets). A blocking
+    // MPI_Allreduce there busy-polls for the peers on the very core the caller computes on
+    // (mpirun binds a rank to one core): ResNet-20's DDP step ran 1.06x the step without
+    // communication with buckets overlapped, 1.00x with one bucket after backward. Posted
+    // non-blocking instead, it is tested between the thread's 50 us sleeps.
+    const bool check = distributed_debug();
+    auto work = std::make_shared<MpiWork>(
+        i,
+        [this, s, op, count, i, check] {
+          if (check) check_signatures(i);
+          MPI_Request request;
+          int rc = MPI_Iallreduce(MPI_IN_PLACE, s.data(), count, datatype_of(s.buffer.dtype()),
+                                  op_of(op, s.buffer.dtype()), comm_, &request);
+          if (rc != MPI_SUCCESS) fail_mpi(i, rc);
+          return std::vector<MPI_Request>{request};
+        },
+        [this, s, op, i](int code) {
+          if (code != MPI_SUCCESS) fail_mpi(i, code);
+          if (op == ReduceOp::Avg) divide(s.buffer, size_);
+          s.finish();
+        },
+        rank_);
+    Runtime::get().submit(work, /*prompt=*/true);
+    return work;
+  }
   return submit(i, [this, s, op, count, i] {
     int rc = MPI_Allreduce(MPI_IN_PLACE, s.data(), count, datatype_of(s.buffer.dtype()), op_of(op, s.buffer.dtype()), comm_);
     if (rc != MPI_SUCCESS) fail_mpi(i, rc);

@@ -286,6 +286,16 @@ void Runtime::run_here_if_next(const MpiWork& work) {
     waiters_run_collectives_ = bytes < kDeferWakeBelowBytes;
   }
   auto [requests, error] = start(*mine);
+  if (!requests.empty() && error.empty()) {
+    // A non-blocking collective (posted for overlap) that its caller now waits for anyway: this
+    // thread completes it, as the communication thread would.
+    InFlight entry{mine, std::move(requests)};
+    for (MPI_Request& request : entry.requests) {
+      const int rc = MPI_Wait(&request, MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS && entry.code == MPI_SUCCESS) entry.code = rc;
+    }
+    error = finish_error(entry);
+  }
   bool more;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -315,15 +325,20 @@ bool Runtime::progress(InFlight& entry) {
   return done;
 }
 
-void Runtime::finish(InFlight& entry) {
+std::string Runtime::finish_error(InFlight& entry) {
   MpiWork& work = *entry.work;
-  std::string error;
   try {
     if (work.finish_) work.finish_(entry.code);
-    else if (entry.code != MPI_SUCCESS) error = "rank " + std::to_string(world_rank_) + ": " + work.info().describe() + " failed in MPI";
+    else if (entry.code != MPI_SUCCESS) return "rank " + std::to_string(world_rank_) + ": " + work.info().describe() + " failed in MPI";
   } catch (const std::exception& e) {
-    error = e.what();
+    return e.what();
   }
+  return "";
+}
+
+void Runtime::finish(InFlight& entry) {
+  MpiWork& work = *entry.work;
+  const std::string error = finish_error(entry);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     pending_p2p_.erase(std::find(pending_p2p_.begin(), pending_p2p_.end(), entry.work));

@@ -107,10 +107,12 @@ class Runtime {
     int code = MPI_SUCCESS;             // the first failure
   };
   bool progress(InFlight& entry);  // true once every request completed and the work finished
+  std::string finish_error(InFlight& entry);  // runs the work's finish step; its error, or ""
   void finish(InFlight& entry);
 
   std::deque<std::shared_ptr<MpiWork>> queue_;
-  std::vector<InFlight> in_flight_;  // point-to-point operations; comm thread only
+  std::vector<InFlight> in_flight_;  // non-blocking operations (point-to-point, overlapped
+                                     // all-reduces); comm thread only
   // What the watchdog measures (guarded by mutex_): the collective running on the communication
   // thread, and every point-to-point operation still in flight.
   std::shared_ptr<MpiWork> current_;
