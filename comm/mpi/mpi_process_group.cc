@@ -201,43 +201,56 @@ WorkPtr MpiProcessGroup::submit(CollectiveInfo info, std::function<void()> run) 
   return work;
 }
 
+WorkPtr MpiProcessGroup::submit_posted(CollectiveInfo info, std::function<MPI_Request()> post,
+                                       std::function<void()> after) {
+  bool check = distributed_debug();
+  auto work = std::make_shared<MpiWork>(
+      info,
+      [this, info, post = std::move(post), check] {
+        if (check) check_signatures(info);
+        return std::vector<MPI_Request>{post()};
+      },
+      [this, info, after = std::move(after)](int code) {
+        if (code != MPI_SUCCESS) fail_mpi(info, code);
+        after();
+      },
+      rank_);
+  Runtime::get().submit(work, /*prompt=*/true);
+  return work;
+}
+
 WorkPtr MpiProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
   EMBER_CHECK(op != ReduceOp::Avg || is_floating(tensor.dtype()), "all_reduce on ", name_,
               ": avg needs a floating tensor, got ", dtype_name(tensor.dtype()));
   Staged s = stage(tensor, true, "all_reduce");
   CollectiveInfo i = info(CollectiveKind::AllReduce, &tensor, op);
   int count = count_of(tensor, "all_reduce");
+  auto after = [this, s, op] {
+    if (op == ReduceOp::Avg) divide(s.buffer, size_);
+    s.finish();
+  };
   if (OverlapScope::active()) {
     // Runs on the communication thread while the caller computes (DDP's buckets). A blocking
     // MPI_Allreduce there busy-polls for the peers on the very core the caller computes on
     // (mpirun binds a rank to one core): ResNet-20's DDP step ran 1.06x the step without
-    // communication with buckets overlapped, 1.00x with one bucket after backward. Posted
-    // non-blocking instead, it is tested between the thread's 50 us sleeps.
-    const bool check = distributed_debug();
-    auto work = std::make_shared<MpiWork>(
+    // communication with buckets overlapped, 1.00x with one bucket after backward. Not every
+    // all-reduce: Open MPI's non-blocking one ran at half the blocking one's bandwidth, and MPI
+    // matches a non-blocking collective only with non-blocking ones on the other ranks.
+    return submit_posted(
         i,
-        [this, s, op, count, i, check] {
-          if (check) check_signatures(i);
+        [this, s, op, count, i] {
           MPI_Request request;
           int rc = MPI_Iallreduce(MPI_IN_PLACE, s.data(), count, datatype_of(s.buffer.dtype()),
                                   op_of(op, s.buffer.dtype()), comm_, &request);
           if (rc != MPI_SUCCESS) fail_mpi(i, rc);
-          return std::vector<MPI_Request>{request};
+          return request;
         },
-        [this, s, op, i](int code) {
-          if (code != MPI_SUCCESS) fail_mpi(i, code);
-          if (op == ReduceOp::Avg) divide(s.buffer, size_);
-          s.finish();
-        },
-        rank_);
-    Runtime::get().submit(work, /*prompt=*/true);
-    return work;
+        after);
   }
-  return submit(i, [this, s, op, count, i] {
+  return submit(i, [this, s, op, count, i, after] {
     int rc = MPI_Allreduce(MPI_IN_PLACE, s.data(), count, datatype_of(s.buffer.dtype()), op_of(op, s.buffer.dtype()), comm_);
     if (rc != MPI_SUCCESS) fail_mpi(i, rc);
-    if (op == ReduceOp::Avg) divide(s.buffer, size_);
-    s.finish();
+    after();
   });
 }
 

@@ -48,6 +48,10 @@ class MpiProcessGroup final : public ProcessGroup {
   // Queues `run` (blocking MPI calls on the communication thread); with EMBER_DISTRIBUTED_DEBUG
   // the ranks first exchange and compare the collective's signature.
   WorkPtr submit(CollectiveInfo info, std::function<void()> run);
+  // The non-blocking form: `post` starts the MPI operation and returns its request, which the
+  // communication thread tests between sleeps (or a waiter completes); `after` runs once it
+  // completed. Started at once.
+  WorkPtr submit_posted(CollectiveInfo info, std::function<MPI_Request()> post, std::function<void()> after);
   void check_signatures(const CollectiveInfo& info);
   // Posts this rank's half of a send/recv (on the communication thread): with debug, the
   // signature bytes on check_comm_ first, then the data.

@@ -117,6 +117,7 @@ std::string describe_settings(const json::Value& run) {
     const json::Value* v = run.find(key);
     if (!v) return std::string("?");
     if (v->is_string()) return v->as_string();
+    if (v->is_integer()) return v->dump();
     std::ostringstream shortest;  // 0.1, not the exact dump's 0.10000000000000001
     shortest << v->as_double();
     return shortest.str();
@@ -132,14 +133,17 @@ void check_resume_settings(const std::string& path, const TrainConfig& config, i
   const json::Value* run = saved.extra.find("run");
   if (!run) return;  // a checkpoint from before run settings were saved: the load checks what it can
   const json::Value mine = run_settings(config, steps_per_epoch);
+  const std::pair<const char*, const char*> settings[] = {
+      {"optimizer", "--optimizer"},
+      {"schedule", "--schedule"},
+      {"lr", "--lr"},
+      {"epochs", "--epochs"},
+      {"steps_per_epoch", "steps per epoch (from --batch-size, the dataset and the process count)"}};
   std::string differences;
-  for (const char* key : {"optimizer", "schedule", "lr", "epochs", "steps_per_epoch"}) {
+  for (const auto& [key, label] : settings) {
     const json::Value* theirs = run->find(key);
     if (theirs && theirs->dump() == mine.find(key)->dump()) continue;
-    if (!differences.empty()) differences += ", ";
-    differences += std::string(key == std::string("steps_per_epoch") ? "steps per epoch (from --batch-size, the "
-                                                                        "dataset and the process count)"
-                                                                      : "--" + std::string(key));
+    differences += (differences.empty() ? "" : ", ") + std::string(label);
   }
   EMBER_CHECK(differences.empty(), "--resume ", path, ": the checkpoint was saved by a run with ",
               describe_settings(*run), ", this run has ", describe_settings(mine), "; they differ in ", differences,

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "core/cpu/conv_reference.h"
+#include "core/cpu/direct_conv.h"
 #include "core/cpu/dnnl/runtime.h"
 #include "core/cpu/nn_kernels.h"
-#include "core/cpu/direct_conv.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 
