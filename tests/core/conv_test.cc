@@ -11,6 +11,7 @@
 #include "core/backend.h"
 #include "core/cpu/conv_reference.h"
 #include "core/cpu/direct_conv.h"
+#include "core/cpu/direct_conv_weight_grad.h"
 #include "core/ember_core.h"
 
 namespace {
@@ -180,6 +181,16 @@ Case make_case(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t k)
   return out;
 }
 
+// The same problem as Ember's direct kernels describe it.
+cpu::DirectConvGeometry direct_geometry(const Case& k) {
+  cpu::DirectConvGeometry g{k.n, k.c, k.h, k.w, k.o, k.kh, k.kw};
+  g.stride_h = k.stride_h, g.stride_w = k.stride_w, g.pad_h = k.pad_h, g.pad_w = k.pad_w;
+  g.dilation_h = k.dilation_h, g.dilation_w = k.dilation_w;
+  REQUIRE(g.out_h() == k.oh());
+  REQUIRE(g.out_w() == k.ow());
+  return g;
+}
+
 }  // namespace
 
 TEST_CASE("conv2d kernels: kernel sizes, strides, padding", "[conv]") {
@@ -317,12 +328,7 @@ TEST_CASE("direct conv kernel: odd channel counts, padding, dilation", "[conv]")
     k.pad_h = k.pad_w = odd.pad;
     k.dilation_h = k.dilation_w = odd.dilation;
     INFO(k.str());
-    cpu::DirectConvGeometry g{k.n, k.c, k.h, k.w, k.o, k.kh, k.kw};
-    g.stride_h = g.stride_w = k.stride_h;
-    g.pad_h = g.pad_w = k.pad_h;
-    g.dilation_h = g.dilation_w = k.dilation_h;
-    REQUIRE(g.out_h() == k.oh());
-    REQUIRE(g.out_w() == k.ow());
+    const cpu::DirectConvGeometry g = direct_geometry(k);
     Tensor x_nhwc = randn({k.n, k.h, k.w, k.c}), wt = randn({k.o, k.c, k.kh, k.kw}), bias = randn({k.o});
     Tensor y_nhwc = empty({k.n, k.oh(), k.ow(), k.o});
     cpu::direct_conv_forward(g, x_nhwc.data_ptr<float>(), wt.data_ptr<float>(), bias.data_ptr<float>(),
@@ -331,6 +337,40 @@ TEST_CASE("direct conv kernel: odd channel counts, padding, dilation", "[conv]")
     expect_close("direct kernel vs naive", values(y_nhwc.permute({0, 3, 1, 2})), naive.forward(values(bias)), 2e-4,
                  2e-4);
   }
+}
+
+// Ember's backward-weight kernel on its own (the kernel table hands it only f32 problems with C or
+// O a multiple of 8, on AVX2 CPUs without AVX-512): 8- and 16-lane vectors over the input channels
+// or (C = 3, 5) over the output channels, tiles of every height 1-6, stride, padding wider than the
+// kernel's reach, dilation, and tiny images.
+TEST_CASE("direct conv weight-gradient kernel: against the naive sum", "[conv]") {
+  manual_seed(9);
+  // Every x86-64 CPU this project builds for since 2015 has AVX2; one without it fails here
+  // rather than passing without running the kernel.
+  REQUIRE(cpu::direct_conv_weight_grad_supported());
+  struct Odd {
+    int64_t c, o, h, w, k, stride, pad, dilation;
+  };
+  for (const Odd& odd : {Odd{8, 1, 5, 6, 3, 1, 1, 1}, Odd{16, 7, 9, 7, 3, 2, 1, 1}, Odd{24, 13, 6, 8, 1, 2, 0, 1},
+                         Odd{32, 32, 8, 8, 3, 1, 1, 1}, Odd{16, 20, 7, 9, 3, 1, 2, 2}, Odd{40, 9, 3, 2, 5, 1, 3, 1},
+                         Odd{8, 64, 4, 4, 3, 3, 1, 1}, Odd{16, 5, 2, 2, 3, 1, 4, 1}, Odd{3, 16, 9, 10, 3, 1, 1, 1},
+                         Odd{5, 24, 7, 6, 3, 2, 1, 1}, Odd{1, 8, 5, 5, 5, 1, 2, 1}}) {
+    Case k = make_case(3, odd.c, odd.h, odd.w, odd.o, odd.k);
+    k.stride_h = k.stride_w = odd.stride;
+    k.pad_h = k.pad_w = odd.pad;
+    k.dilation_h = k.dilation_w = odd.dilation;
+    INFO(k.str());
+    const cpu::DirectConvGeometry g = direct_geometry(k);
+    CHECK(cpu::direct_conv_weight_grad_preferred(g) == !__builtin_cpu_supports("avx512f"));
+    Tensor x_nhwc = randn({k.n, k.h, k.w, k.c}), dy_nhwc = randn({k.n, k.oh(), k.ow(), k.o});
+    Tensor grad = full({k.o, k.c, k.kh, k.kw}, 123.0f);  // overwritten, not accumulated into
+    cpu::direct_conv_weight_grad(g, x_nhwc.data_ptr<float>(), dy_nhwc.data_ptr<float>(), grad.data_ptr<float>());
+    Naive naive{k, values(x_nhwc.permute({0, 3, 1, 2})), {}, values(dy_nhwc.permute({0, 3, 1, 2}))};
+    naive.wt.assign(static_cast<size_t>(k.o * k.c * k.kh * k.kw), 0.0);
+    expect_close("weight-gradient kernel vs naive", values(grad), naive.grad_weight(), 2e-4, 2e-4);
+  }
+  // Neither channel count a multiple of 8: never handed to the kernel.
+  CHECK_FALSE(cpu::direct_conv_weight_grad_preferred(cpu::DirectConvGeometry{2, 3, 8, 8, 12, 3, 3}));
 }
 
 TEST_CASE("conv2d kernels: float64 and bfloat16", "[conv]") {

@@ -2,7 +2,9 @@
 // option-B 1x1 projection shortcuts), fp32, through Ember's kernel-table entries from tensors in
 // the layout a channels-last network has, next to oneDNN's own best (formats `any`, only execute()).
 //
-//   bazel run --config=bench //tools/bench:conv [-- reps rounds]
+//   bazel run --config=bench //tools/bench:conv [-- reps rounds [filter]]
+//
+// `filter` keeps only the passes whose "shape pass" text contains it (e.g. bwd_weight).
 //
 // GFLOP/s counts 2 * N * O * OH * OW * (C / groups) * KH * KW per pass (forward, backward-data
 // and backward-weight alike). Each side runs in its own block of 2 x `reps` calls (the first
@@ -146,6 +148,7 @@ std::function<void()> ember_pass(const Layer& l, Pass pass) {
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 10;
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 7;
+  const std::string filter = argc > 3 ? argv[3] : "";
   cpu::set_num_threads(kThreads);
   omp_set_num_threads(kThreads);
   manual_seed(0);
@@ -156,6 +159,7 @@ int main(int argc, char** argv) {
   double worst = 1e9;
   for (const Layer& layer : kLayers)
     for (Pass pass : {kForward, kBackwardData, kBackwardWeight}) {
+      if ((std::string(layer.name) + " " + kPassNames[pass]).find(filter) == std::string::npos) continue;
       std::function<void()> ember = ember_pass(layer, pass);
       OneDnnPass best(layer, pass, memory::format_tag::any), nhwc(layer, pass, memory::format_tag::nhwc);
       for (int i = 0; i < 3; ++i) ember(), best.run(), nhwc.run();  // primitives, caches and pages warm

@@ -16,6 +16,7 @@
 
 #include "core/cpu/conv_reference.h"
 #include "core/cpu/direct_conv.h"
+#include "core/cpu/direct_conv_weight_grad.h"
 #include "core/cpu/dnnl/runtime.h"
 #include "core/cpu/nn_kernels.h"
 #include "core/factory.h"
@@ -233,16 +234,31 @@ Tensor empty_channels_last(const Shape& shape, const TensorOptions& options) {
 
 // The problem as Ember's own direct kernel sees it, when it is one that kernel should take
 // (core/cpu/direct_conv.h): float32, ungrouped, and a shape it measured faster on.
-std::optional<DirectConvGeometry> direct(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                                         const ConvParams& p) {
-  if (input.dtype() != kFloat32 || weight.dtype() != kFloat32 || (bias.defined() && bias.dtype() != kFloat32) ||
-      input.numel() == 0 || weight.numel() == 0 || p.groups != 1)
-    return std::nullopt;
+std::optional<DirectConvGeometry> direct_geometry(const Tensor& input, const Shape& weight_shape,
+                                                  const ConvParams& p) {
+  if (input.dtype() != kFloat32 || input.numel() == 0 || p.groups != 1) return std::nullopt;
   DirectConvGeometry g{input.size(0), input.size(1), input.size(2), input.size(3),
-                       weight.size(0), weight.size(2), weight.size(3)};
+                       weight_shape[0], weight_shape[2], weight_shape[3]};
+  if (g.o == 0 || g.kh == 0 || g.kw == 0) return std::nullopt;
   g.stride_h = p.stride_h, g.stride_w = p.stride_w, g.pad_h = p.pad_h, g.pad_w = p.pad_w;
   g.dilation_h = p.dilation_h, g.dilation_w = p.dilation_w;
-  if (!direct_conv_preferred(g)) return std::nullopt;
+  return g;
+}
+
+std::optional<DirectConvGeometry> direct(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                         const ConvParams& p) {
+  if (weight.dtype() != kFloat32 || (bias.defined() && bias.dtype() != kFloat32)) return std::nullopt;
+  const auto g = direct_geometry(input, weight.sizes(), p);
+  if (!g || !direct_conv_preferred(*g)) return std::nullopt;
+  return g;
+}
+
+// Likewise for Ember's own backward-weight kernel (core/cpu/direct_conv_weight_grad.h).
+std::optional<DirectConvGeometry> direct_weight_grad(const Tensor& grad_output, const Tensor& input,
+                                                     const Shape& weight_shape, const ConvParams& p) {
+  if (grad_output.dtype() != kFloat32 || grad_output.numel() == 0) return std::nullopt;
+  const auto g = direct_geometry(input, weight_shape, p);
+  if (!g || !direct_conv_weight_grad_preferred(*g)) return std::nullopt;
   return g;
 }
 
@@ -303,6 +319,15 @@ Tensor conv2d_backward_input_kernel(const Tensor& grad_output, const Tensor& wei
 std::pair<Tensor, Tensor> conv2d_backward_weight_kernel(const Tensor& grad_output, const Tensor& input,
                                                         const Shape& weight_shape, bool want_bias,
                                                         const ConvParams& p) {
+  if (const auto g = direct_weight_grad(grad_output, input, weight_shape, p)) {
+    NoGradGuard no_grad;
+    Tensor x = onednn::to_channels_last(input), dy = onednn::to_channels_last(grad_output);
+    Tensor grad_weight = empty(weight_shape, input.options());
+    direct_conv_weight_grad(*g, x.data_ptr<float>(), dy.data_ptr<float>(), grad_weight.data_ptr<float>());
+    // The bias gradient is dy summed over every pixel: a sum over N, H and W of the logical tensor.
+    Tensor grad_bias = want_bias ? dy.sum({0, 2, 3}) : Tensor();
+    return {grad_weight, grad_bias};
+  }
   const auto type = fast_type(grad_output, input);
   if (!type) return reference::conv2d_backward_weight(grad_output, input, weight_shape, want_bias, p);
   const Geometry g = geometry(input.sizes(), weight_shape, p);
