@@ -12,6 +12,7 @@
 #include "core/cpu/conv_reference.h"
 #include "core/cpu/direct_conv.h"
 #include "core/cpu/direct_conv_weight_grad.h"
+#include "core/cpu/pointwise_conv.h"
 #include "core/ember_core.h"
 
 namespace {
@@ -371,6 +372,35 @@ TEST_CASE("direct conv weight-gradient kernel: against the naive sum", "[conv]")
   }
   // Neither channel count a multiple of 8: never handed to the kernel.
   CHECK_FALSE(cpu::direct_conv_weight_grad_preferred(cpu::DirectConvGeometry{2, 3, 8, 8, 12, 3, 3}));
+}
+
+// Ember's strided 1x1 backward-data kernel on its own (the kernel table hands it only f32 problems
+// with C % 8 == 0 on AVX2 CPUs without AVX-512): 8- and 16-lane tiles, pixel tiles of every width
+// 1-6, unequal strides, and rows and columns past the last strided pixel, which must be zeroed.
+TEST_CASE("pointwise conv backward-data kernel: against the naive sum", "[conv]") {
+  manual_seed(10);
+  REQUIRE(cpu::pointwise_conv_supported());  // AVX2: see the weight-gradient kernel's test
+  struct Odd {
+    int64_t c, o, h, w, stride_h, stride_w;
+  };
+  for (const Odd& odd : {Odd{8, 5, 7, 9, 2, 2}, Odd{16, 32, 8, 11, 3, 2}, Odd{24, 13, 5, 4, 1, 3},
+                         Odd{40, 64, 6, 13, 2, 1}, Odd{32, 1, 2, 2, 2, 2}}) {
+    Case k = make_case(2, odd.c, odd.h, odd.w, odd.o, 1);
+    k.stride_h = odd.stride_h;
+    k.stride_w = odd.stride_w;
+    INFO(k.str());
+    const cpu::DirectConvGeometry g = direct_geometry(k);
+    CHECK(cpu::pointwise_conv_backward_data_preferred(g) == !__builtin_cpu_supports("avx512f"));
+    Tensor dy_nhwc = randn({k.n, k.oh(), k.ow(), k.o}), wt = randn({k.o, k.c, 1, 1});
+    Tensor dx = full({k.n, k.h, k.w, k.c}, 123.0f);  // every element overwritten, zeros included
+    cpu::pointwise_conv_backward_data(g, dy_nhwc.data_ptr<float>(), wt.data_ptr<float>(), dx.data_ptr<float>());
+    Naive naive{k, {}, values(wt), values(dy_nhwc.permute({0, 3, 1, 2}))};
+    naive.x.assign(static_cast<size_t>(k.n * k.c * k.h * k.w), 0.0);
+    expect_close("backward-data kernel vs naive", values(dx.permute({0, 3, 1, 2})), naive.grad_input(), 2e-4, 2e-4);
+  }
+  // Padded, unstrided or 3x3 problems stay on oneDNN.
+  CHECK_FALSE(cpu::pointwise_conv_backward_data_preferred(cpu::DirectConvGeometry{2, 16, 8, 8, 32, 1, 1}));
+  CHECK_FALSE(cpu::pointwise_conv_backward_data_preferred(cpu::DirectConvGeometry{2, 16, 8, 8, 32, 3, 3, 2, 2}));
 }
 
 TEST_CASE("conv2d kernels: float64 and bfloat16", "[conv]") {

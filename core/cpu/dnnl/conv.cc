@@ -18,6 +18,7 @@
 #include "core/cpu/direct_conv.h"
 #include "core/cpu/direct_conv_weight_grad.h"
 #include "core/cpu/dnnl/runtime.h"
+#include "core/cpu/pointwise_conv.h"
 #include "core/cpu/nn_kernels.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
@@ -234,30 +235,39 @@ Tensor empty_channels_last(const Shape& shape, const TensorOptions& options) {
 
 // The problem as Ember's own direct kernel sees it, when it is one that kernel should take
 // (core/cpu/direct_conv.h): float32, ungrouped, and a shape it measured faster on.
-std::optional<DirectConvGeometry> direct_geometry(const Tensor& input, const Shape& weight_shape,
+// The problem as Ember's own kernels see it (core/cpu/direct_conv.h), if it is one they can take:
+// float32, ungrouped, non-empty.
+std::optional<DirectConvGeometry> direct_geometry(DType dtype, const Shape& input, const Shape& weight,
                                                   const ConvParams& p) {
-  if (input.dtype() != kFloat32 || input.numel() == 0 || p.groups != 1) return std::nullopt;
-  DirectConvGeometry g{input.size(0), input.size(1), input.size(2), input.size(3),
-                       weight_shape[0], weight_shape[2], weight_shape[3]};
-  if (g.o == 0 || g.kh == 0 || g.kw == 0) return std::nullopt;
+  if (dtype != kFloat32 || p.groups != 1) return std::nullopt;
+  DirectConvGeometry g{input[0], input[1], input[2], input[3], weight[0], weight[2], weight[3]};
+  if (g.n == 0 || g.c == 0 || g.h == 0 || g.w == 0 || g.o == 0 || g.kh == 0 || g.kw == 0) return std::nullopt;
   g.stride_h = p.stride_h, g.stride_w = p.stride_w, g.pad_h = p.pad_h, g.pad_w = p.pad_w;
   g.dilation_h = p.dilation_h, g.dilation_w = p.dilation_w;
   return g;
 }
 
-std::optional<DirectConvGeometry> direct(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                                         const ConvParams& p) {
+std::optional<DirectConvGeometry> own_forward(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                              const ConvParams& p) {
   if (weight.dtype() != kFloat32 || (bias.defined() && bias.dtype() != kFloat32)) return std::nullopt;
-  const auto g = direct_geometry(input, weight.sizes(), p);
+  const auto g = direct_geometry(input.dtype(), input.sizes(), weight.sizes(), p);
   if (!g || !direct_conv_preferred(*g)) return std::nullopt;
   return g;
 }
 
-// Likewise for Ember's own backward-weight kernel (core/cpu/direct_conv_weight_grad.h).
-std::optional<DirectConvGeometry> direct_weight_grad(const Tensor& grad_output, const Tensor& input,
-                                                     const Shape& weight_shape, const ConvParams& p) {
-  if (grad_output.dtype() != kFloat32 || grad_output.numel() == 0) return std::nullopt;
-  const auto g = direct_geometry(input, weight_shape, p);
+// Likewise for the backward passes (core/cpu/pointwise_conv.h, core/cpu/direct_conv_weight_grad.h).
+std::optional<DirectConvGeometry> own_backward_data(const Tensor& grad_output, const Tensor& weight,
+                                                    const Shape& input_shape, const ConvParams& p) {
+  if (weight.dtype() != kFloat32) return std::nullopt;
+  const auto g = direct_geometry(grad_output.dtype(), input_shape, weight.sizes(), p);
+  if (!g || !pointwise_conv_backward_data_preferred(*g)) return std::nullopt;
+  return g;
+}
+
+std::optional<DirectConvGeometry> own_weight_grad(const Tensor& grad_output, const Tensor& input,
+                                                  const Shape& weight_shape, const ConvParams& p) {
+  if (grad_output.dtype() != kFloat32) return std::nullopt;
+  const auto g = direct_geometry(input.dtype(), input.sizes(), weight_shape, p);
   if (!g || !direct_conv_weight_grad_preferred(*g)) return std::nullopt;
   return g;
 }
@@ -265,13 +275,13 @@ std::optional<DirectConvGeometry> direct_weight_grad(const Tensor& grad_output, 
 }  // namespace
 
 Tensor conv2d_kernel(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvParams& p) {
-  if (const auto g = direct(input, weight, bias, p)) {
+  if (const auto g = own_forward(input, weight, bias, p)) {
     NoGradGuard no_grad;
     Tensor x = onednn::to_channels_last(input), w = weight.contiguous();
     Tensor b = bias.defined() ? bias.contiguous() : Tensor();
     Tensor y = empty_channels_last({g->n, g->o, g->out_h(), g->out_w()}, input.options());
     direct_conv_forward(*g, x.data_ptr<float>(), w.data_ptr<float>(), b.defined() ? b.data_ptr<float>() : nullptr,
-                           y.data_ptr<float>());
+                        y.data_ptr<float>());
     return y;
   }
   const auto type = fast_type(input, weight);
@@ -297,6 +307,13 @@ Tensor conv2d_kernel(const Tensor& input, const Tensor& weight, const Tensor& bi
 
 Tensor conv2d_backward_input_kernel(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,
                                     const ConvParams& p) {
+  if (const auto g = own_backward_data(grad_output, weight, input_shape, p)) {
+    NoGradGuard no_grad;
+    Tensor dy = onednn::to_channels_last(grad_output), w = weight.contiguous();
+    Tensor dx = empty_channels_last(input_shape, grad_output.options());
+    pointwise_conv_backward_data(*g, dy.data_ptr<float>(), w.data_ptr<float>(), dx.data_ptr<float>());
+    return dx;
+  }
   const auto type = fast_type(grad_output, weight);
   if (!type) return reference::conv2d_backward_input(grad_output, weight, input_shape, p);
   const Geometry g = geometry(input_shape, weight.sizes(), p);
@@ -319,7 +336,7 @@ Tensor conv2d_backward_input_kernel(const Tensor& grad_output, const Tensor& wei
 std::pair<Tensor, Tensor> conv2d_backward_weight_kernel(const Tensor& grad_output, const Tensor& input,
                                                         const Shape& weight_shape, bool want_bias,
                                                         const ConvParams& p) {
-  if (const auto g = direct_weight_grad(grad_output, input, weight_shape, p)) {
+  if (const auto g = own_weight_grad(grad_output, input, weight_shape, p)) {
     NoGradGuard no_grad;
     Tensor x = onednn::to_channels_last(input), dy = onednn::to_channels_last(grad_output);
     Tensor grad_weight = empty(weight_shape, input.options());
