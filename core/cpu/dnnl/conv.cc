@@ -1,11 +1,13 @@
 // conv2d forward, backward-data and backward-weight on oneDNN primitives, cached per problem.
 // Activations are Ember's channels-last (NHWC) tensors; outputs are returned channels-last. Most
 // convolutions run oneDNN's direct kernels on NHWC memory in place. 3x3 stride-1 convolutions
-// with 32 or more channels run its Winograd F(4x4, 3x3) kernels instead, which need oneDNN's
-// blocked layout: the activations are reordered into scratch and back, which costs far less than
-// the 2-2.5x the kernels gain (tools/bench/conv measures both). Weights stay Ember's plain
-// [O, C/G, KH, KW] and are reordered per call (they are small). Anything oneDNN rejects falls back
-// to ember::cpu::reference.
+// with 32 or more channels run its Winograd F(4x4, 3x3) kernels instead (where oneDNN has them:
+// AVX-512 CPUs), which need oneDNN's blocked layout: the activations are reordered into scratch
+// and back, which costs far less than the 2-2.5x the kernels gain (tools/bench/conv measures
+// both). Weights stay Ember's plain [O, C/G, KH, KW] and are reordered per call (they are
+// small). Where oneDNN's channels-last kernels measured well below its blocked ones, Ember's own
+// kernels take the pass instead (direct_conv.h, direct_conv_weight_grad.h, pointwise_conv.h).
+// Anything oneDNN rejects falls back to ember::cpu::reference.
 #include <map>
 #include <memory>
 #include <mutex>
