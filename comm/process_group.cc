@@ -50,6 +50,7 @@ std::string CollectiveInfo::describe() const {
     out << (p2p ? (kind == CollectiveKind::Send ? ", to rank " : ", from rank ") : ", root ") << peer;
     if (p2p && tag >= 0) out << ", tag " << tag;
   }
+  if (non_blocking) out << ", non-blocking (inside an OverlapScope)";
   return out.str();
 }
 

@@ -41,6 +41,9 @@ struct CollectiveInfo {
   ReduceOp op = ReduceOp::Sum;
   int peer = -1;  // root or peer rank, when there is one
   int tag = -1;   // send/recv only
+  // Submitted inside an OverlapScope to a backend that then posts it non-blocking (MPI's
+  // all-reduce): such a collective matches only the same on the other ranks.
+  bool non_blocking = false;
   // "all_reduce #17 (sum) on WORLD, float32 [1024]"; "recv #2 on WORLD, float32 [8], from rank 1, tag 5"
   std::string describe() const;
 };
@@ -64,7 +67,8 @@ using WorkPtr = std::shared_ptr<Work>;
 // which is what a submit-then-wait caller wants. Scopes nest. The MPI backend posts an
 // all-reduce submitted in a scope as a non-blocking MPI collective, which MPI matches only with
 // non-blocking ones: every rank must submit a given all-reduce inside a scope, or every rank
-// outside one (DDP's buckets and Join's shadows both are inside).
+// outside one (DDP's buckets and Join's shadows both are inside; EMBER_DISTRIBUTED_DEBUG=1 names
+// a rank that does not, as a collective mismatch).
 class OverlapScope {
  public:
   OverlapScope();

@@ -248,8 +248,10 @@ void Runtime::communication_loop() {
       }
     }
     if (!in_flight_.empty() && !progressed) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (queue_.empty()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      // Between tests of the posted requests: a wait that releases the lock, so a submit meanwhile
+      // neither blocks on it nor (when it wakes this thread) waits out the pause to start.
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait_for(lock, std::chrono::microseconds(50), [&] { return !queue_.empty(); });
     }
   }
   free_custom_ops();

@@ -30,10 +30,28 @@ TEST_CASE("mismatched collectives are named on every rank", "[comm][debug]") {
   // Shapes differ but the kind agrees: still caught.
   auto shapes = g->all_reduce(zeros({g->rank() == 0 ? 5 : 6}));
   REQUIRE_THROWS_WITH(shapes->wait(), Catch::Contains("float32 [5]") && Catch::Contains("float32 [6]"));
-  // Matching collectives still work after the errors.
+  // Rank 0 inside an OverlapScope (its all-reduce posted non-blocking), the others outside: MPI
+  // would never match the two kinds (the collective timeout's message), debug mode names it.
+  comm::WorkPtr mixed;
+  if (g->rank() == 0) {
+    comm::OverlapScope scope;
+    mixed = g->all_reduce(zeros({2}));
+  } else {
+    mixed = g->all_reduce(zeros({2}));
+  }
+  REQUIRE_THROWS_WITH(mixed->wait(), Catch::Contains("collective mismatch on WORLD") &&
+                                         Catch::Contains("all_reduce #3 (sum) on WORLD, float32 [2], non-blocking "
+                                                         "(inside an OverlapScope)"));
+  // Matching collectives still work after the errors, inside a scope on every rank too.
   Tensor t = ones({2});
   g->all_reduce(t)->wait();
   REQUIRE(t.sum().item<double>() == 2.0 * g->size());
+  {
+    comm::OverlapScope scope;
+    Tensor u = ones({3});
+    g->all_reduce(u)->wait();
+    REQUIRE(u.sum().item<double>() == 3.0 * g->size());
+  }
 }
 
 TEST_CASE("send/recv: a subset's traffic keeps collectives aligned; a mismatched recv is named", "[comm][debug]") {
