@@ -7,8 +7,8 @@
 // ResNet-20 conv layer at batch 128 (O = out channels, CKK = in channels * 3 * 3, P = N*OH*OW):
 // forward W[O,CKK] x cols[CKK,P], backward-data W^T x dY, backward-weight dY x cols^T, the last
 // two from transposed views. Ember's side is `matmul` as a user calls it (it allocates C); the
-// yardsticks write into a preallocated C. OpenBLAS runs with OPENBLAS_CORETYPE=SkylakeX (set by
-// re-executing this program), since its auto-detection picks a 10x slower kernel on this CPU.
+// yardsticks write into a preallocated C. On AVX-512 CPUs OpenBLAS runs with
+// OPENBLAS_CORETYPE=SkylakeX (tools/bench/openblas_core.h).
 //
 // Bandwidth: bytes counted once per operand read or written (add: 12 B/element, sum: 4 B/element,
 // memcpy: 8 B/element), on 128 MB operands (4x this CPU's 32 MB L3, so all of it is DRAM traffic:
@@ -17,7 +17,6 @@
 #include <cblas.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -31,6 +30,7 @@
 
 #include "core/cpu/thread_pool.h"
 #include "core/ember_core.h"
+#include "tools/bench/openblas_core.h"
 #include "tools/bench/timing.h"
 
 namespace {
@@ -165,13 +165,7 @@ double run_bandwidth(int rounds) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // OpenBLAS reads its core type when it loads, before main: set it and start again.
-  if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
-    setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
-    execv("/proc/self/exe", argv);
-    std::perror("ops: re-exec with OPENBLAS_CORETYPE failed");
-    return 1;
-  }
+  if (!bench::pin_openblas_core(argv)) return 1;
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 5;
   cpu::set_num_threads(kThreads);
   omp_set_num_threads(kThreads);

@@ -10,7 +10,6 @@
 // linear layer, counted exactly by routing one forward through a counting copy of the CPU kernel
 // table. Batch 128, 2 threads, float32, median step after 3 warm-up steps.
 #include <cblas.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -22,6 +21,7 @@
 #include "core/backend.h"
 #include "core/cpu/thread_pool.h"
 #include "core/ember_core.h"
+#include "tools/bench/openblas_core.h"
 #include "tools/bench/timing.h"
 #include "models/zoo.h"
 #include "nn/optim/sgd.h"
@@ -103,13 +103,7 @@ double openblas_gflops() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // OpenBLAS reads its core type when it loads, before main: set it and start again.
-  if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
-    setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
-    execv("/proc/self/exe", argv);
-    std::perror("train_step: re-exec with OPENBLAS_CORETYPE failed");
-    return 1;
-  }
+  if (!bench::pin_openblas_core(argv)) return 1;
   const int steps = argc > 1 ? std::atoi(argv[1]) : 10;
   cpu::set_num_threads(kThreads);
   openblas_set_num_threads(kThreads);
