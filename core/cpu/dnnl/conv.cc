@@ -235,8 +235,6 @@ Tensor empty_channels_last(const Shape& shape, const TensorOptions& options) {
   return empty_strided(shape, channels_last_strides(shape), options);
 }
 
-// The problem as Ember's own direct kernel sees it, when it is one that kernel should take
-// (core/cpu/direct_conv.h): float32, ungrouped, and a shape it measured faster on.
 // The problem as Ember's own kernels see it (core/cpu/direct_conv.h), if it is one they can take:
 // float32, ungrouped, non-empty.
 std::optional<DirectConvGeometry> direct_geometry(DType dtype, const Shape& input, const Shape& weight,
@@ -249,6 +247,7 @@ std::optional<DirectConvGeometry> direct_geometry(DType dtype, const Shape& inpu
   return g;
 }
 
+// The forward's problem when Ember's own kernel should take it (a shape it measured faster on).
 std::optional<DirectConvGeometry> own_forward(const Tensor& input, const Tensor& weight, const Tensor& bias,
                                               const ConvParams& p) {
   if (weight.dtype() != kFloat32 || (bias.defined() && bias.dtype() != kFloat32)) return std::nullopt;
