@@ -65,7 +65,7 @@ struct Signature {
   int64_t numel;
   int32_t peer, tag;
   uint64_t sequence;
-  int32_t non_blocking, reserved;
+  int32_t non_blocking;
 };
 
 Signature signature_of(const CollectiveInfo& info) {

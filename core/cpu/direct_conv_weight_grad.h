@@ -5,12 +5,10 @@
 // takes this kernel only where tools/bench/conv measured it faster, and oneDNN everywhere else.
 #pragma once
 
+#include "core/cpu/avx2_tile.h"
 #include "core/cpu/direct_conv.h"
 
 namespace ember::cpu {
-
-// Whether this CPU runs the kernel at all (AVX2 and FMA).
-bool direct_conv_weight_grad_supported();
 
 // Whether the conv2d backward-weight entry should take this kernel rather than oneDNN's.
 bool direct_conv_weight_grad_preferred(const DirectConvGeometry& g);
@@ -18,7 +16,7 @@ bool direct_conv_weight_grad_preferred(const DirectConvGeometry& g);
 // grad_weight[o, c, i, j] = sum over n, oh, ow of dy[n, oh, ow, o] * x[n, ih, iw, c], where
 // ih = oh * stride_h - pad_h + i * dilation_h (iw likewise) and padding contributes nothing.
 // `x` is [N, H, W, C] and `dy` [N, OH, OW, O], both dense; `grad_weight` is [O, C, KH, KW]
-// (ungrouped) and is overwritten. Requires direct_conv_weight_grad_supported() and C or O a
+// (ungrouped) and is overwritten. Requires avx2::supported() and C or O a
 // multiple of 8.
 void direct_conv_weight_grad(const DirectConvGeometry& g, const float* x, const float* dy, float* grad_weight);
 

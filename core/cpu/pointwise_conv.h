@@ -5,12 +5,10 @@
 // oneDNN's blocked kernel, below its channels-last one, so the forward stays on oneDNN.)
 #pragma once
 
+#include "core/cpu/avx2_tile.h"
 #include "core/cpu/direct_conv.h"
 
 namespace ember::cpu {
-
-// Whether this CPU runs the kernel at all (AVX2 and FMA).
-bool pointwise_conv_supported();
 
 // Whether the conv2d backward-data entry should take this kernel: 1x1, unpadded, strided, C a
 // multiple of 8, on a CPU without AVX-512.
@@ -18,7 +16,7 @@ bool pointwise_conv_backward_data_preferred(const DirectConvGeometry& g);
 
 // dx[n, oh * stride_h, ow * stride_w, :] = sum over o of dy[n, oh, ow, o] * weight[o, :], and zero
 // at every other input pixel. `dy` is [N, OH, OW, O], `dx` [N, H, W, C], dense. Requires
-// pointwise_conv_supported(), a 1x1 kernel without padding, and C % 8 == 0.
+// avx2::supported(), a 1x1 kernel without padding, and C % 8 == 0.
 void pointwise_conv_backward_data(const DirectConvGeometry& g, const float* dy, const float* weight, float* dx);
 
 }  // namespace ember::cpu

@@ -348,7 +348,7 @@ TEST_CASE("direct conv weight-gradient kernel: against the naive sum", "[conv]")
   manual_seed(9);
   // Every x86-64 CPU this project builds for since 2015 has AVX2; one without it fails here
   // rather than passing without running the kernel.
-  REQUIRE(cpu::direct_conv_weight_grad_supported());
+  REQUIRE(cpu::avx2::supported());
   struct Odd {
     int64_t c, o, h, w, k, stride, pad, dilation;
   };
@@ -379,7 +379,7 @@ TEST_CASE("direct conv weight-gradient kernel: against the naive sum", "[conv]")
 // 1-6, unequal strides, and rows and columns past the last strided pixel, which must be zeroed.
 TEST_CASE("pointwise conv backward-data kernel: against the naive sum", "[conv]") {
   manual_seed(10);
-  REQUIRE(cpu::pointwise_conv_supported());  // AVX2: see the weight-gradient kernel's test
+  REQUIRE(cpu::avx2::supported());  // see the weight-gradient kernel's test
   struct Odd {
     int64_t c, o, h, w, stride_h, stride_w;
   };

@@ -1,0 +1,76 @@
+// The tile of avx2_tile.h.
+#include "core/cpu/avx2_tile.h"
+
+#include <immintrin.h>
+
+namespace ember::cpu::avx2 {
+
+namespace {
+
+template <int MR, int NV>
+__attribute__((target("avx2,fma"))) void run_tile(const Walk& walk, const float* b, const float* v, float* out,
+                                                  int64_t ld_out, bool accumulate) {
+  __m256 sum[MR][NV];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int j = 0; j < NV; ++j)
+      sum[i][j] = accumulate ? _mm256_loadu_ps(out + i * ld_out + 8 * j) : _mm256_setzero_ps();
+  // One loop over all steps (a nested row loop made GCC keep the sums in memory).
+  const int64_t cols = walk.cols, b_col = walk.b_col, v_col = walk.v_col, b_lane = walk.b_lane;
+  const int64_t b_skip = walk.b_row - cols * b_col, v_skip = walk.v_row - cols * v_col;
+  const int64_t steps = walk.rows * cols;
+  int64_t col = 0;
+  for (int64_t s = 0; s < steps; ++s) {
+    __m256 vv[NV];
+#pragma GCC unroll 2
+    for (int j = 0; j < NV; ++j) vv[j] = _mm256_loadu_ps(v + 8 * j);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m256 bb = _mm256_broadcast_ss(b + i * b_lane);
+#pragma GCC unroll 2
+      for (int j = 0; j < NV; ++j) sum[i][j] = _mm256_fmadd_ps(bb, vv[j], sum[i][j]);
+    }
+    b += b_col, v += v_col;
+    if (++col == cols) col = 0, b += b_skip, v += v_skip;
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int j = 0; j < NV; ++j) _mm256_storeu_ps(out + i * ld_out + 8 * j, sum[i][j]);
+}
+
+template <int NV>
+Tile with_rows(int rows) {
+  switch (rows) {
+    case 1: return run_tile<1, NV>;
+    case 2: return run_tile<2, NV>;
+    case 3: return run_tile<3, NV>;
+    case 4: return run_tile<4, NV>;
+    case 5: return run_tile<5, NV>;
+    default: return run_tile<6, NV>;
+  }
+}
+
+}  // namespace
+
+bool supported() {
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return avx2;
+}
+
+bool preferred_cpu() {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return supported() && !avx512;
+}
+
+Tile tile(int rows, int lanes) { return lanes >= 16 ? with_rows<2>(rows) : with_rows<1>(rows); }
+
+std::vector<int64_t> tile_starts(int64_t count) {
+  const int64_t tiles = (count + kMaxRows - 1) / kMaxRows;
+  std::vector<int64_t> starts;
+  for (int64_t t = 0; t <= tiles; ++t) starts.push_back(t * count / tiles);
+  return starts;
+}
+
+}  // namespace ember::cpu::avx2

@@ -1,0 +1,44 @@
+// The AVX2 register tile that Ember's own channels-last convolution kernels for CPUs without
+// AVX-512 share (direct_conv_weight_grad.h, pointwise_conv.h): up to 6 rows x 16 lanes of sums in
+// 12 vector registers. Each step of a reduction loads one or two vectors of 8 lanes from one side
+// and broadcasts one value per tile row from the other, for up to 12 multiply-adds.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace ember::cpu::avx2 {
+
+// Whether this CPU runs the tile at all (AVX2 and FMA).
+bool supported();
+
+// Whether the kernels built on it should be taken: AVX2 without AVX-512 (CPUs with AVX-512 have
+// oneDNN's AVX-512 kernels and Ember's direct_conv.h, which these were not measured against).
+bool preferred_cpu();
+
+constexpr int kMaxRows = 6;
+
+// The steps of one reduction: `rows` x `cols` of them, walked row by row. `b` (broadcast side)
+// and `v` (vector side) advance by `*_col` floats per step and by `*_row` floats per row;
+// consecutive tile rows broadcast values `b_lane` floats apart.
+struct Walk {
+  int64_t rows, cols;
+  int64_t b_row, v_row;
+  int64_t b_col, v_col;
+  int64_t b_lane;
+};
+
+// out[i * ld_out + l] (+)= sum over the walk's steps s of b[i * b_lane + s] * v[s + l], for tile
+// rows i < the tile's rows and lanes l < its lanes; sums start from `out` when `accumulate`, else
+// from zero.
+using Tile = void (*)(const Walk& walk, const float* b, const float* v, float* out, int64_t ld_out, bool accumulate);
+
+// The tile of `rows` (1 to kMaxRows) x `lanes` (8 or 16).
+Tile tile(int rows, int lanes);
+
+// Where tiles of at most kMaxRows start when `count` rows are split as evenly as possible (a last
+// tile of 1-2 rows would leave too few independent sums to keep the multiply-add units busy);
+// ends with `count`.
+std::vector<int64_t> tile_starts(int64_t count);
+
+}  // namespace ember::cpu::avx2
