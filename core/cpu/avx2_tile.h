@@ -1,7 +1,8 @@
 // The AVX2 register tile that Ember's own channels-last convolution kernels for CPUs without
-// AVX-512 share (direct_conv_weight_grad.h, pointwise_conv.h): up to 6 rows x 16 lanes of sums in
-// 12 vector registers. Each step of a reduction loads one or two vectors of 8 lanes from one side
-// and broadcasts one value per tile row from the other, for up to 12 multiply-adds.
+// AVX-512 share (direct_conv_weight_grad.h, strided_conv_backward_data.h): up to 6 rows x 16
+// lanes of sums in 12 vector registers. Each step of a reduction loads one or two vectors of 8
+// lanes from one side and broadcasts one value per tile row from the other, for up to 12
+// multiply-adds.
 #pragma once
 
 #include <cstdint>

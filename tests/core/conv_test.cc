@@ -12,7 +12,7 @@
 #include "core/cpu/conv_reference.h"
 #include "core/cpu/direct_conv.h"
 #include "core/cpu/direct_conv_weight_grad.h"
-#include "core/cpu/pointwise_conv.h"
+#include "core/cpu/strided_conv_backward_data.h"
 #include "core/ember_core.h"
 
 namespace {
@@ -374,33 +374,43 @@ TEST_CASE("direct conv weight-gradient kernel: against the naive sum", "[conv]")
   CHECK_FALSE(cpu::direct_conv_weight_grad_preferred(cpu::DirectConvGeometry{2, 3, 8, 8, 12, 3, 3}));
 }
 
-// Ember's strided 1x1 backward-data kernel on its own (the kernel table hands it only f32 problems
-// with C % 8 == 0 on AVX2 CPUs without AVX-512): 8- and 16-lane tiles, pixel tiles of every width
-// 1-6, unequal strides, and rows and columns past the last strided pixel, which must be zeroed.
-TEST_CASE("pointwise conv backward-data kernel: against the naive sum", "[conv]") {
+// Ember's strided backward-data kernel on its own (the kernel table hands it only f32 problems
+// with C % 8 == 0, dilation 1 and kernels up to 3x3 on AVX2 CPUs without AVX-512): kernels of
+// every size 1-4 against strides 1-3 (a kernel smaller than its stride leaves input pixels no tap
+// reaches, which must be zeroed), unequal strides, padding up to and past the kernel's reach, 8-
+// and 16-lane tiles, class rows of every width 1-6 and images too small for any interior.
+TEST_CASE("strided conv backward-data kernel: against the naive sum", "[conv]") {
   manual_seed(10);
   REQUIRE(cpu::avx2::supported());  // see the weight-gradient kernel's test
   struct Odd {
-    int64_t c, o, h, w, stride_h, stride_w;
+    int64_t c, o, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w;
   };
-  for (const Odd& odd : {Odd{8, 5, 7, 9, 2, 2}, Odd{16, 32, 8, 11, 3, 2}, Odd{24, 13, 5, 4, 1, 3},
-                         Odd{40, 64, 6, 13, 2, 1}, Odd{32, 1, 2, 2, 2, 2}}) {
-    Case k = make_case(2, odd.c, odd.h, odd.w, odd.o, 1);
-    k.stride_h = odd.stride_h;
-    k.stride_w = odd.stride_w;
+  for (const Odd& odd : {Odd{8, 5, 7, 9, 1, 1, 2, 2, 0, 0}, Odd{16, 32, 8, 11, 1, 1, 3, 2, 0, 0},
+                         Odd{24, 13, 5, 4, 1, 1, 1, 3, 0, 0}, Odd{40, 64, 6, 13, 1, 1, 2, 1, 0, 0},
+                         Odd{32, 1, 2, 2, 1, 1, 2, 2, 0, 0}, Odd{16, 32, 32, 32, 3, 3, 2, 2, 1, 1},
+                         Odd{32, 20, 9, 11, 3, 3, 2, 2, 1, 1}, Odd{8, 7, 13, 10, 3, 3, 3, 2, 1, 0},
+                         Odd{24, 9, 7, 7, 3, 3, 2, 3, 2, 3}, Odd{16, 3, 6, 25, 2, 4, 2, 2, 0, 1},
+                         Odd{8, 16, 5, 8, 4, 3, 3, 3, 2, 2}, Odd{40, 11, 12, 14, 3, 3, 1, 1, 1, 1},
+                         Odd{16, 8, 3, 2, 3, 3, 2, 2, 1, 1}, Odd{8, 4, 1, 1, 3, 3, 2, 2, 1, 1}}) {
+    Case k{2, odd.c, odd.h, odd.w, odd.o, odd.kh, odd.kw};
+    k.stride_h = odd.stride_h, k.stride_w = odd.stride_w, k.pad_h = odd.pad_h, k.pad_w = odd.pad_w;
     INFO(k.str());
     const cpu::DirectConvGeometry g = direct_geometry(k);
-    CHECK(cpu::pointwise_conv_backward_data_preferred(g) == !__builtin_cpu_supports("avx512f"));
-    Tensor dy_nhwc = randn({k.n, k.oh(), k.ow(), k.o}), wt = randn({k.o, k.c, 1, 1});
+    const bool wanted = (k.stride_h > 1 || k.stride_w > 1) && k.kh <= 3 && k.kw <= 3;
+    CHECK(cpu::strided_conv_backward_data_preferred(g) == (wanted && !__builtin_cpu_supports("avx512f")));
+    Tensor dy_nhwc = randn({k.n, k.oh(), k.ow(), k.o}), wt = randn({k.o, k.c, k.kh, k.kw});
     Tensor dx = full({k.n, k.h, k.w, k.c}, 123.0f);  // every element overwritten, zeros included
-    cpu::pointwise_conv_backward_data(g, dy_nhwc.data_ptr<float>(), wt.data_ptr<float>(), dx.data_ptr<float>());
+    cpu::strided_conv_backward_data(g, dy_nhwc.data_ptr<float>(), wt.data_ptr<float>(), dx.data_ptr<float>());
     Naive naive{k, {}, values(wt), values(dy_nhwc.permute({0, 3, 1, 2}))};
     naive.x.assign(static_cast<size_t>(k.n * k.c * k.h * k.w), 0.0);
     expect_close("backward-data kernel vs naive", values(dx.permute({0, 3, 1, 2})), naive.grad_input(), 2e-4, 2e-4);
   }
-  // Padded, unstrided or 3x3 problems stay on oneDNN.
-  CHECK_FALSE(cpu::pointwise_conv_backward_data_preferred(cpu::DirectConvGeometry{2, 16, 8, 8, 32, 1, 1}));
-  CHECK_FALSE(cpu::pointwise_conv_backward_data_preferred(cpu::DirectConvGeometry{2, 16, 8, 8, 32, 3, 3, 2, 2}));
+  // Dilated or odd-channel problems, and kernels past 3x3, stay on oneDNN.
+  cpu::DirectConvGeometry dilated{2, 16, 8, 8, 32, 3, 3, 2, 2, 1, 1};
+  dilated.dilation_h = 2;
+  CHECK_FALSE(cpu::strided_conv_backward_data_preferred(dilated));
+  CHECK_FALSE(cpu::strided_conv_backward_data_preferred(cpu::DirectConvGeometry{2, 12, 8, 8, 32, 3, 3, 2, 2}));
+  CHECK_FALSE(cpu::strided_conv_backward_data_preferred(cpu::DirectConvGeometry{2, 16, 8, 8, 32, 5, 5, 2, 2}));
 }
 
 TEST_CASE("conv2d kernels: float64 and bfloat16", "[conv]") {

@@ -6,7 +6,8 @@
 // and back, which costs far less than the 2-2.5x the kernels gain (tools/bench/conv measures
 // both). Weights stay Ember's plain [O, C/G, KH, KW] and are reordered per call (they are
 // small). Where oneDNN's channels-last kernels measured well below its blocked ones, Ember's own
-// kernels take the pass instead (direct_conv.h, direct_conv_weight_grad.h, pointwise_conv.h).
+// kernels take the pass instead (direct_conv.h, direct_conv_weight_grad.h,
+// strided_conv_backward_data.h).
 // Anything oneDNN rejects falls back to ember::cpu::reference.
 #include <map>
 #include <memory>
@@ -20,8 +21,8 @@
 #include "core/cpu/direct_conv.h"
 #include "core/cpu/direct_conv_weight_grad.h"
 #include "core/cpu/dnnl/runtime.h"
-#include "core/cpu/pointwise_conv.h"
 #include "core/cpu/nn_kernels.h"
+#include "core/cpu/strided_conv_backward_data.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 
@@ -256,12 +257,13 @@ std::optional<DirectConvGeometry> own_forward(const Tensor& input, const Tensor&
   return g;
 }
 
-// Likewise for the backward passes (core/cpu/pointwise_conv.h, core/cpu/direct_conv_weight_grad.h).
+// Likewise for the backward passes (core/cpu/strided_conv_backward_data.h,
+// core/cpu/direct_conv_weight_grad.h).
 std::optional<DirectConvGeometry> own_backward_data(const Tensor& grad_output, const Tensor& weight,
                                                     const Shape& input_shape, const ConvParams& p) {
   if (weight.dtype() != kFloat32) return std::nullopt;
   const auto g = direct_geometry(grad_output.dtype(), input_shape, weight.sizes(), p);
-  if (!g || !pointwise_conv_backward_data_preferred(*g)) return std::nullopt;
+  if (!g || !strided_conv_backward_data_preferred(*g)) return std::nullopt;
   return g;
 }
 
@@ -312,7 +314,7 @@ Tensor conv2d_backward_input_kernel(const Tensor& grad_output, const Tensor& wei
     NoGradGuard no_grad;
     Tensor dy = onednn::to_channels_last(grad_output), w = weight.contiguous();
     Tensor dx = empty_channels_last(input_shape, grad_output.options());
-    pointwise_conv_backward_data(*g, dy.data_ptr<float>(), w.data_ptr<float>(), dx.data_ptr<float>());
+    strided_conv_backward_data(*g, dy.data_ptr<float>(), w.data_ptr<float>(), dx.data_ptr<float>());
     return dx;
   }
   const auto type = fast_type(grad_output, weight);
