@@ -13,7 +13,7 @@ __attribute__((target("avx2,fma"))) void run_tile(const Walk& walk, const float*
   __m256 sum[MR][NV];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int j = 0; j < NV; ++j)
       sum[i][j] = accumulate ? _mm256_loadu_ps(out + i * ld_out + 8 * j) : _mm256_setzero_ps();
   // One loop over all steps (a nested row loop made GCC keep the sums in memory).
@@ -22,21 +22,36 @@ __attribute__((target("avx2,fma"))) void run_tile(const Walk& walk, const float*
   const int64_t steps = walk.rows * cols;
   int64_t col = 0;
   for (int64_t s = 0; s < steps; ++s) {
-    __m256 vv[NV];
+    if constexpr (NV <= 2) {
+      // Up to 12 sums + NV vectors + 1 broadcast: the vectors are loaded once per step.
+      __m256 vv[NV];
 #pragma GCC unroll 2
-    for (int j = 0; j < NV; ++j) vv[j] = _mm256_loadu_ps(v + 8 * j);
+      for (int j = 0; j < NV; ++j) vv[j] = _mm256_loadu_ps(v + 8 * j);
 #pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i) {
-      const __m256 bb = _mm256_broadcast_ss(b + i * b_lane);
+      for (int i = 0; i < MR; ++i) {
+        const __m256 bb = _mm256_broadcast_ss(b + i * b_lane);
 #pragma GCC unroll 2
-      for (int j = 0; j < NV; ++j) sum[i][j] = _mm256_fmadd_ps(bb, vv[j], sum[i][j]);
+        for (int j = 0; j < NV; ++j) sum[i][j] = _mm256_fmadd_ps(bb, vv[j], sum[i][j]);
+      }
+    } else {
+      // 12 sums + MR broadcasts + 1 vector: the broadcasts are loaded first, then one vector at
+      // a time (all four vectors at once would need 19 registers and spill).
+      __m256 bb[MR];
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) bb[i] = _mm256_broadcast_ss(b + i * b_lane);
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) {
+        const __m256 vj = _mm256_loadu_ps(v + 8 * j);
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; ++i) sum[i][j] = _mm256_fmadd_ps(bb[i], vj, sum[i][j]);
+      }
     }
     b += b_col, v += v_col;
     if (++col == cols) col = 0, b += b_skip, v += v_skip;
   }
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) _mm256_storeu_ps(out + i * ld_out + 8 * j, sum[i][j]);
 }
 
@@ -64,10 +79,21 @@ bool preferred_cpu() {
   return supported() && !avx512;
 }
 
-Tile tile(int rows, int lanes) { return lanes >= 16 ? with_rows<2>(rows) : with_rows<1>(rows); }
+Tile tile(int rows, int lanes) {
+  if (lanes >= 32) {
+    switch (rows) {
+      case 1: return run_tile<1, 4>;
+      case 2: return run_tile<2, 4>;
+      default: return run_tile<3, 4>;
+    }
+  }
+  return lanes >= 16 ? with_rows<2>(rows) : with_rows<1>(rows);
+}
 
-std::vector<int64_t> tile_starts(int64_t count) {
-  const int64_t tiles = (count + kMaxRows - 1) / kMaxRows;
+int max_rows(int lanes) { return lanes >= 32 ? 3 : kMaxRows; }
+
+std::vector<int64_t> tile_starts(int64_t count, int rows) {
+  const int64_t tiles = (count + rows - 1) / rows;
   std::vector<int64_t> starts;
   for (int64_t t = 0; t <= tiles; ++t) starts.push_back(t * count / tiles);
   return starts;

@@ -34,12 +34,15 @@ struct Walk {
 // from zero.
 using Tile = void (*)(const Walk& walk, const float* b, const float* v, float* out, int64_t ld_out, bool accumulate);
 
-// The tile of `rows` (1 to kMaxRows) x `lanes` (8 or 16).
+// The tile of `rows` (1 to max_rows(lanes)) x `lanes` (8, 16 or 32).
 Tile tile(int rows, int lanes);
 
-// Where tiles of at most kMaxRows start when `count` rows are split as evenly as possible (a last
-// tile of 1-2 rows would leave too few independent sums to keep the multiply-add units busy);
-// ends with `count`.
-std::vector<int64_t> tile_starts(int64_t count);
+// The most rows a tile of `lanes` has: 6 up to 16 lanes, 3 at 32 (12 sums either way).
+int max_rows(int lanes);
+
+// Where tiles of at most `rows` rows start when `count` rows are split as evenly as possible (a
+// last tile of 1-2 rows would leave too few independent sums to keep the multiply-add units
+// busy); ends with `count`.
+std::vector<int64_t> tile_starts(int64_t count, int rows = kMaxRows);
 
 }  // namespace ember::cpu::avx2

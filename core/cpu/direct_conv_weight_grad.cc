@@ -60,8 +60,8 @@ void run_images(const DirectConvGeometry& g, const float* x, const float* dy, in
           const int64_t r0 = starts[t];
           const int tile_rows = static_cast<int>(starts[t + 1] - r0);
           for (int64_t c0 = 0; c0 < width; c0 += 16)
-            avx2::tile(tile_rows, static_cast<int>(width - c0))(walk, b0 + r0, v0 + c0, tap + r0 * width + c0, width,
-                                                                 /*accumulate=*/true);
+            avx2::tile(tile_rows, static_cast<int>(std::min<int64_t>(16, width - c0)))(
+                walk, b0 + r0, v0 + c0, tap + r0 * width + c0, width, /*accumulate=*/true);
         }
       }
     }

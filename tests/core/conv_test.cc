@@ -13,6 +13,7 @@
 #include "core/cpu/direct_conv.h"
 #include "core/cpu/direct_conv_weight_grad.h"
 #include "core/cpu/strided_conv_backward_data.h"
+#include "core/cpu/strided_conv_forward.h"
 #include "core/ember_core.h"
 
 namespace {
@@ -377,8 +378,8 @@ TEST_CASE("direct conv weight-gradient kernel: against the naive sum", "[conv]")
 // Ember's strided backward-data kernel on its own (the kernel table hands it only f32 problems
 // with C % 8 == 0, dilation 1 and kernels up to 3x3 on AVX2 CPUs without AVX-512): kernels of
 // every size 1-4 against strides 1-3 (a kernel smaller than its stride leaves input pixels no tap
-// reaches, which must be zeroed), unequal strides, padding up to and past the kernel's reach, 8-
-// and 16-lane tiles, class rows of every width 1-6 and images too small for any interior.
+// reaches, which must be zeroed), unequal strides, padding up to and past the kernel's reach, 8-,
+// 16- and 32-lane tiles (C up to 72), class rows of every width 1-6 and images too small for any interior.
 TEST_CASE("strided conv backward-data kernel: against the naive sum", "[conv]") {
   manual_seed(10);
   REQUIRE(cpu::avx2::supported());  // see the weight-gradient kernel's test
@@ -391,7 +392,8 @@ TEST_CASE("strided conv backward-data kernel: against the naive sum", "[conv]") 
                          Odd{32, 20, 9, 11, 3, 3, 2, 2, 1, 1}, Odd{8, 7, 13, 10, 3, 3, 3, 2, 1, 0},
                          Odd{24, 9, 7, 7, 3, 3, 2, 3, 2, 3}, Odd{16, 3, 6, 25, 2, 4, 2, 2, 0, 1},
                          Odd{8, 16, 5, 8, 4, 3, 3, 3, 2, 2}, Odd{40, 11, 12, 14, 3, 3, 1, 1, 1, 1},
-                         Odd{16, 8, 3, 2, 3, 3, 2, 2, 1, 1}, Odd{8, 4, 1, 1, 3, 3, 2, 2, 1, 1}}) {
+                         Odd{16, 8, 3, 2, 3, 3, 2, 2, 1, 1}, Odd{8, 4, 1, 1, 3, 3, 2, 2, 1, 1},
+                         Odd{72, 6, 15, 17, 3, 3, 2, 2, 1, 1}, Odd{64, 9, 16, 14, 1, 1, 2, 2, 0, 0}}) {
     Case k{2, odd.c, odd.h, odd.w, odd.o, odd.kh, odd.kw};
     k.stride_h = odd.stride_h, k.stride_w = odd.stride_w, k.pad_h = odd.pad_h, k.pad_w = odd.pad_w;
     INFO(k.str());
@@ -411,6 +413,47 @@ TEST_CASE("strided conv backward-data kernel: against the naive sum", "[conv]") 
   CHECK_FALSE(cpu::strided_conv_backward_data_preferred(dilated));
   CHECK_FALSE(cpu::strided_conv_backward_data_preferred(cpu::DirectConvGeometry{2, 12, 8, 8, 32, 3, 3, 2, 2}));
   CHECK_FALSE(cpu::strided_conv_backward_data_preferred(cpu::DirectConvGeometry{2, 16, 8, 8, 32, 5, 5, 2, 2}));
+}
+
+// Ember's strided forward kernel on its own (the kernel table hands it only f32 3x3 strided
+// problems with O % 8 == 0 on AVX2 CPUs without AVX-512): 32-lane tiles of 1-3 pixels and 16- and
+// 8-lane tiles of 1-6 after them (O = 8 to 72), kernels 1-4 against strides 1-3, unequal strides,
+// padding up to and past the kernel's reach (pixels no tap reaches get the bias alone), edge tiles
+// whose taps only some pixels see, with and without bias, and images of one output pixel.
+TEST_CASE("strided conv forward kernel: against the naive sum", "[conv]") {
+  manual_seed(11);
+  REQUIRE(cpu::avx2::supported());  // see the weight-gradient kernel's test
+  struct Odd {
+    int64_t c, o, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w;
+  };
+  int index = 0;
+  for (const Odd& odd : {Odd{16, 32, 32, 32, 3, 3, 2, 2, 1, 1}, Odd{32, 64, 16, 16, 3, 3, 2, 2, 1, 1},
+                         Odd{3, 8, 9, 11, 3, 3, 2, 2, 1, 1}, Odd{5, 40, 13, 10, 3, 3, 3, 2, 1, 0},
+                         Odd{7, 72, 7, 7, 3, 3, 2, 3, 2, 3}, Odd{16, 24, 6, 25, 2, 4, 2, 2, 0, 1},
+                         Odd{8, 16, 5, 8, 4, 3, 3, 3, 2, 2}, Odd{9, 48, 12, 14, 3, 3, 1, 1, 1, 1},
+                         Odd{16, 8, 3, 2, 3, 3, 2, 2, 1, 1}, Odd{8, 32, 1, 1, 3, 3, 2, 2, 1, 1},
+                         Odd{4, 32, 8, 31, 1, 1, 2, 2, 0, 0}, Odd{6, 96, 10, 27, 3, 3, 2, 2, 4, 1}}) {
+    Case k{2, odd.c, odd.h, odd.w, odd.o, odd.kh, odd.kw};
+    k.stride_h = odd.stride_h, k.stride_w = odd.stride_w, k.pad_h = odd.pad_h, k.pad_w = odd.pad_w;
+    k.bias = index++ % 2 == 0;
+    INFO(k.str() << (k.bias ? " with bias" : " without bias"));
+    const cpu::DirectConvGeometry g = direct_geometry(k);
+    const bool wanted = (k.stride_h > 1 || k.stride_w > 1) && k.kh == 3 && k.kw == 3;
+    CHECK(cpu::strided_conv_forward_preferred(g) == (wanted && !__builtin_cpu_supports("avx512f")));
+    Tensor x_nhwc = randn({k.n, k.h, k.w, k.c}), wt = randn({k.o, k.c, k.kh, k.kw}), bias = randn({k.o});
+    Tensor y = full({k.n, k.oh(), k.ow(), k.o}, 123.0f);  // every element overwritten
+    cpu::strided_conv_forward(g, x_nhwc.data_ptr<float>(), wt.data_ptr<float>(),
+                              k.bias ? bias.data_ptr<float>() : nullptr, y.data_ptr<float>());
+    Naive naive{k, values(x_nhwc.permute({0, 3, 1, 2})), values(wt), {}};
+    expect_close("forward kernel vs naive", values(y.permute({0, 3, 1, 2})),
+                 naive.forward(k.bias ? values(bias) : std::vector<double>{}), 2e-4, 2e-4);
+  }
+  // Dilated problems and kernels other than 3x3 stay on oneDNN.
+  cpu::DirectConvGeometry dilated{2, 16, 8, 8, 32, 3, 3, 2, 2, 1, 1};
+  dilated.dilation_w = 2;
+  CHECK_FALSE(cpu::strided_conv_forward_preferred(dilated));
+  CHECK_FALSE(cpu::strided_conv_forward_preferred(cpu::DirectConvGeometry{2, 16, 8, 8, 32, 1, 1, 2, 2}));
+  CHECK_FALSE(cpu::strided_conv_forward_preferred(cpu::DirectConvGeometry{2, 16, 8, 8, 12, 3, 3, 2, 2, 1, 1}));
 }
 
 TEST_CASE("conv2d kernels: float64 and bfloat16", "[conv]") {

@@ -23,6 +23,7 @@
 #include "core/cpu/dnnl/runtime.h"
 #include "core/cpu/nn_kernels.h"
 #include "core/cpu/strided_conv_backward_data.h"
+#include "core/cpu/strided_conv_forward.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 
@@ -253,7 +254,7 @@ std::optional<DirectConvGeometry> own_forward(const Tensor& input, const Tensor&
                                               const ConvParams& p) {
   if (weight.dtype() != kFloat32 || (bias.defined() && bias.dtype() != kFloat32)) return std::nullopt;
   const auto g = direct_geometry(input.dtype(), input.sizes(), weight.sizes(), p);
-  if (!g || !direct_conv_preferred(*g)) return std::nullopt;
+  if (!g || !(direct_conv_preferred(*g) || strided_conv_forward_preferred(*g))) return std::nullopt;
   return g;
 }
 
@@ -283,8 +284,11 @@ Tensor conv2d_kernel(const Tensor& input, const Tensor& weight, const Tensor& bi
     Tensor x = onednn::to_channels_last(input), w = weight.contiguous();
     Tensor b = bias.defined() ? bias.contiguous() : Tensor();
     Tensor y = empty_channels_last({g->n, g->o, g->out_h(), g->out_w()}, input.options());
-    direct_conv_forward(*g, x.data_ptr<float>(), w.data_ptr<float>(), b.defined() ? b.data_ptr<float>() : nullptr,
-                        y.data_ptr<float>());
+    const float* b_data = b.defined() ? b.data_ptr<float>() : nullptr;
+    if (direct_conv_preferred(*g))
+      direct_conv_forward(*g, x.data_ptr<float>(), w.data_ptr<float>(), b_data, y.data_ptr<float>());
+    else
+      strided_conv_forward(*g, x.data_ptr<float>(), w.data_ptr<float>(), b_data, y.data_ptr<float>());
     return y;
   }
   const auto type = fast_type(input, weight);
