@@ -11,8 +11,12 @@
 // reach, run as tiles of one pixel. Threads take whole input rows.
 #include "core/cpu/strided_conv_backward_data.h"
 
+#include <immintrin.h>
+
+#include <unistd.h>
+
 #include <algorithm>
-#include <cstring>
+#include <cstdio>
 #include <vector>
 
 #include "core/cpu/avx2_tile.h"
@@ -74,6 +78,35 @@ int chunk_lanes(const DirectConvGeometry& g, int64_t c0) {
   return static_cast<int>(g.c - c0 >= 32 ? 32 : std::min<int64_t>(16, g.c - c0));
 }
 
+// The last-level cache this core shares: sysfs's index3 (8 MB on Zen 1, per core complex), where
+// sysconf reports the whole socket's (64 MB).
+size_t last_level_cache_bytes() {
+  static const size_t bytes = [] {
+    if (std::FILE* f = std::fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r")) {
+      unsigned long kb = 0;
+      const bool read = std::fscanf(f, "%luK", &kb) == 1;
+      std::fclose(f);
+      if (read && kb > 0) return static_cast<size_t>(kb) << 10;
+    }
+    const long reported = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return reported > 0 ? static_cast<size_t>(reported) : size_t{32} << 20;
+  }();
+  return bytes;
+}
+
+// Zeroes n floats at p (n % 8 == 0; 32-byte aligned when streaming), one vector at a time.
+__attribute__((target("avx2"))) void zero(float* p, int64_t n, bool streaming) {
+  const __m256 zero = _mm256_setzero_ps();
+  if (streaming)
+    for (int64_t i = 0; i < n; i += 8) _mm256_stream_ps(p + i, zero);
+  else
+    for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(p + i, zero);
+}
+
+// Orders this thread's streaming stores before whatever reads dx next.
+__attribute__((target("avx2"))) void stream_fence() { _mm_sfence(); }
+
+
 // Input rows a thread should take at once: ~64K multiply-adds.
 int64_t row_grain(const DirectConvGeometry& g) {
   const int64_t taps = std::max<int64_t>(1, g.kh * g.kw / (g.stride_h * g.stride_w));
@@ -82,13 +115,35 @@ int64_t row_grain(const DirectConvGeometry& g) {
 
 }  // namespace
 
-// Measured with tools/bench/conv (batch 128, 2 threads) on an AVX2-only CPU (AMD EPYC, Zen 1).
+// Streaming stores skip reading each line before overwriting it (glibc's memset streams past a
+// similar size). On 16->32 channels at batch 128 (an 8 MB dx, the size of Zen 1's L3) they took the
+// strided 1x1 pass from 0.98 to 1.24-1.27 of oneDNN's blocked kernel; the training step was no
+// slower.
+bool streaming_zeros_preferred(const DirectConvGeometry& g) {
+  const size_t bytes = static_cast<size_t>(g.n * g.h * g.w * g.c) * sizeof(float);
+  return g.c % 16 == 0 && bytes >= last_level_cache_bytes();
+}
+
+// Measured with tools/bench/conv (batch 128, 2 threads) on an AVX2-only CPU (AMD EPYC, Zen 1):
+// 3x3 stride 2 at 0.93-1.05 of oneDNN's blocked kernel, where its channels-last one ran
+// 0.83-0.92 on 16->32 channels. A strided 1x1 pass, whose dx is three quarters zeros, gains only
+// when the zeros stream (1.24-1.32 on 16->32 channels); on 32->64 (a 4 MB dx) it ran at 0.90 of
+// oneDNN's channels-last kernel, which keeps it.
 bool strided_conv_backward_data_preferred(const DirectConvGeometry& g) {
+  const bool pays = g.kh > 1 || g.kw > 1 || streaming_zeros_preferred(g);
   return avx2::preferred_cpu() && (g.stride_h > 1 || g.stride_w > 1) && g.dilation_h == 1 && g.dilation_w == 1 &&
-         g.kh <= 3 && g.kw <= 3 && g.c % 8 == 0 && g.n > 0 && g.c > 0 && g.o > 0;
+         g.kh <= 3 && g.kw <= 3 && g.c % 8 == 0 && g.n > 0 && g.c > 0 && g.o > 0 && pays;
 }
 
 void strided_conv_backward_data(const DirectConvGeometry& g, const float* dy, const float* weight, float* dx) {
+  strided_conv_backward_data(g, dy, weight, dx, streaming_zeros_preferred(g));
+}
+
+void strided_conv_backward_data(const DirectConvGeometry& g, const float* dy, const float* weight, float* dx,
+                                bool streaming) {
+  // Streaming stores need 32-byte aligned vectors: a dx that is not (never one Ember allocates)
+  // takes the cached path.
+  streaming = streaming && reinterpret_cast<uintptr_t>(dx) % 32 == 0 && g.c % 8 == 0;
   const int64_t oh_count = g.out_h(), ow_count = g.out_w();
   const std::vector<AxisClass> row_classes = axis_classes(g.h, g.kh, g.stride_h, g.pad_h);
   const std::vector<AxisClass> col_classes = axis_classes(g.w, g.kw, g.stride_w, g.pad_w);
@@ -110,7 +165,6 @@ void strided_conv_backward_data(const DirectConvGeometry& g, const float* dy, co
         }
     }
 
-  const size_t pixel_bytes = static_cast<size_t>(g.c) * sizeof(float);
   parallel_for(0, g.n * g.h, row_grain(g), [&](int64_t lo, int64_t hi) {
     for (int64_t row = lo; row < hi; ++row) {
       const int64_t n = row / g.h, ih = row % g.h;
@@ -119,7 +173,7 @@ void strided_conv_backward_data(const DirectConvGeometry& g, const float* dy, co
       const AxisClass& ra = row_classes[rh];
       const auto [th0, th1] = ra.valid(p, oh_count);
       if (th0 == th1) {
-        std::memset(out_row, 0, pixel_bytes * static_cast<size_t>(g.w));
+        zero(out_row, g.w * g.c, streaming);
         continue;
       }
       const float* dy_rows = dy + (n * oh_count + p + ra.lead() + th0) * ow_count * g.o;
@@ -128,7 +182,7 @@ void strided_conv_backward_data(const DirectConvGeometry& g, const float* dy, co
         float* out = out_row + rw * g.c;
         const int64_t ld_out = g.stride_w * g.c;
         if (ca.count == 0) {
-          for (int64_t q = 0; q < ca.pixels; ++q) std::memset(out + q * ld_out, 0, pixel_bytes);
+          for (int64_t q = 0; q < ca.pixels; ++q) zero(out + q * ld_out, g.c, streaming);
           continue;
         }
         const float* v = packed.data() + packed_at[rh * g.stride_w + rw] + th0 * ca.count * g.o * g.c;
@@ -151,7 +205,7 @@ void strided_conv_backward_data(const DirectConvGeometry& g, const float* dy, co
           if (q >= ca.pixels) break;
           const auto [tw0, tw1] = ca.valid(q, ow_count);
           if (tw0 == tw1) {
-            std::memset(out + q * ld_out, 0, pixel_bytes);
+            zero(out + q * ld_out, g.c, streaming);
             continue;
           }
           avx2::Walk edge = walk;
@@ -163,6 +217,7 @@ void strided_conv_backward_data(const DirectConvGeometry& g, const float* dy, co
         }
       }
     }
+    if (streaming) stream_fence();
   });
 }
 

@@ -398,15 +398,28 @@ TEST_CASE("strided conv backward-data kernel: against the naive sum", "[conv]") 
     k.stride_h = odd.stride_h, k.stride_w = odd.stride_w, k.pad_h = odd.pad_h, k.pad_w = odd.pad_w;
     INFO(k.str());
     const cpu::DirectConvGeometry g = direct_geometry(k);
-    const bool wanted = (k.stride_h > 1 || k.stride_w > 1) && k.kh <= 3 && k.kw <= 3;
+    // (None of these is large enough for streaming zeros, which 1x1 kernels need to be taken.)
+    const bool wanted = (k.stride_h > 1 || k.stride_w > 1) && k.kh <= 3 && k.kw <= 3 && (k.kh > 1 || k.kw > 1);
     CHECK(cpu::strided_conv_backward_data_preferred(g) == (wanted && !__builtin_cpu_supports("avx512f")));
     Tensor dy_nhwc = randn({k.n, k.oh(), k.ow(), k.o}), wt = randn({k.o, k.c, k.kh, k.kw});
-    Tensor dx = full({k.n, k.h, k.w, k.c}, 123.0f);  // every element overwritten, zeros included
-    cpu::strided_conv_backward_data(g, dy_nhwc.data_ptr<float>(), wt.data_ptr<float>(), dx.data_ptr<float>());
     Naive naive{k, {}, values(wt), values(dy_nhwc.permute({0, 3, 1, 2}))};
     naive.x.assign(static_cast<size_t>(k.n * k.c * k.h * k.w), 0.0);
-    expect_close("backward-data kernel vs naive", values(dx.permute({0, 3, 1, 2})), naive.grad_input(), 2e-4, 2e-4);
+    const std::vector<double> expected = naive.grad_input();
+    for (bool streaming : {false, true}) {  // zeros through the cache or around it
+      INFO((streaming ? "streaming zeros" : "cached zeros"));
+      Tensor dx = full({k.n, k.h, k.w, k.c}, 123.0f);  // every element overwritten, zeros included
+      cpu::strided_conv_backward_data(g, dy_nhwc.data_ptr<float>(), wt.data_ptr<float>(), dx.data_ptr<float>(),
+                                      streaming);
+      expect_close("backward-data kernel vs naive", values(dx.permute({0, 3, 1, 2})), expected, 2e-4, 2e-4);
+    }
   }
+  // Zeros stream only for a dx at least the size of the last-level cache whose pixels are whole
+  // cache lines.
+  CHECK(cpu::streaming_zeros_preferred(cpu::DirectConvGeometry{int64_t{1} << 20, 16, 32, 32, 32, 1, 1, 2, 2}));
+  CHECK_FALSE(cpu::streaming_zeros_preferred(cpu::DirectConvGeometry{int64_t{1} << 20, 8, 32, 32, 32, 1, 1, 2, 2}));
+  CHECK_FALSE(cpu::streaming_zeros_preferred(cpu::DirectConvGeometry{2, 16, 32, 32, 32, 1, 1, 2, 2}));
+  CHECK(cpu::strided_conv_backward_data_preferred(cpu::DirectConvGeometry{int64_t{1} << 20, 16, 32, 32, 32, 1, 1, 2,
+                                                                          2}) == !__builtin_cpu_supports("avx512f"));
   // Dilated or odd-channel problems, and kernels past 3x3, stay on oneDNN.
   cpu::DirectConvGeometry dilated{2, 16, 8, 8, 32, 3, 3, 2, 2, 1, 1};
   dilated.dilation_h = 2;
