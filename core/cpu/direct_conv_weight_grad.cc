@@ -1,11 +1,11 @@
 // The weight gradient of direct_conv_weight_grad.h. Each kernel tap's gradient is a small matrix
 // [O, C] summed over every output pixel: dy's row of the pixel times x's row of the input pixel
-// under that tap. A tile (avx2_tile.h) of up to 6 rows x 16 columns of it keeps its sums in
-// vector registers while it walks all the pixels of one image that see the tap (a rectangle of
-// output rows and columns, since padding only trims its edges). The vectors run over the
-// input channels when C is a multiple of 8 (broadcasting dy), else over the output channels
-// (broadcasting x: the 3-channel stem). Threads take whole images into their own sums, added
-// together at the end.
+// under that tap. A tile (avx2_tile.h) of up to 3 rows x 32 columns of it (6 x 16 or 6 x 8 for
+// the last columns) keeps its sums in vector registers while it walks all the pixels of one image
+// that see the tap (a rectangle of output rows and columns, since padding only trims its edges).
+// The vectors run over the input channels when C is a multiple of 8 (broadcasting dy), else over
+// the output channels (broadcasting x: the 3-channel stem). Threads take whole images into their
+// own sums, added together at the end.
 #include "core/cpu/direct_conv_weight_grad.h"
 
 #include <algorithm>
@@ -38,7 +38,10 @@ void run_images(const DirectConvGeometry& g, const float* x, const float* dy, in
   const int64_t oh_count = g.out_h(), ow_count = g.out_w();
   const bool over_input = vectors_over_input(g);
   const int64_t rows = over_input ? g.o : g.c, width = over_input ? g.c : g.o;
-  const std::vector<int64_t> starts = avx2::tile_starts(rows);
+  // Tiles of 3 rows x 32 lanes while 32 are left (one broadcast per row for all of them: 2-8%
+  // faster on the 1x1 layers), then of 6 x 16 or 6 x 8.
+  const std::vector<int64_t> starts32 = avx2::tile_starts(rows, avx2::max_rows(32));
+  const std::vector<int64_t> starts16 = avx2::tile_starts(rows);
   for (int64_t n = n0; n < n1; ++n)
     for (int64_t i = 0; i < g.kh; ++i) {
       const auto [oh_lo, oh_hi] = valid_range(oh_count, g.h, g.stride_h, g.pad_h, i * g.dilation_h);
@@ -56,12 +59,15 @@ void run_images(const DirectConvGeometry& g, const float* x, const float* dy, in
         const float* b0 = over_input ? dy0 : x0;
         const float* v0 = over_input ? x0 : dy0;
         float* tap = acc + (i * g.kw + j) * g.o * g.c;
-        for (size_t t = 0; t + 1 < starts.size(); ++t) {
-          const int64_t r0 = starts[t];
-          const int tile_rows = static_cast<int>(starts[t + 1] - r0);
-          for (int64_t c0 = 0; c0 < width; c0 += 16)
-            avx2::tile(tile_rows, static_cast<int>(std::min<int64_t>(16, width - c0)))(
-                walk, b0 + r0, v0 + c0, tap + r0 * width + c0, width, /*accumulate=*/true);
+        for (int64_t c0 = 0; c0 < width;) {
+          const int lanes = static_cast<int>(width - c0 >= 32 ? 32 : std::min<int64_t>(16, width - c0));
+          const std::vector<int64_t>& starts = lanes >= 32 ? starts32 : starts16;
+          for (size_t t = 0; t + 1 < starts.size(); ++t) {
+            const int64_t r0 = starts[t];
+            avx2::tile(static_cast<int>(starts[t + 1] - r0), lanes)(walk, b0 + r0, v0 + c0, tap + r0 * width + c0,
+                                                                  width, /*accumulate=*/true);
+          }
+          c0 += lanes;
         }
       }
     }

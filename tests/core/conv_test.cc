@@ -342,9 +342,9 @@ TEST_CASE("direct conv kernel: odd channel counts, padding, dilation", "[conv]")
 }
 
 // Ember's backward-weight kernel on its own (the kernel table hands it only f32 problems with C or
-// O a multiple of 8, on AVX2 CPUs without AVX-512): 8- and 16-lane vectors over the input channels
-// or (C = 3, 5) over the output channels, tiles of every height 1-6, stride, padding wider than the
-// kernel's reach, dilation, and tiny images.
+// O a multiple of 8, on AVX2 CPUs without AVX-512): 8-, 16- and 32-lane vectors over the input
+// channels or (C = 3, 5) over the output channels, tiles of every height 1-6 (1-3 at 32 lanes),
+// stride, padding wider than the kernel's reach, dilation, and tiny images.
 TEST_CASE("direct conv weight-gradient kernel: against the naive sum", "[conv]") {
   manual_seed(9);
   // Every x86-64 CPU this project builds for since 2015 has AVX2; one without it fails here
@@ -356,7 +356,8 @@ TEST_CASE("direct conv weight-gradient kernel: against the naive sum", "[conv]")
   for (const Odd& odd : {Odd{8, 1, 5, 6, 3, 1, 1, 1}, Odd{16, 7, 9, 7, 3, 2, 1, 1}, Odd{24, 13, 6, 8, 1, 2, 0, 1},
                          Odd{32, 32, 8, 8, 3, 1, 1, 1}, Odd{16, 20, 7, 9, 3, 1, 2, 2}, Odd{40, 9, 3, 2, 5, 1, 3, 1},
                          Odd{8, 64, 4, 4, 3, 3, 1, 1}, Odd{16, 5, 2, 2, 3, 1, 4, 1}, Odd{3, 16, 9, 10, 3, 1, 1, 1},
-                         Odd{5, 24, 7, 6, 3, 2, 1, 1}, Odd{1, 8, 5, 5, 5, 1, 2, 1}}) {
+                         Odd{5, 24, 7, 6, 3, 2, 1, 1}, Odd{1, 8, 5, 5, 5, 1, 2, 1}, Odd{3, 72, 6, 5, 3, 2, 1, 1},
+                         Odd{64, 10, 5, 4, 3, 1, 1, 1}, Odd{72, 2, 4, 3, 1, 2, 0, 1}}) {
     Case k = make_case(3, odd.c, odd.h, odd.w, odd.o, odd.k);
     k.stride_h = k.stride_w = odd.stride;
     k.pad_h = k.pad_w = odd.pad;
