@@ -128,9 +128,11 @@ bool streaming_zeros_preferred(const DirectConvGeometry& g) {
 // 3x3 stride 2 at 0.93-1.05 of oneDNN's blocked kernel, where its channels-last one ran
 // 0.83-0.92 on 16->32 channels. A strided 1x1 pass, whose dx is three quarters zeros, gains only
 // when the zeros stream (1.24-1.32 on 16->32 channels); on 32->64 (a 4 MB dx) it ran at 0.90 of
-// oneDNN's channels-last kernel, which keeps it.
+// oneDNN's channels-last kernel, which keeps it. So it does where dy's rows have fewer than 8
+// pixels (ResNet-18's 256->512 channels, 8->4 pixels: 0.78 of oneDNN's channels-last kernel on
+// 1x1, 0.95 on 3x3), too few for the weights a tile walks to be reused enough.
 bool strided_conv_backward_data_preferred(const DirectConvGeometry& g) {
-  const bool pays = g.kh > 1 || g.kw > 1 || streaming_zeros_preferred(g);
+  const bool pays = (g.kh > 1 || g.kw > 1 || streaming_zeros_preferred(g)) && g.out_w() >= 8;
   return avx2::preferred_cpu() && (g.stride_h > 1 || g.stride_w > 1) && g.dilation_h == 1 && g.dilation_w == 1 &&
          g.kh <= 3 && g.kw <= 3 && g.c % 8 == 0 && g.n > 0 && g.c > 0 && g.o > 0 && pays;
 }

@@ -9,7 +9,8 @@
 namespace ember::cpu {
 
 // Whether the conv2d backward-data entry should take this kernel: strided, undilated, a kernel of
-// at most 3x3 (1x1 only where its zeros stream), C a multiple of 8, on a CPU without AVX-512.
+// at most 3x3 (1x1 only where its zeros stream), C a multiple of 8, dy's rows at least 8 pixels,
+// on a CPU without AVX-512.
 bool strided_conv_backward_data_preferred(const DirectConvGeometry& g);
 
 // dx[n, ih, iw, c] = sum over the taps (i, j) and output pixels (oh, ow) with

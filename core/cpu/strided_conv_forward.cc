@@ -79,10 +79,14 @@ void run_pixels(const DirectConvGeometry& g, const avx2::Walk& walk, int64_t a, 
 
 }  // namespace
 
-// Measured with tools/bench/conv (batch 128, 2 threads) on an AVX2-only CPU (AMD EPYC, Zen 1).
+// Measured with tools/bench/conv (batch 128, 2 threads) on an AVX2-only CPU (AMD EPYC, Zen 1):
+// 0.95-1.0 of oneDNN's blocked kernel on ResNet-20's and ResNet-18's strided 3x3 layers with
+// output rows of 8 or more pixels. With 4 (ResNet-18's 256->512 channels, 8->4 pixels) each
+// weight vector served only 2 pixels of a tile, and it ran at 0.92 of oneDNN's channels-last
+// kernel, which keeps such layers.
 bool strided_conv_forward_preferred(const DirectConvGeometry& g) {
   return avx2::preferred_cpu() && (g.stride_h > 1 || g.stride_w > 1) && g.kh == 3 && g.kw == 3 &&
-         g.dilation_h == 1 && g.dilation_w == 1 && g.o % 8 == 0 && g.n > 0 && g.c > 0;
+         g.dilation_h == 1 && g.dilation_w == 1 && g.o % 8 == 0 && g.n > 0 && g.c > 0 && g.out_w() >= 8;
 }
 
 void strided_conv_forward(const DirectConvGeometry& g, const float* x, const float* weight, const float* bias,

@@ -9,7 +9,7 @@
 namespace ember::cpu {
 
 // Whether the conv2d entry should take this kernel: 3x3, strided, undilated, O a multiple of 8,
-// on a CPU without AVX-512.
+// output rows of at least 8 pixels, on a CPU without AVX-512.
 bool strided_conv_forward_preferred(const DirectConvGeometry& g);
 
 // y[n, oh, ow, :] = bias + sum over taps (i, j) and channels c of weight[:, c, i, j] *

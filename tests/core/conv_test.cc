@@ -400,7 +400,8 @@ TEST_CASE("strided conv backward-data kernel: against the naive sum", "[conv]") 
     INFO(k.str());
     const cpu::DirectConvGeometry g = direct_geometry(k);
     // (None of these is large enough for streaming zeros, which 1x1 kernels need to be taken.)
-    const bool wanted = (k.stride_h > 1 || k.stride_w > 1) && k.kh <= 3 && k.kw <= 3 && (k.kh > 1 || k.kw > 1);
+    const bool wanted =
+        (k.stride_h > 1 || k.stride_w > 1) && k.kh <= 3 && k.kw <= 3 && (k.kh > 1 || k.kw > 1) && k.ow() >= 8;
     CHECK(cpu::strided_conv_backward_data_preferred(g) == (wanted && !__builtin_cpu_supports("avx512f")));
     Tensor dy_nhwc = randn({k.n, k.oh(), k.ow(), k.o}), wt = randn({k.o, k.c, k.kh, k.kw});
     Naive naive{k, {}, values(wt), values(dy_nhwc.permute({0, 3, 1, 2}))};
@@ -452,7 +453,7 @@ TEST_CASE("strided conv forward kernel: against the naive sum", "[conv]") {
     k.bias = index++ % 2 == 0;
     INFO(k.str() << (k.bias ? " with bias" : " without bias"));
     const cpu::DirectConvGeometry g = direct_geometry(k);
-    const bool wanted = (k.stride_h > 1 || k.stride_w > 1) && k.kh == 3 && k.kw == 3;
+    const bool wanted = (k.stride_h > 1 || k.stride_w > 1) && k.kh == 3 && k.kw == 3 && k.ow() >= 8;
     CHECK(cpu::strided_conv_forward_preferred(g) == (wanted && !__builtin_cpu_supports("avx512f")));
     Tensor x_nhwc = randn({k.n, k.h, k.w, k.c}), wt = randn({k.o, k.c, k.kh, k.kw}), bias = randn({k.o});
     Tensor y = full({k.n, k.oh(), k.ow(), k.o}, 123.0f);  // every element overwritten
