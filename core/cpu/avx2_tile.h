@@ -1,8 +1,8 @@
 // The AVX2 register tile that Ember's own channels-last convolution kernels for CPUs without
-// AVX-512 share (direct_conv_weight_grad.h, strided_conv_backward_data.h): up to 6 rows x 16
-// lanes of sums in 12 vector registers. Each step of a reduction loads one or two vectors of 8
-// lanes from one side and broadcasts one value per tile row from the other, for up to 12
-// multiply-adds.
+// AVX-512 share (direct_conv_weight_grad.h, strided_conv_forward.h, strided_conv_backward_data.h):
+// 12 vector registers of sums, as up to 6 rows x 16 lanes or 3 rows x 32 lanes (or 6 x 8). Each
+// step of a reduction loads one to four vectors of 8 lanes from one side and broadcasts one value
+// per tile row from the other, for up to 12 multiply-adds.
 #pragma once
 
 #include <cstdint>
