@@ -96,16 +96,15 @@ size_t last_level_cache_bytes() {
 
 // Zeroes n floats at p (n % 8 == 0; 32-byte aligned when streaming), one vector at a time.
 __attribute__((target("avx2"))) void zero(float* p, int64_t n, bool streaming) {
-  const __m256 zero = _mm256_setzero_ps();
+  const __m256 zeros = _mm256_setzero_ps();
   if (streaming)
-    for (int64_t i = 0; i < n; i += 8) _mm256_stream_ps(p + i, zero);
+    for (int64_t i = 0; i < n; i += 8) _mm256_stream_ps(p + i, zeros);
   else
-    for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(p + i, zero);
+    for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(p + i, zeros);
 }
 
 // Orders this thread's streaming stores before whatever reads dx next.
 __attribute__((target("avx2"))) void stream_fence() { _mm_sfence(); }
-
 
 // Input rows a thread should take at once: ~64K multiply-adds.
 int64_t row_grain(const DirectConvGeometry& g) {
@@ -117,7 +116,7 @@ int64_t row_grain(const DirectConvGeometry& g) {
 
 // Streaming stores skip reading each line before overwriting it (glibc's memset streams past a
 // similar size). On 16->32 channels at batch 128 (an 8 MB dx, the size of Zen 1's L3) they took the
-// strided 1x1 pass from 0.98 to 1.24-1.27 of oneDNN's blocked kernel; the training step was no
+// strided 1x1 pass from 0.98 to 1.14-1.32 of oneDNN's blocked kernel; the training step was no
 // slower.
 bool streaming_zeros_preferred(const DirectConvGeometry& g) {
   const size_t bytes = static_cast<size_t>(g.n * g.h * g.w * g.c) * sizeof(float);
@@ -127,7 +126,7 @@ bool streaming_zeros_preferred(const DirectConvGeometry& g) {
 // Measured with tools/bench/conv (batch 128, 2 threads) on an AVX2-only CPU (AMD EPYC, Zen 1):
 // 3x3 stride 2 at 0.93-1.05 of oneDNN's blocked kernel, where its channels-last one ran
 // 0.83-0.92 on 16->32 channels. A strided 1x1 pass, whose dx is three quarters zeros, gains only
-// when the zeros stream (1.24-1.32 on 16->32 channels); on 32->64 (a 4 MB dx) it ran at 0.90 of
+// when the zeros stream (1.14-1.32 on 16->32 channels); on 32->64 (a 4 MB dx) it ran at 0.90 of
 // oneDNN's channels-last kernel, which keeps it. So it does where dy's rows have fewer than 8
 // pixels (ResNet-18's 256->512 channels, 8->4 pixels: 0.78 of oneDNN's channels-last kernel on
 // 1x1, 0.95 on 3x3), too few for the weights a tile walks to be reused enough.
