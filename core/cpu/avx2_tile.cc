@@ -90,13 +90,20 @@ Tile tile(int rows, int lanes) {
   return lanes >= 16 ? with_rows<2>(rows) : with_rows<1>(rows);
 }
 
-int max_rows(int lanes) { return lanes >= 32 ? 3 : kMaxRows; }
+int lanes_for(int64_t remaining) { return remaining >= 32 ? 32 : remaining >= 16 ? 16 : 8; }
 
-std::vector<int64_t> tile_starts(int64_t count, int rows) {
+namespace {
+
+std::vector<int64_t> tile_starts(int64_t count, int64_t rows) {
+  if (count <= 0) return {0};
   const int64_t tiles = (count + rows - 1) / rows;
   std::vector<int64_t> starts;
   for (int64_t t = 0; t <= tiles; ++t) starts.push_back(t * count / tiles);
   return starts;
 }
+
+}  // namespace
+
+TileSplit::TileSplit(int64_t count) : narrow_(tile_starts(count, 6)), wide_(tile_starts(count, 3)) {}
 
 }  // namespace ember::cpu::avx2

@@ -38,10 +38,7 @@ void run_images(const DirectConvGeometry& g, const float* x, const float* dy, in
   const int64_t oh_count = g.out_h(), ow_count = g.out_w();
   const bool over_input = vectors_over_input(g);
   const int64_t rows = over_input ? g.o : g.c, width = over_input ? g.c : g.o;
-  // Tiles of 3 rows x 32 lanes while 32 are left (one broadcast per row for all of them: 2-8%
-  // faster on the 1x1 layers), then of 6 x 16 or 6 x 8.
-  const std::vector<int64_t> starts32 = avx2::tile_starts(rows, avx2::max_rows(32));
-  const std::vector<int64_t> starts16 = avx2::tile_starts(rows);
+  const avx2::TileSplit split(rows);
   for (int64_t n = n0; n < n1; ++n)
     for (int64_t i = 0; i < g.kh; ++i) {
       const auto [oh_lo, oh_hi] = valid_range(oh_count, g.h, g.stride_h, g.pad_h, i * g.dilation_h);
@@ -59,15 +56,14 @@ void run_images(const DirectConvGeometry& g, const float* x, const float* dy, in
         const float* b0 = over_input ? dy0 : x0;
         const float* v0 = over_input ? x0 : dy0;
         float* tap = acc + (i * g.kw + j) * g.o * g.c;
-        for (int64_t c0 = 0; c0 < width;) {
-          const int lanes = static_cast<int>(width - c0 >= 32 ? 32 : std::min<int64_t>(16, width - c0));
-          const std::vector<int64_t>& starts = lanes >= 32 ? starts32 : starts16;
+        for (int64_t c0 = 0; c0 < width; c0 += avx2::lanes_for(width - c0)) {
+          const int lanes = avx2::lanes_for(width - c0);
+          const std::vector<int64_t>& starts = split.starts(lanes);
           for (size_t t = 0; t + 1 < starts.size(); ++t) {
             const int64_t r0 = starts[t];
             avx2::tile(static_cast<int>(starts[t + 1] - r0), lanes)(walk, b0 + r0, v0 + c0, tap + r0 * width + c0,
                                                                   width, /*accumulate=*/true);
           }
-          c0 += lanes;
         }
       }
     }

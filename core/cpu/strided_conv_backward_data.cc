@@ -58,24 +58,16 @@ std::vector<AxisClass> axis_classes(int64_t size, int64_t kernel, int64_t stride
   return classes;
 }
 
-// The column classes' interior: class pixels [lo, hi) that every tap reaches, split into tiles.
+// A column class's interior: class pixels [lo, hi) that every tap reaches, split into tiles.
 struct Interior {
-  int64_t lo = 0, hi = 0;
-  std::vector<int64_t> starts;
+  int64_t lo, hi;
+  avx2::TileSplit split;
 };
 
-Interior interior(const AxisClass& a, int64_t out, int lanes) {
-  Interior in;
-  in.lo = std::min(a.pixels, std::max<int64_t>(0, a.count - 1 - a.base));
-  in.hi = std::clamp(out - a.base, in.lo, a.pixels);
-  if (a.count > 0 && in.hi > in.lo) in.starts = avx2::tile_starts(in.hi - in.lo, avx2::max_rows(lanes));
-  return in;
-}
-
-// The input channels [c0, c0 + lanes) of one tile: 32 while that many are left (3-pixel tiles that
-// broadcast dy once for all 32 ran 3-7% faster than two passes of 6-pixel tiles), then 16 or 8.
-int chunk_lanes(const DirectConvGeometry& g, int64_t c0) {
-  return static_cast<int>(g.c - c0 >= 32 ? 32 : std::min<int64_t>(16, g.c - c0));
+Interior interior(const AxisClass& a, int64_t out) {
+  const int64_t lo = std::min(a.pixels, std::max<int64_t>(0, a.count - 1 - a.base));
+  const int64_t hi = a.count > 0 ? std::clamp(out - a.base, lo, a.pixels) : lo;
+  return {lo, hi, avx2::TileSplit(hi - lo)};
 }
 
 // The last-level cache this core shares: sysfs's index3 (8 MB on Zen 1, per core complex), where
@@ -148,9 +140,8 @@ void strided_conv_backward_data(const DirectConvGeometry& g, const float* dy, co
   const int64_t oh_count = g.out_h(), ow_count = g.out_w();
   const std::vector<AxisClass> row_classes = axis_classes(g.h, g.kh, g.stride_h, g.pad_h);
   const std::vector<AxisClass> col_classes = axis_classes(g.w, g.kw, g.stride_w, g.pad_w);
-  std::vector<Interior> interiors[2];  // for chunks of up to 16 and of 32 lanes
-  for (const AxisClass& a : col_classes)
-    for (int wide = 0; wide < 2; ++wide) interiors[wide].push_back(interior(a, ow_count, wide ? 32 : 16));
+  std::vector<Interior> interiors;
+  for (const AxisClass& a : col_classes) interiors.push_back(interior(a, ow_count));
 
   // Weights per class (row class major), [tap row][tap column][O][C] in walk order.
   std::vector<int64_t> packed_at;
@@ -190,17 +181,17 @@ void strided_conv_backward_data(const DirectConvGeometry& g, const float* dy, co
         // Per class pixel, its taps' O values of dy (consecutive taps are consecutive pixels of
         // dy, so one tap row is count * O consecutive floats) times the packed weights.
         avx2::Walk walk{th1 - th0, ca.count * g.o, ow_count * g.o, ca.count * g.o * g.c, 1, g.c, g.o};
-        for (int64_t c0 = 0; c0 < g.c; c0 += chunk_lanes(g, c0)) {
-          const int lanes = chunk_lanes(g, c0);
-          const Interior& in = interiors[lanes >= 32][rw];
-          for (size_t t = 0; t + 1 < in.starts.size(); ++t) {
-            const int64_t q0 = in.lo + in.starts[t];
-            const int tile_rows = static_cast<int>(in.starts[t + 1] - in.starts[t]);
+        const Interior& in = interiors[rw];
+        for (int64_t c0 = 0; c0 < g.c; c0 += avx2::lanes_for(g.c - c0)) {
+          const int lanes = avx2::lanes_for(g.c - c0);
+          const std::vector<int64_t>& starts = in.split.starts(lanes);
+          for (size_t t = 0; t + 1 < starts.size(); ++t) {
+            const int64_t q0 = in.lo + starts[t];
+            const int tile_rows = static_cast<int>(starts[t + 1] - starts[t]);
             avx2::tile(tile_rows, lanes)(walk, dy_rows + (q0 + ca.lead()) * g.o, v + c0, out + q0 * ld_out + c0,
                                          ld_out, /*accumulate=*/false);
           }
         }
-        const Interior& in = interiors[0][rw];
         for (int64_t q = 0; q < ca.pixels; ++q) {
           if (q == in.lo && in.hi > in.lo) q = in.hi;
           if (q >= ca.pixels) break;
@@ -211,10 +202,10 @@ void strided_conv_backward_data(const DirectConvGeometry& g, const float* dy, co
           }
           avx2::Walk edge = walk;
           edge.cols = (tw1 - tw0) * g.o;
-          for (int64_t c0 = 0; c0 < g.c; c0 += chunk_lanes(g, c0))
-            avx2::tile(1, chunk_lanes(g, c0))(edge, dy_rows + (q + ca.lead() + tw0) * g.o,
-                                                      v + tw0 * g.o * g.c + c0, out + q * ld_out + c0, ld_out,
-                                                      /*accumulate=*/false);
+          for (int64_t c0 = 0; c0 < g.c; c0 += avx2::lanes_for(g.c - c0))
+            avx2::tile(1, avx2::lanes_for(g.c - c0))(edge, dy_rows + (q + ca.lead() + tw0) * g.o,
+                                                     v + tw0 * g.o * g.c + c0, out + q * ld_out + c0, ld_out,
+                                                     /*accumulate=*/false);
         }
       }
     }

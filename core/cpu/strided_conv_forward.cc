@@ -28,19 +28,7 @@ std::pair<int64_t, int64_t> valid_taps(int64_t out, int64_t size, int64_t kernel
   return {lo, hi};
 }
 
-bool in_range(int64_t ow, int64_t tap, const DirectConvGeometry& g) {
-  const int64_t iw = ow * g.stride_w - g.pad_w + tap;
-  return iw >= 0 && iw < g.w;
-}
-
 constexpr int64_t kPrefetchRows = 4;
-
-// The output channels [o0, o0 + lanes) of one tile: 32 while that many are left (3-pixel tiles
-// that broadcast x once for all 32 ran 0.95 of oneDNN's blocked kernel on 16->32 channels, where
-// two passes of 6-pixel tiles ran 0.85), then 16 or 8.
-int chunk_lanes(const DirectConvGeometry& g, int64_t o0) {
-  return static_cast<int>(g.o - o0 >= 32 ? 32 : std::min<int64_t>(16, g.o - o0));
-}
 
 // Output rows a thread should take at once: ~64K multiply-adds.
 int64_t row_grain(const DirectConvGeometry& g) {
@@ -53,8 +41,8 @@ int64_t row_grain(const DirectConvGeometry& g) {
 // rate: 8-12% of the layer's time on 16 and 8 pixel rows).
 void run_pixels(const DirectConvGeometry& g, const avx2::Walk& walk, int64_t a, int64_t b, const float* x_rows,
                 const float* v, float* out, int lanes, bool accumulate) {
-  const int64_t shared_lo = valid_taps(a, g.w, g.kw, g.stride_w, g.pad_w).first;
-  const int64_t shared_hi = valid_taps(b - 1, g.w, g.kw, g.stride_w, g.pad_w).second;
+  auto taps_of = [&](int64_t ow) { return valid_taps(ow, g.w, g.kw, g.stride_w, g.pad_w); };
+  const int64_t shared_lo = taps_of(a).first, shared_hi = taps_of(b - 1).second;
   auto run = [&](int64_t p0, int64_t p1, int64_t j0, int64_t j1) {
     avx2::Walk part = walk;
     part.cols = (j1 - j0) * g.c;
@@ -70,9 +58,10 @@ void run_pixels(const DirectConvGeometry& g, const avx2::Walk& walk, int64_t a, 
   }
   for (int64_t j = 0; j < g.kw; ++j) {
     if (j >= shared_lo && j < shared_hi) continue;
+    auto reaches = [&](int64_t ow) { return taps_of(ow).first <= j && j < taps_of(ow).second; };
     int64_t p0 = a, p1 = b;  // the pixels tap j reaches: a contiguous run
-    while (p0 < p1 && !in_range(p0, j, g)) ++p0;
-    while (p1 > p0 && !in_range(p1 - 1, j, g)) --p1;
+    while (p0 < p1 && !reaches(p0)) ++p0;
+    while (p1 > p0 && !reaches(p1 - 1)) --p1;
     if (p0 < p1) run(p0, p1, j, j + 1);
   }
 }
@@ -97,8 +86,8 @@ void strided_conv_forward(const DirectConvGeometry& g, const float* x, const flo
   // L1, and ran at 0.75-0.79 of oneDNN's blocked kernel).
   const int64_t taps = g.kh * g.kw * g.c;
   std::vector<float> packed(static_cast<size_t>(taps * g.o));
-  for (int64_t o0 = 0; o0 < g.o; o0 += chunk_lanes(g, o0)) {
-    const int64_t lanes = chunk_lanes(g, o0);
+  for (int64_t o0 = 0; o0 < g.o; o0 += avx2::lanes_for(g.o - o0)) {
+    const int64_t lanes = avx2::lanes_for(g.o - o0);
     float* chunk = packed.data() + o0 * taps;
     for (int64_t o = 0; o < lanes; ++o)
       for (int64_t c = 0; c < g.c; ++c)
@@ -107,16 +96,15 @@ void strided_conv_forward(const DirectConvGeometry& g, const float* x, const flo
             chunk[((i * g.kw + j) * g.c + c) * lanes + o] = weight[(((o0 + o) * g.c + c) * g.kh + i) * g.kw + j];
   }
 
-  const std::vector<int64_t> starts16 = avx2::tile_starts(ow_count);
-  const std::vector<int64_t> starts32 = avx2::tile_starts(ow_count, avx2::max_rows(32));
+  const avx2::TileSplit split(ow_count);
   const int64_t x_row = g.w * g.c;
 
   // One output row's pixels for one chunk of output channels.
   auto run_row = [&](int64_t row, int64_t o0) {
     const int64_t n = row / oh_count, oh = row % oh_count;
     float* out = y + row * ow_count * g.o + o0;
-    const int lanes = chunk_lanes(g, o0);
-    const std::vector<int64_t>& starts = lanes >= 32 ? starts32 : starts16;
+    const int lanes = avx2::lanes_for(g.o - o0);
+    const std::vector<int64_t>& starts = split.starts(lanes);
     const bool accumulate = bias != nullptr;
     if (accumulate)
       for (int64_t ow = 0; ow < ow_count; ++ow) std::copy(bias + o0, bias + o0 + lanes, out + ow * g.o);
@@ -145,7 +133,7 @@ void strided_conv_forward(const DirectConvGeometry& g, const float* x, const flo
   parallel_for(0, g.n * oh_count, row_grain(g), [&](int64_t lo, int64_t hi) {
     for (int64_t row = lo; row < hi; ++row) {
       if (row + kPrefetchRows < hi) prefetch_for(row + kPrefetchRows);
-      for (int64_t o0 = 0; o0 < g.o; o0 += chunk_lanes(g, o0)) run_row(row, o0);
+      for (int64_t o0 = 0; o0 < g.o; o0 += avx2::lanes_for(g.o - o0)) run_row(row, o0);
     }
   });
 }

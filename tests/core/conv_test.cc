@@ -193,6 +193,16 @@ cpu::DirectConvGeometry direct_geometry(const Case& k) {
   return g;
 }
 
+// A problem for the strided kernels' own tests: batch 2, undilated.
+struct Strided {
+  int64_t c, o, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w;
+  Case to_case() const {
+    Case k{2, c, h, w, o, kh, kw};
+    k.stride_h = stride_h, k.stride_w = stride_w, k.pad_h = pad_h, k.pad_w = pad_w;
+    return k;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("conv2d kernels: kernel sizes, strides, padding", "[conv]") {
@@ -380,23 +390,20 @@ TEST_CASE("direct conv weight-gradient kernel: against the naive sum", "[conv]")
 // with C % 8 == 0, dilation 1 and kernels up to 3x3 on AVX2 CPUs without AVX-512): kernels of
 // every size 1-4 against strides 1-3 (a kernel smaller than its stride leaves input pixels no tap
 // reaches, which must be zeroed), unequal strides, padding up to and past the kernel's reach, 8-,
-// 16- and 32-lane tiles (C up to 72), class rows of every width 1-6 and images too small for any interior.
+// 16- and 32-lane tiles (C up to 72), class rows of every width 1-6 and images too small for any
+// interior.
 TEST_CASE("strided conv backward-data kernel: against the naive sum", "[conv]") {
   manual_seed(10);
   REQUIRE(cpu::avx2::supported());  // see the weight-gradient kernel's test
-  struct Odd {
-    int64_t c, o, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w;
-  };
-  for (const Odd& odd : {Odd{8, 5, 7, 9, 1, 1, 2, 2, 0, 0}, Odd{16, 32, 8, 11, 1, 1, 3, 2, 0, 0},
-                         Odd{24, 13, 5, 4, 1, 1, 1, 3, 0, 0}, Odd{40, 64, 6, 13, 1, 1, 2, 1, 0, 0},
-                         Odd{32, 1, 2, 2, 1, 1, 2, 2, 0, 0}, Odd{16, 32, 32, 32, 3, 3, 2, 2, 1, 1},
-                         Odd{32, 20, 9, 11, 3, 3, 2, 2, 1, 1}, Odd{8, 7, 13, 10, 3, 3, 3, 2, 1, 0},
-                         Odd{24, 9, 7, 7, 3, 3, 2, 3, 2, 3}, Odd{16, 3, 6, 25, 2, 4, 2, 2, 0, 1},
-                         Odd{8, 16, 5, 8, 4, 3, 3, 3, 2, 2}, Odd{40, 11, 12, 14, 3, 3, 1, 1, 1, 1},
-                         Odd{16, 8, 3, 2, 3, 3, 2, 2, 1, 1}, Odd{8, 4, 1, 1, 3, 3, 2, 2, 1, 1},
-                         Odd{72, 6, 15, 17, 3, 3, 2, 2, 1, 1}, Odd{64, 9, 16, 14, 1, 1, 2, 2, 0, 0}}) {
-    Case k{2, odd.c, odd.h, odd.w, odd.o, odd.kh, odd.kw};
-    k.stride_h = odd.stride_h, k.stride_w = odd.stride_w, k.pad_h = odd.pad_h, k.pad_w = odd.pad_w;
+  for (const Strided& problem : {Strided{8, 5, 7, 9, 1, 1, 2, 2, 0, 0}, Strided{16, 32, 8, 11, 1, 1, 3, 2, 0, 0},
+                                 Strided{24, 13, 5, 4, 1, 1, 1, 3, 0, 0}, Strided{40, 64, 6, 13, 1, 1, 2, 1, 0, 0},
+                                 Strided{32, 1, 2, 2, 1, 1, 2, 2, 0, 0}, Strided{16, 32, 32, 32, 3, 3, 2, 2, 1, 1},
+                                 Strided{32, 20, 9, 11, 3, 3, 2, 2, 1, 1}, Strided{8, 7, 13, 10, 3, 3, 3, 2, 1, 0},
+                                 Strided{24, 9, 7, 7, 3, 3, 2, 3, 2, 3}, Strided{16, 3, 6, 25, 2, 4, 2, 2, 0, 1},
+                                 Strided{8, 16, 5, 8, 4, 3, 3, 3, 2, 2}, Strided{40, 11, 12, 14, 3, 3, 1, 1, 1, 1},
+                                 Strided{16, 8, 3, 2, 3, 3, 2, 2, 1, 1}, Strided{8, 4, 1, 1, 3, 3, 2, 2, 1, 1},
+                                 Strided{72, 6, 15, 17, 3, 3, 2, 2, 1, 1}, Strided{64, 9, 16, 14, 1, 1, 2, 2, 0, 0}}) {
+    const Case k = problem.to_case();
     INFO(k.str());
     const cpu::DirectConvGeometry g = direct_geometry(k);
     // (None of these is large enough for streaming zeros, which 1x1 kernels need to be taken.)
@@ -438,18 +445,14 @@ TEST_CASE("strided conv backward-data kernel: against the naive sum", "[conv]") 
 TEST_CASE("strided conv forward kernel: against the naive sum", "[conv]") {
   manual_seed(11);
   REQUIRE(cpu::avx2::supported());  // see the weight-gradient kernel's test
-  struct Odd {
-    int64_t c, o, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w;
-  };
   int index = 0;
-  for (const Odd& odd : {Odd{16, 32, 32, 32, 3, 3, 2, 2, 1, 1}, Odd{32, 64, 16, 16, 3, 3, 2, 2, 1, 1},
-                         Odd{3, 8, 9, 11, 3, 3, 2, 2, 1, 1}, Odd{5, 40, 13, 10, 3, 3, 3, 2, 1, 0},
-                         Odd{7, 72, 7, 7, 3, 3, 2, 3, 2, 3}, Odd{16, 24, 6, 25, 2, 4, 2, 2, 0, 1},
-                         Odd{8, 16, 5, 8, 4, 3, 3, 3, 2, 2}, Odd{9, 48, 12, 14, 3, 3, 1, 1, 1, 1},
-                         Odd{16, 8, 3, 2, 3, 3, 2, 2, 1, 1}, Odd{8, 32, 1, 1, 3, 3, 2, 2, 1, 1},
-                         Odd{4, 32, 8, 31, 1, 1, 2, 2, 0, 0}, Odd{6, 96, 10, 27, 3, 3, 2, 2, 4, 1}}) {
-    Case k{2, odd.c, odd.h, odd.w, odd.o, odd.kh, odd.kw};
-    k.stride_h = odd.stride_h, k.stride_w = odd.stride_w, k.pad_h = odd.pad_h, k.pad_w = odd.pad_w;
+  for (const Strided& problem : {Strided{16, 32, 32, 32, 3, 3, 2, 2, 1, 1}, Strided{32, 64, 16, 16, 3, 3, 2, 2, 1, 1},
+                                 Strided{3, 8, 9, 11, 3, 3, 2, 2, 1, 1}, Strided{5, 40, 13, 10, 3, 3, 3, 2, 1, 0},
+                                 Strided{7, 72, 7, 7, 3, 3, 2, 3, 2, 3}, Strided{16, 24, 6, 25, 2, 4, 2, 2, 0, 1},
+                                 Strided{8, 16, 5, 8, 4, 3, 3, 3, 2, 2}, Strided{9, 48, 12, 14, 3, 3, 1, 1, 1, 1},
+                                 Strided{16, 8, 3, 2, 3, 3, 2, 2, 1, 1}, Strided{8, 32, 1, 1, 3, 3, 2, 2, 1, 1},
+                                 Strided{4, 32, 8, 31, 1, 1, 2, 2, 0, 0}, Strided{6, 96, 10, 27, 3, 3, 2, 2, 4, 1}}) {
+    Case k = problem.to_case();
     k.bias = index++ % 2 == 0;
     INFO(k.str() << (k.bias ? " with bias" : " without bias"));
     const cpu::DirectConvGeometry g = direct_geometry(k);

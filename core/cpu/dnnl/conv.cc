@@ -6,7 +6,7 @@
 // and back, which costs far less than the 2-2.5x the kernels gain (tools/bench/conv measures
 // both). Weights stay Ember's plain [O, C/G, KH, KW] and are reordered per call (they are
 // small). Where oneDNN's channels-last kernels measured well below its blocked ones, Ember's own
-// kernels take the pass instead (direct_conv.h, direct_conv_weight_grad.h,
+// kernels take the pass instead (direct_conv.h, direct_conv_weight_grad.h, strided_conv_forward.h,
 // strided_conv_backward_data.h).
 // Anything oneDNN rejects falls back to ember::cpu::reference.
 #include <map>
