@@ -7,7 +7,7 @@ namespace ember::cpu::avx2 {
 
 namespace {
 
-template <int MR, int NV>
+template <int MR, int NV, bool Stream>
 __attribute__((target("avx2,fma"))) void run_tile(const Walk& walk, const float* b, const float* v, float* out,
                                                   int64_t ld_out, bool accumulate) {
   __m256 sum[MR][NV];
@@ -52,19 +52,36 @@ __attribute__((target("avx2,fma"))) void run_tile(const Walk& walk, const float*
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
-    for (int j = 0; j < NV; ++j) _mm256_storeu_ps(out + i * ld_out + 8 * j, sum[i][j]);
+    for (int j = 0; j < NV; ++j) {
+      if constexpr (Stream)
+        _mm256_stream_ps(out + i * ld_out + 8 * j, sum[i][j]);
+      else
+        _mm256_storeu_ps(out + i * ld_out + 8 * j, sum[i][j]);
+    }
 }
 
-template <int NV>
+template <int NV, bool Stream>
 Tile with_rows(int rows) {
   switch (rows) {
-    case 1: return run_tile<1, NV>;
-    case 2: return run_tile<2, NV>;
-    case 3: return run_tile<3, NV>;
-    case 4: return run_tile<4, NV>;
-    case 5: return run_tile<5, NV>;
-    default: return run_tile<6, NV>;
+    case 1: return run_tile<1, NV, Stream>;
+    case 2: return run_tile<2, NV, Stream>;
+    case 3: return run_tile<3, NV, Stream>;
+    case 4: return run_tile<4, NV, Stream>;
+    case 5: return run_tile<5, NV, Stream>;
+    default: return run_tile<6, NV, Stream>;
   }
+}
+
+template <bool Stream>
+Tile tile_of(int rows, int lanes) {
+  if (lanes >= 32) {
+    switch (rows) {
+      case 1: return run_tile<1, 4, Stream>;
+      case 2: return run_tile<2, 4, Stream>;
+      default: return run_tile<3, 4, Stream>;
+    }
+  }
+  return lanes >= 16 ? with_rows<2, Stream>(rows) : with_rows<1, Stream>(rows);
 }
 
 }  // namespace
@@ -79,16 +96,9 @@ bool preferred_cpu() {
   return supported() && !avx512;
 }
 
-Tile tile(int rows, int lanes) {
-  if (lanes >= 32) {
-    switch (rows) {
-      case 1: return run_tile<1, 4>;
-      case 2: return run_tile<2, 4>;
-      default: return run_tile<3, 4>;
-    }
-  }
-  return lanes >= 16 ? with_rows<2>(rows) : with_rows<1>(rows);
-}
+Tile tile(int rows, int lanes) { return tile_of<false>(rows, lanes); }
+
+Tile streaming_tile(int rows, int lanes) { return tile_of<true>(rows, lanes); }
 
 int lanes_for(int64_t remaining) { return remaining >= 32 ? 32 : remaining >= 16 ? 16 : 8; }
 

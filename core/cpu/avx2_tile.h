@@ -35,6 +35,11 @@ using Tile = void (*)(const Walk& walk, const float* b, const float* v, float* o
 // The tile of `rows` (1 to 6, or to 3 at 32 lanes) x `lanes` (8, 16 or 32).
 Tile tile(int rows, int lanes);
 
+// The same tile writing its sums with streaming stores, around the cache, for outputs too large to
+// stay there for their reader. `out` and `ld_out` must keep every vector 32-byte aligned. A thread
+// calls stream_fence() (streaming_stores.h) after its last streaming tile.
+Tile streaming_tile(int rows, int lanes);
+
 // The lanes of the next tile over `remaining` vector-side values (a multiple of 8): 32 while that
 // many are left, since 3 x 32 tiles broadcast once for 32 lanes where two 6 x 16 tiles broadcast
 // twice (3-12% faster in all three kernels), then 16 or 8.

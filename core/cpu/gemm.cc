@@ -1,8 +1,9 @@
 // The backend's gemm entry: batching and dtype handling around sgemm / the reference loops.
 // float32 runs on oneDNN's sgemm (chosen by //tools/bench:ops over Eigen: it keeps its speed on
-// the skinny im2col shapes of small convnets), with long reductions split over K by Ember itself;
-// 16-bit floats are widened to float32, multiplied,
-// and rounded back once.
+// the skinny im2col shapes of small convnets on AVX-512 CPUs), with long reductions split over K
+// by Ember itself and, on CPUs without AVX-512, the skinny shapes on which oneDNN's AVX2 kernels
+// fall behind taken by Ember's own kernel (skinny_sgemm.h); 16-bit floats are widened to float32,
+// multiplied, and rounded back once.
 #include "core/cpu/gemm.h"
 
 #include <oneapi/dnnl/dnnl.h>
@@ -12,6 +13,7 @@
 
 #include "core/cpu/dnnl/runtime.h"
 #include "core/cpu/kernels.h"
+#include "core/cpu/skinny_sgemm.h"
 #include "core/cpu/thread_pool.h"
 #include "core/error.h"
 
@@ -77,6 +79,10 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   if (k == 0) {  // C = beta * C; oneDNN returns early without touching C
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  if (skinny_sgemm_preferred(trans_a, trans_b, m, n, k, alpha, beta)) {
+    skinny_sgemm(trans_a, m, n, k, a, lda, b, ldb, /*accumulate=*/beta == 1.0f, c, ldc);
     return;
   }
   const int threads = num_threads();

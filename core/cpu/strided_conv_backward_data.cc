@@ -13,13 +13,11 @@
 
 #include <immintrin.h>
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdio>
 #include <vector>
 
 #include "core/cpu/avx2_tile.h"
+#include "core/cpu/streaming_stores.h"
 #include "core/cpu/thread_pool.h"
 
 namespace ember::cpu {
@@ -70,22 +68,6 @@ Interior interior(const AxisClass& a, int64_t out) {
   return {lo, hi, avx2::TileSplit(hi - lo)};
 }
 
-// The last-level cache this core shares: sysfs's index3 (8 MB on Zen 1, per core complex), where
-// sysconf reports the whole socket's (64 MB).
-size_t last_level_cache_bytes() {
-  static const size_t bytes = [] {
-    if (std::FILE* f = std::fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r")) {
-      unsigned long kb = 0;
-      const bool read = std::fscanf(f, "%luK", &kb) == 1;
-      std::fclose(f);
-      if (read && kb > 0) return static_cast<size_t>(kb) << 10;
-    }
-    const long reported = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    return reported > 0 ? static_cast<size_t>(reported) : size_t{32} << 20;
-  }();
-  return bytes;
-}
-
 // Zeroes n floats at p (n % 8 == 0; 32-byte aligned when streaming), one vector at a time.
 __attribute__((target("avx2"))) void zero(float* p, int64_t n, bool streaming) {
   const __m256 zeros = _mm256_setzero_ps();
@@ -94,9 +76,6 @@ __attribute__((target("avx2"))) void zero(float* p, int64_t n, bool streaming) {
   else
     for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(p + i, zeros);
 }
-
-// Orders this thread's streaming stores before whatever reads dx next.
-__attribute__((target("avx2"))) void stream_fence() { _mm_sfence(); }
 
 // Input rows a thread should take at once: ~64K multiply-adds.
 int64_t row_grain(const DirectConvGeometry& g) {
@@ -209,7 +188,7 @@ void strided_conv_backward_data(const DirectConvGeometry& g, const float* dy, co
         }
       }
     }
-    if (streaming) stream_fence();
+    if (streaming) stream_fence();  // before whatever reads dx next
   });
 }
 

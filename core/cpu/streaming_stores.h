@@ -1,0 +1,42 @@
+// Stores that go around the cache (streaming, non-temporal), for outputs too large to stay cached
+// until their reader comes: they save the read of every output line that an ordinary store makes
+// first, a quarter of the memory traffic of c = a + b.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+namespace ember::cpu {
+
+// The last-level cache this core shares: sysfs's index3 (8 MB on Zen 1, per core complex), where
+// sysconf reports the whole socket's (64 MB); 32 MB if neither says.
+size_t last_level_cache_bytes();
+
+// Whether an elementwise output of `bytes` should be streamed: twice the last-level cache, so that
+// outputs which could stay cached for the next op (ResNet-20's 8 MB activations) keep doing so.
+bool streaming_output_preferred(int64_t bytes);
+
+// Copies `bytes` from `src` (typically a small buffer in L1) to `dst` with streaming stores, any
+// alignment (the unaligned ends are stored normally).
+void stream_copy(void* dst, const void* src, int64_t bytes);
+
+// Orders this thread's streaming stores before whatever another thread reads next; each thread
+// that streamed calls it before its work is handed on.
+void stream_fence();
+
+// out[i] = value(i) for i < n, computed a block at a time into L1 and streamed out from there;
+// fenced at the end.
+template <typename T, typename Value>
+void write_streaming(T* out, int64_t n, const Value& value) {
+  constexpr int64_t kBlock = 4096 / sizeof(T);
+  alignas(64) T block[kBlock];
+  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const int64_t m = std::min(kBlock, n - i0);
+    for (int64_t i = 0; i < m; ++i) block[i] = value(i0 + i);
+    stream_copy(out + i0, block, m * static_cast<int64_t>(sizeof(T)));
+  }
+  stream_fence();
+}
+
+}  // namespace ember::cpu
