@@ -42,19 +42,26 @@ inline C apply_binary(C x, C y) {
 template <typename T, BinaryOp Op>
 void binary_typed(const StridedLoop& loop) {
   using C = ComputeType<T>;
-  for_each_row(loop, kElementwiseGrain, [](int64_t n, char* const* p, const int64_t* s) {
+  const bool streaming = streams_output(loop, sizeof(T));
+  for_each_row(loop, kElementwiseGrain, [streaming](int64_t n, char* const* p, const int64_t* s) {
     T* out = reinterpret_cast<T*>(p[0]);
     const T* a = reinterpret_cast<const T*>(p[1]);
     const T* b = reinterpret_cast<const T*>(p[2]);
     constexpr int64_t e = sizeof(T);
     if (s[0] == e && s[1] == e && s[2] == e) {
-      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(apply_binary<C, Op>(C(a[i]), C(b[i])));
+      const auto value = [a, b](int64_t i) { return static_cast<T>(apply_binary<C, Op>(C(a[i]), C(b[i]))); };
+      if (streaming) return write_streaming(out, n, value);
+      for (int64_t i = 0; i < n; ++i) out[i] = value(i);
     } else if (s[0] == e && s[1] == e && s[2] == 0) {
       const C bv = C(*b);
-      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(apply_binary<C, Op>(C(a[i]), bv));
+      const auto value = [a, bv](int64_t i) { return static_cast<T>(apply_binary<C, Op>(C(a[i]), bv)); };
+      if (streaming) return write_streaming(out, n, value);
+      for (int64_t i = 0; i < n; ++i) out[i] = value(i);
     } else if (s[0] == e && s[1] == 0 && s[2] == e) {
       const C av = C(*a);
-      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(apply_binary<C, Op>(av, C(b[i])));
+      const auto value = [av, b](int64_t i) { return static_cast<T>(apply_binary<C, Op>(av, C(b[i]))); };
+      if (streaming) return write_streaming(out, n, value);
+      for (int64_t i = 0; i < n; ++i) out[i] = value(i);
     } else {
       for (int64_t i = 0; i < n; ++i) {
         C x = C(*reinterpret_cast<const T*>(p[1] + i * s[1]));

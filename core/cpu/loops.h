@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/cpu/streaming_stores.h"
 #include "core/cpu/thread_pool.h"
 #include "core/loop.h"
 
@@ -13,6 +14,15 @@ namespace ember::cpu {
 
 // Elements per parallel chunk for cheap elementwise work: below this, threads cost more than they save.
 constexpr int64_t kElementwiseGrain = 32768;
+
+// Whether the loop's output (operand 0) should be written with streaming stores: a new tensor, not
+// one of the inputs updated in place (whose lines the loop reads anyway), much larger than the
+// cache (streaming_output_preferred).
+inline bool streams_output(const StridedLoop& loop, int64_t element_bytes) {
+  for (int k = 1; k < loop.noperands; ++k)
+    if (loop.data[k] == loop.data[0]) return false;
+  return streaming_output_preferred(loop.numel * element_bytes);
+}
 
 template <typename Row>
 void for_each_row(const StridedLoop& loop, int64_t grain, const Row& row) {

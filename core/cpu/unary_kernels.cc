@@ -11,11 +11,16 @@ namespace {
 template <typename T, UnaryOp Op>
 void unary_typed(const StridedLoop& loop, double a, double b) {
   using C = ComputeType<T>;
-  for_each_row(loop, kElementwiseGrain, [a, b](int64_t n, char* const* p, const int64_t* s) {
+  const bool streaming = streams_output(loop, sizeof(T));
+  for_each_row(loop, kElementwiseGrain, [a, b, streaming](int64_t n, char* const* p, const int64_t* s) {
     T* out = reinterpret_cast<T*>(p[0]);
     const T* in = reinterpret_cast<const T*>(p[1]);
     if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
-      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(apply_unary<C>(Op, static_cast<C>(in[i]), a, b));
+      const auto value = [in, a, b](int64_t i) {
+        return static_cast<T>(apply_unary<C>(Op, static_cast<C>(in[i]), a, b));
+      };
+      if (streaming) return write_streaming(out, n, value);
+      for (int64_t i = 0; i < n; ++i) out[i] = value(i);
     } else {
       for (int64_t i = 0; i < n; ++i) {
         const T& x = *reinterpret_cast<const T*>(p[1] + i * s[1]);
@@ -44,14 +49,18 @@ void unary_for_type(UnaryOp op, const StridedLoop& loop, double a, double b) {
 template <typename T, UnaryOp Op>
 void unary_backward_typed(const StridedLoop& loop, double a, double b) {
   using C = ComputeType<T>;
-  for_each_row(loop, kElementwiseGrain, [a, b](int64_t n, char* const* p, const int64_t* s) {
+  const bool streaming = streams_output(loop, sizeof(T));
+  for_each_row(loop, kElementwiseGrain, [a, b, streaming](int64_t n, char* const* p, const int64_t* s) {
     if (s[0] == sizeof(T) && s[1] == sizeof(T) && s[2] == sizeof(T) && s[3] == sizeof(T)) {
       T* out = reinterpret_cast<T*>(p[0]);
       const T* g = reinterpret_cast<const T*>(p[1]);
       const T* x = reinterpret_cast<const T*>(p[2]);
       const T* y = reinterpret_cast<const T*>(p[3]);
-      for (int64_t i = 0; i < n; ++i)
-        out[i] = static_cast<T>(apply_unary_backward<C>(Op, C(g[i]), C(x[i]), C(y[i]), a, b));
+      const auto value = [g, x, y, a, b](int64_t i) {
+        return static_cast<T>(apply_unary_backward<C>(Op, C(g[i]), C(x[i]), C(y[i]), a, b));
+      };
+      if (streaming) return write_streaming(out, n, value);
+      for (int64_t i = 0; i < n; ++i) out[i] = value(i);
       return;
     }
     for (int64_t i = 0; i < n; ++i) {
