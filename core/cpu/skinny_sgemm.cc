@@ -111,11 +111,11 @@ bool streaming_preferred(int64_t m, int64_t n, int64_t k, bool accumulate) {
 
 }  // namespace
 
-// Where a sweep against oneDNN's sgemm (m 8-288, k 8-576, n 1K-128K, both layouts of A; 2 threads,
-// Zen 1) measured this kernel at least 1.1x faster: up to 144 rows of C, and either a reduction of
-// 64 or more over a B of 32K columns or 16 MB (oneDNN: 15-45 GFLOP/s, this kernel 30-78), or a
-// short one into a C of 128K columns and 64 or more rows (oneDNN: 6-50). Elsewhere they were even
-// or oneDNN was ahead (short reductions into narrower C, and 288 rows).
+// Where tools/bench/skinny_sweep (m 8-288, k 8-576, n 8K-128K, A plain and transposed, 2 threads)
+// measured this kernel faster than oneDNN's sgemm on Zen 1 in every run: up to 144 rows of C, and
+// either a reduction of 64 or more over a B of 32K columns or 16 MB (1.3-2.6x), or a short one
+// into a C of 128K columns and 64 or more rows (1.0-4.6x: oneDNN's rate there changed by up to
+// 4x between runs). Elsewhere the two were even or oneDNN was ahead in some run.
 bool skinny_sgemm_preferred(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, float beta) {
   if (!avx2::preferred_cpu() || trans_b || alpha != 1.0f || (beta != 0.0f && beta != 1.0f) || m > 144) return false;
   const bool long_reduction = k >= 64 && (n >= 32768 || (!trans_a && k * n >= (int64_t{1} << 22)));
