@@ -26,10 +26,15 @@ void stream_copy(void* dst, const void* src, int64_t bytes);
 void stream_fence();
 
 // out[i] = value(i) for i < n, computed a block at a time into L1 and streamed out from there;
-// fenced at the end.
+// fenced at the end. A row shorter than a block (a broadcast's short inner rows) is stored
+// normally: streaming stores that fill only part of a line each cost a memory transaction.
 template <typename T, typename Value>
 void write_streaming(T* out, int64_t n, const Value& value) {
   constexpr int64_t kBlock = 4096 / sizeof(T);
+  if (n < kBlock) {
+    for (int64_t i = 0; i < n; ++i) out[i] = value(i);
+    return;
+  }
   alignas(64) T block[kBlock];
   for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
     const int64_t m = std::min(kBlock, n - i0);

@@ -69,3 +69,18 @@ TEST_CASE("elementwise kernels stream large outputs with the same values", "[str
   }
   cpu::set_num_threads(default_threads);
 }
+
+TEST_CASE("broadcast rows of a large output: streamed when long, stored normally when short", "[streaming]") {
+  const int64_t n = static_cast<int64_t>(2 * cpu::last_level_cache_bytes() / sizeof(float));
+  manual_seed(6);
+  // 1031 floats: rows of one full block and a partial one, starting at every 4-byte offset mod 16.
+  for (int64_t width : {int64_t{1031}, int64_t{7}}) {
+    INFO("row width " << width);
+    Tensor x = randn({n / width + 1, width}), row = randn({width});
+    const std::vector<float> sum = (x + row).to_vector<float>();
+    const std::vector<float> xv = x.to_vector<float>(), rv = row.to_vector<float>();
+    int64_t wrong = 0;
+    for (size_t i = 0; i < sum.size(); ++i) wrong += sum[i] != xv[i] + rv[i % static_cast<size_t>(width)];
+    CHECK(wrong == 0);
+  }
+}
