@@ -50,18 +50,15 @@ void binary_typed(const StridedLoop& loop) {
     constexpr int64_t e = sizeof(T);
     if (s[0] == e && s[1] == e && s[2] == e) {
       const auto value = [a, b](int64_t i) { return static_cast<T>(apply_binary<C, Op>(C(a[i]), C(b[i]))); };
-      if (streaming) return write_streaming(out, n, value);
-      for (int64_t i = 0; i < n; ++i) out[i] = value(i);
+      write_elements(out, n, value, streaming);
     } else if (s[0] == e && s[1] == e && s[2] == 0) {
       const C bv = C(*b);
       const auto value = [a, bv](int64_t i) { return static_cast<T>(apply_binary<C, Op>(C(a[i]), bv)); };
-      if (streaming) return write_streaming(out, n, value);
-      for (int64_t i = 0; i < n; ++i) out[i] = value(i);
+      write_elements(out, n, value, streaming);
     } else if (s[0] == e && s[1] == 0 && s[2] == e) {
       const C av = C(*a);
       const auto value = [av, b](int64_t i) { return static_cast<T>(apply_binary<C, Op>(av, C(b[i]))); };
-      if (streaming) return write_streaming(out, n, value);
-      for (int64_t i = 0; i < n; ++i) out[i] = value(i);
+      write_elements(out, n, value, streaming);
     } else {
       for (int64_t i = 0; i < n; ++i) {
         C x = C(*reinterpret_cast<const T*>(p[1] + i * s[1]));

@@ -3,8 +3,8 @@
 #include <emmintrin.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 namespace ember::cpu {

@@ -19,8 +19,7 @@ void unary_typed(const StridedLoop& loop, double a, double b) {
       const auto value = [in, a, b](int64_t i) {
         return static_cast<T>(apply_unary<C>(Op, static_cast<C>(in[i]), a, b));
       };
-      if (streaming) return write_streaming(out, n, value);
-      for (int64_t i = 0; i < n; ++i) out[i] = value(i);
+      write_elements(out, n, value, streaming);
     } else {
       for (int64_t i = 0; i < n; ++i) {
         const T& x = *reinterpret_cast<const T*>(p[1] + i * s[1]);
@@ -59,8 +58,7 @@ void unary_backward_typed(const StridedLoop& loop, double a, double b) {
       const auto value = [g, x, y, a, b](int64_t i) {
         return static_cast<T>(apply_unary_backward<C>(Op, C(g[i]), C(x[i]), C(y[i]), a, b));
       };
-      if (streaming) return write_streaming(out, n, value);
-      for (int64_t i = 0; i < n; ++i) out[i] = value(i);
+      write_elements(out, n, value, streaming);
       return;
     }
     for (int64_t i = 0; i < n; ++i) {
