@@ -51,8 +51,9 @@ struct CollectiveInfo {
 class Work {
  public:
   virtual ~Work() = default;
-  // Blocks until the collective finished; raises ember::Error if it failed or did not finish
-  // within `timeout` (default: EMBER_COLLECTIVE_TIMEOUT).
+  // Blocks until the collective finished; raises ember::Error if it failed, or did not finish
+  // within an explicit `timeout`. Without one, a collective that never finishes is left to the
+  // backend's watchdog, which names it and ends the job after EMBER_COLLECTIVE_TIMEOUT.
   virtual void wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) = 0;
   virtual bool is_completed() const = 0;
   // Empty while running or after success; the failure text otherwise.

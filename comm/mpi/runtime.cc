@@ -22,18 +22,33 @@ namespace ember::comm::mpi {
 
 namespace {
 
-// What the SIGTERM handler prints; rewritten before each collective (async-signal-safe read).
-char signal_message[512] = "";
-std::atomic<int> signal_message_length{0};
+// What the SIGTERM handler prints. Two buffers: a writer fills the one not published, then
+// publishes it, so a signal never prints a line being rewritten (async-signal-safe read).
+struct SignalMessage {
+  char text[1024];
+  std::atomic<int> length{0};
+};
+SignalMessage signal_messages[2];
+std::atomic<int> published_message{0};
 
 void on_terminate(int signal_number) {
-  int n = signal_message_length.load();
+  const SignalMessage& message = signal_messages[published_message.load()];
+  int n = message.length.load();
   if (n > 0) {
-    ssize_t ignored = ::write(2, signal_message, static_cast<size_t>(n));
+    ssize_t ignored = ::write(2, message.text, static_cast<size_t>(n));
     (void)ignored;
   }
   ::signal(signal_number, SIG_DFL);
   ::raise(signal_number);
+}
+
+void publish_signal_message(const std::string& text) {
+  SignalMessage& spare = signal_messages[1 - published_message.load()];
+  const size_t n = std::min(text.size(), sizeof(spare.text));
+  spare.length.store(0);
+  std::memcpy(spare.text, text.data(), n);
+  spare.length.store(static_cast<int>(n));
+  published_message.store(&spare == &signal_messages[0] ? 0 : 1);
 }
 
 std::string seconds(std::chrono::milliseconds ms) {
@@ -45,15 +60,24 @@ std::string seconds(std::chrono::milliseconds ms) {
 }  // namespace
 
 MpiWork::MpiWork(CollectiveInfo info, Start start, Finish finish, int rank)
-    : info_(std::move(info)), start_(std::move(start)), finish_(std::move(finish)), rank_(rank) {}
+    : info_(std::move(info)),
+      description_(info_.describe()),
+      start_(std::move(start)),
+      finish_(std::move(finish)),
+      rank_(rank) {}
 
 void MpiWork::wait(std::chrono::milliseconds timeout) {
   // A wait that may last as long as the watchdog allows can run the work itself; a shorter one
   // must be able to give up, so it leaves the work to the communication thread.
-  if (timeout.count() <= 0 || timeout >= collective_timeout()) Runtime::get().run_here_if_next(*this);
-  if (timeout.count() <= 0) timeout = collective_timeout();
+  const bool bounded = timeout.count() > 0;
+  if (!bounded || timeout >= collective_timeout()) Runtime::get().run_here_if_next(*this);
   std::unique_lock<std::mutex> lock(mutex_);
-  bool finished = done_cv_.wait_for(lock, timeout, [&] { return done_; });
+  bool finished = true;
+  // Unbounded, the watchdog is what ends a collective that never completes: it names it and ends
+  // the whole job. A waiter timing out at the same moment would race it and raise instead, from
+  // wherever it waits (inside a DDP backward, say), with no rank-prefixed line on stderr.
+  if (bounded) finished = done_cv_.wait_for(lock, timeout, [&] { return done_; });
+  else done_cv_.wait(lock, [&] { return done_; });
   const bool p2p = info_.kind == CollectiveKind::Send || info_.kind == CollectiveKind::Recv;
   EMBER_CHECK(finished, "rank ", rank_, ": ", info_.describe(), " did not complete within ", seconds(timeout),
               p2p ? " (the peer has not posted the matching " + std::string(info_.kind == CollectiveKind::Send ? "recv" : "send") +
@@ -155,18 +179,26 @@ void Runtime::abort(const std::string& message) {
   std::_Exit(1);
 }
 
-void Runtime::set_current(const MpiWork* work) {
-  if (work == nullptr) {
-    signal_message_length.store(0);
+void Runtime::publish_in_flight() {
+  std::vector<const MpiWork*> active;
+  if (current_) active.push_back(current_.get());
+  for (const auto& w : posted_) active.push_back(w.get());
+  if (active.empty()) {
+    publish_signal_message("");
     return;
   }
-  std::string text = "[rank " + std::to_string(world_rank_) + "] ember: terminated while in " +
-                     work->info().describe() + "; another rank probably failed or exited early (see its output)\n";
-  // Hide the message while it is rewritten so a signal never prints a torn line.
-  signal_message_length.store(0);
-  size_t n = std::min(text.size(), sizeof(signal_message));
-  std::memcpy(signal_message, text.data(), n);
-  signal_message_length.store(static_cast<int>(n));
+  // The oldest is what every later one waits behind: a rank that died took its part of it along.
+  std::stable_sort(active.begin(), active.end(),
+                   [](const MpiWork* a, const MpiWork* b) { return a->started_ < b->started_; });
+  std::string text = "[rank " + std::to_string(world_rank_) + "] ember: terminated while in " + active[0]->description_;
+  if (active.size() > 1) {
+    text += " (also in flight:";
+    for (size_t i = 1; i < active.size() && i < 6; ++i) text += (i > 1 ? ", " : " ") + active[i]->description_;
+    if (active.size() > 6) text += ", and " + std::to_string(active.size() - 6) + " more";
+    text += ")";
+  }
+  text += "; another rank probably failed or exited early (see its output)\n";
+  publish_signal_message(text);
 }
 
 void Runtime::communication_loop() {
@@ -223,6 +255,7 @@ void Runtime::communication_loop() {
         queue_.pop_front();
         work->started_ = std::chrono::steady_clock::now();
         current_ = work;
+        publish_in_flight();
         waiters_run_collectives_ = false;  // nobody waited for this one: wake on every submit again
       }
     }
@@ -232,7 +265,8 @@ void Runtime::communication_loop() {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         current_ = nullptr;
-        if (in_flight) pending_p2p_.push_back(work);
+        if (in_flight) posted_.push_back(work);
+        publish_in_flight();
       }
       if (in_flight) in_flight_.push_back({work, std::move(requests)});
       else work->complete(error);
@@ -259,7 +293,6 @@ void Runtime::communication_loop() {
 }
 
 std::pair<std::vector<MPI_Request>, std::string> Runtime::start(MpiWork& work) {
-  set_current(&work);
   std::string error;
   std::vector<MPI_Request> requests;
   try {
@@ -268,7 +301,6 @@ std::pair<std::vector<MPI_Request>, std::string> Runtime::start(MpiWork& work) {
   } catch (const std::exception& e) {
     error = e.what();
   }
-  set_current(nullptr);
   return {std::move(requests), std::move(error)};
 }
 
@@ -277,11 +309,12 @@ void Runtime::run_here_if_next(const MpiWork& work) {
   std::shared_ptr<MpiWork> mine;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (queue_.empty() || queue_.front().get() != &work || current_ || !pending_p2p_.empty()) return;
+    if (queue_.empty() || queue_.front().get() != &work || current_ || !posted_.empty()) return;
     mine = queue_.front();
     queue_.pop_front();
     mine->started_ = std::chrono::steady_clock::now();
     current_ = mine;  // the watchdog times it, and the communication thread waits for it
+    publish_in_flight();
     // Only short collectives gain from deferring wake-ups: a long one outlasts many of the
     // communication thread's kDeferredStart polls, each of which interrupts it.
     const int64_t bytes = shape_numel(mine->info().shape) * static_cast<int64_t>(element_size(mine->info().dtype));
@@ -302,6 +335,7 @@ void Runtime::run_here_if_next(const MpiWork& work) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     current_ = nullptr;
+    publish_in_flight();
     more = !queue_.empty() || stopping_;
   }
   // The communication thread sleeps until there is something to start; waking it for nothing
@@ -343,7 +377,8 @@ void Runtime::finish(InFlight& entry) {
   const std::string error = finish_error(entry);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    pending_p2p_.erase(std::find(pending_p2p_.begin(), pending_p2p_.end(), entry.work));
+    posted_.erase(std::find(posted_.begin(), posted_.end(), entry.work));
+    publish_in_flight();
   }
   work.complete(error);
 }
@@ -358,7 +393,7 @@ void Runtime::watchdog_loop() {
     const auto now = std::chrono::steady_clock::now();
     auto expired = [&](const std::shared_ptr<MpiWork>& w) { return w && now - w->started_ > timeout; };
     std::shared_ptr<MpiWork> late = expired(current_) ? current_ : nullptr;
-    for (const auto& w : pending_p2p_)
+    for (const auto& w : posted_)
       if (!late && expired(w)) late = w;
     if (late) {
       const CollectiveInfo& info = late->info();

@@ -3,7 +3,8 @@
 // waiting for one, which it then runs itself; send/recv are posted there and progressed between
 // collectives), a watchdog thread that ends the job when a collective or
 // an in-flight send/recv exceeds EMBER_COLLECTIVE_TIMEOUT, and a SIGTERM handler that says
-// which collective a rank was in when the launcher stopped it. The communication thread sleeps
+// which collective a rank was in when the launcher stopped it (whatever is in flight: running,
+// posted and progressed by the communication thread, or waited on by a caller). The communication thread sleeps
 // as SCHED_BATCH, so waking it never preempts a caller that is about to run its collective
 // itself; collectives submitted inside a comm::OverlapScope (DDP's buckets) and send/recv switch
 // it back first, so that they start at once.
@@ -45,6 +46,7 @@ class MpiWork final : public Work {
   void complete(const std::string& error);
 
   CollectiveInfo info_;
+  std::string description_;  // info_.describe(), made once: the runtime names in-flight work often
   Start start_;
   Finish finish_;
   int rank_;
@@ -82,7 +84,9 @@ class Runtime {
   // to progress and the error, if any.
   std::pair<std::vector<MPI_Request>, std::string> start(MpiWork& work);
   void watchdog_loop();
-  void set_current(const MpiWork* work);
+  // Rewrites what the SIGTERM handler prints from current_ and posted_ (mutex_ held): called on
+  // every change of either, so the message is never stale.
+  void publish_in_flight();
   // Switches the communication thread between SCHED_BATCH and SCHED_OTHER (mutex_ held).
   void set_comm_thread_batch(bool batch);
 
@@ -113,10 +117,11 @@ class Runtime {
   std::deque<std::shared_ptr<MpiWork>> queue_;
   std::vector<InFlight> in_flight_;  // non-blocking operations (point-to-point, overlapped
                                      // all-reduces); comm thread only
-  // What the watchdog measures (guarded by mutex_): the collective running on the communication
-  // thread, and every point-to-point operation still in flight.
+  // What the watchdog measures and the SIGTERM handler names (guarded by mutex_): the collective
+  // running on the communication thread or inline on its waiter, and every posted operation still
+  // in flight (send/recv, non-blocking all-reduces), oldest first.
   std::shared_ptr<MpiWork> current_;
-  std::vector<std::shared_ptr<MpiWork>> pending_p2p_;
+  std::vector<std::shared_ptr<MpiWork>> posted_;
   bool ready_ = false, stopping_ = false;
   std::string init_error_;
 };
