@@ -22,6 +22,9 @@ class EventWriter {
   EventWriter& operator=(const EventWriter&) = delete;
 
   void add_scalar(const std::string& tag, float value, int64_t step);
+  // TensorBoard's restart marker (SessionLog START): on reading it, TensorBoard drops the events
+  // of earlier files at `step` and later, the ones a crashed run logged past its checkpoint.
+  void add_session_start(int64_t step);
   void flush();
   const std::string& path() const { return path_; }
 

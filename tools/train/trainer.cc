@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <regex>
 #include <sstream>
 
@@ -229,6 +230,7 @@ TrainResult run_training(const TrainConfig& config) {
   result.rank = rank;
   result.world_size = world_size;
   int64_t start_epoch = 0, step = 0;
+  std::optional<int64_t> resumed_at_step;
   double best_accuracy = 0;
   if (!config.resume.empty()) {
     std::string path = config.resume == "latest" ? latest_checkpoint(config.checkpoint_dir) : config.resume;
@@ -241,6 +243,7 @@ TrainResult run_training(const TrainConfig& config) {
       train_loader.load_state({state.loader_epoch, state.loader_batches});
       start_epoch = state.loader_epoch;
       step = state.step;
+      resumed_at_step = step;
       if (const json::Value* best = state.extra.find("best_accuracy")) best_accuracy = best->as_double();
       if (leader) std::printf("resumed from %s (epoch %lld, step %lld)\n", path.c_str(),
                               static_cast<long long>(start_epoch), static_cast<long long>(step));
@@ -267,7 +270,7 @@ TrainResult run_training(const TrainConfig& config) {
     return result;
   }
 
-  MetricsLog log(config.log_dir, leader);
+  MetricsLog log(config.log_dir, leader, resumed_at_step);
   Progress progress(leader, config.log_every, config.progress);
   if (!config.checkpoint_dir.empty() && leader) std::filesystem::create_directories(config.checkpoint_dir);
   struct sigaction action {};
@@ -359,8 +362,8 @@ TrainResult run_training(const TrainConfig& config) {
     result.test_accuracy = test.accuracy;
     result.test_loss = test.loss;
     best_accuracy = std::max(best_accuracy, test.accuracy);
-    // An epoch cut short by --max-steps is reported as a "stop" at its global step, not as an
-    // epoch: a resumed run reports the whole epoch later, and epoch N must be logged once.
+    // An epoch cut short by --max-steps is reported as a "stop", not as an epoch: a resumed run
+    // reports the whole epoch later, and epoch N must be logged once.
     const bool partial = done_in_epoch < steps_per_epoch;
     if (leader) {
       const std::string label = partial ? " (stopped at step " + std::to_string(done_in_epoch) + "/" +
@@ -375,9 +378,9 @@ TrainResult run_training(const TrainConfig& config) {
                                               {"train_accuracy", train_acc},
                                               {"test_loss", test.loss},
                                               {"test_accuracy", test.accuracy},
-                                              {"seconds", seconds_since(epoch_start)}};
-      if (partial) values["epoch"] = static_cast<double>(epoch + 1);
-      log.write(partial ? "stop" : "epoch", partial ? step : epoch + 1, values);
+                                              {"seconds", seconds_since(epoch_start)},
+                                              {"epoch", static_cast<double>(epoch + 1)}};
+      log.write(partial ? "stop" : "epoch", step, values);
     }
     if (!stop || config.max_steps > 0) {
       save("epoch-" + std::to_string(epoch + 1), epoch + 1);

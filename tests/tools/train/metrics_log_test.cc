@@ -1,5 +1,6 @@
 // The train tool's metrics log (tools/train/metrics_log.h): one JSON object per line in
-// metrics.jsonl, appended across runs (a resumed run continues the file), the same scalars as
+// metrics.jsonl, appended across runs (a resumed run continues the file, minus the records past
+// its checkpoint), the same scalars as
 // "<kind>/<name>" TensorBoard events, null for non-finite values, nothing at all when disabled.
 #include <catch2/catch.hpp>
 
@@ -80,6 +81,48 @@ TEST_CASE("metrics.jsonl holds one object per write, appended across runs", "[tr
     INFO(tag);
     CHECK(events.find(tag) != std::string::npos);
   }
+}
+
+TEST_CASE("A resumed log keeps one record per step: the dead run's records past the checkpoint go",
+          "[train][metrics]") {
+  std::string dir = temp_dir("metrics_resume");
+  {
+    MetricsLog crashed(dir, true);
+    for (int64_t step = 1; step <= 7; ++step) crashed.write("step", step, {{"loss", 1.0 / step}});
+    crashed.write("epoch", 4, {{"epoch", 1}, {"test_accuracy", 0.5}});
+    crashed.write("stop", 7, {{"epoch", 2}, {"test_accuracy", 0.6}});
+  }
+  std::ofstream(dir + "/metrics.jsonl", std::ios::app) << R"({"kind":"step","st)";  // killed mid-write
+  {
+    MetricsLog resumed(dir, true, 4);
+    resumed.write("step", 5, {{"loss", 0.25}});
+  }
+  std::vector<json::Value> lines = read_jsonl(dir + "/metrics.jsonl");
+  std::vector<std::string> seen;
+  for (const json::Value& line : lines)
+    seen.push_back(line.find("kind")->as_string() + " " + std::to_string(line.find("step")->as_int()));
+  CHECK(seen == std::vector<std::string>{"step 1", "step 2", "step 3", "step 4", "epoch 4", "resume 4", "step 5"});
+  CHECK(lines.back().find("loss")->as_double() == 0.25);
+
+  // The resumed run's event file opens with TensorBoard's restart marker at step 5: an Event with
+  // step=5 (field 2) and session_log (field 6) = SessionLog{status: START}.
+  std::vector<std::string> files = event_files(dir);
+  REQUIRE(files.size() == 2);
+  const std::string marker("\x10\x05\x32\x02\x08\x01", 6);
+  int markers = 0;
+  for (const std::string& file : files) markers += read_all(file).find(marker) != std::string::npos;
+  CHECK(markers == 1);
+}
+
+TEST_CASE("A resume with no earlier log starts a fresh one", "[train][metrics]") {
+  std::string dir = temp_dir("metrics_resume_fresh");
+  {
+    MetricsLog resumed(dir, true, 40);
+    resumed.write("step", 41, {{"loss", 0.5}});
+  }
+  std::vector<json::Value> lines = read_jsonl(dir + "/metrics.jsonl");
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].find("step")->as_int() == 41);
 }
 
 TEST_CASE("A disabled log (another rank, or no --log-dir) writes nothing", "[train][metrics]") {

@@ -162,6 +162,23 @@ TEST_CASE("An event file reads back: version record, then scalar events with ste
   }
 }
 
+TEST_CASE("The restart marker is an event holding SessionLog{status: START} at its step", "[train][tfevents]") {
+  std::string dir = temp_dir("tfevents_restart");
+  std::string path;
+  {
+    EventWriter writer(dir);
+    path = writer.path();
+    writer.add_session_start(241);
+  }
+  std::vector<std::string> records = read_records(read_all(path));
+  REQUIRE(records.size() == 2);
+  std::vector<Field> event = decode(records[1]);
+  CHECK(field(event, 2).varint == 241);
+  std::vector<Field> session_log = decode(field(event, 6).bytes);
+  REQUIRE(session_log.size() == 1);
+  CHECK(field(session_log, 1).varint == 1);  // SessionLog.START
+}
+
 TEST_CASE("Two writers in one directory and second write to separate files", "[train][tfevents]") {
   std::string dir = temp_dir("tfevents_two");
   EventWriter first(dir), second(dir);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The train binary end to end, in seconds: --help and exit status 2 for bad input; a smoke run on
 # synthetic data with checkpoints and logs; --resume latest continuing from the saved step, ending
-# byte-identical to an uninterrupted run; --eval-only on the checkpoint giving the run's final
+# byte-identical to an uninterrupted run; a crash after the last checkpoint, resumed, leaving one log
+# record per step; --eval-only on the checkpoint giving the run's final
 # accuracy; resuming with other schedule settings failing by name; keep-last-K plus best (also
 # across runs); Ctrl-C saving a checkpoint that --resume latest picks up, a second Ctrl-C exiting.
 set -uo pipefail
@@ -63,8 +64,27 @@ grep -q "^train: .* epochs=2 steps=10 processes=1$" run2.txt || fail "resumed ru
 [ "$(grep -c '"kind":"epoch"' logs/metrics.jsonl)" -eq 1 ] || fail "expected 1 epoch record after the resume"
 [ "$(grep -c '"kind":"stop"' logs/metrics.jsonl)" -eq 2 ] || fail "expected 2 stop records after the resume"
 grep -q '"kind":"step","step":5,' logs/metrics.jsonl || fail "no step-5 record"
+[ "$(grep -c '"kind":"resume","step":4,' logs/metrics.jsonl)" -eq 1 ] || fail "no resume record at step 4"
 [ -f ck/epoch-2.safetensors ] || fail "no epoch-2 checkpoint"
 [ "$(ls logs/events.out.tfevents.* | wc -l)" -eq 2 ] || fail "expected one event file per run"
+
+# A crash mid-epoch, after the last checkpoint: the run below logs steps 1-12 and checkpoints at
+# steps 8 (epoch 1) and 12 (--max-steps); deleting the step-12 file leaves what a run killed at step
+# 12 leaves. Resumed from step 8, the logs keep one record per step: 9-12 of the dead run are
+# dropped, a "resume" record marks step 8, and the new event file opens with TensorBoard's restart
+# marker (its decoding is tested in metrics_log_test).
+"$train" "${tiny[@]}" --epochs 3 --max-steps 12 --log-every 1 --checkpoint-dir crash --log-dir crashlogs \
+  > crash1.txt 2>&1 || { cat crash1.txt; fail "pre-crash run exited $?"; }
+rm crash/epoch-2.safetensors
+"$train" "${tiny[@]}" --epochs 3 --max-steps 14 --log-every 1 --checkpoint-dir crash --log-dir crashlogs \
+  --resume latest > crash2.txt 2>&1 || { cat crash2.txt; fail "post-crash run exited $?"; }
+grep -q "^resumed from crash/epoch-1.safetensors (epoch 1, step 8)$" crash2.txt || fail "$(cat crash2.txt)"
+steps="$(grep -o '"kind":"step","step":[0-9]*' crashlogs/metrics.jsonl | grep -o '[0-9]*$' | tr '\n' ' ')"
+[ "$steps" = "$(seq -s ' ' 1 14) " ] || fail "step records after the crash and resume: $steps"
+[ "$(grep -c '"kind":"resume","step":8,' crashlogs/metrics.jsonl)" -eq 1 ] || fail "no resume record at step 8"
+[ "$(grep -c '"kind":"epoch","step":8,' crashlogs/metrics.jsonl)" -eq 1 ] || fail "epoch 1 is not logged once, at step 8"
+stops="$(grep -o '"kind":"stop","step":[0-9]*' crashlogs/metrics.jsonl | tr '\n' ' ')"
+[ "$stops" = '"kind":"stop","step":14 ' ] || fail "the dead run's stop record at step 12 was kept: $stops"
 
 # Resuming continues exactly: the same 10 steps run straight through (with 2 loader workers, which
 # must not matter either) leave a byte-identical checkpoint.
