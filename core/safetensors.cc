@@ -162,7 +162,9 @@ SafetensorsFile parse_safetensors(const uint8_t* bytes, size_t size, const std::
       EMBER_CHECK(o.is_integer() && o.as_int() >= 0, where, "data_offsets must be non-negative integers");
     e.begin = static_cast<uint64_t>(offsets->items()[0].as_int());
     e.end = static_cast<uint64_t>(offsets->items()[1].as_int());
-    EMBER_CHECK(e.begin <= e.end && e.end <= data_size, where, "data_offsets [", e.begin, ", ", e.end,
+    EMBER_CHECK(e.begin <= e.end, where, "data_offsets [", e.begin, ", ", e.end,
+                ") are reversed: the begin offset must not exceed the end offset");
+    EMBER_CHECK(e.end <= data_size, where, "data_offsets [", e.begin, ", ", e.end,
                 ") lie outside the data section of ", data_size, " bytes (truncated file?)");
     uint64_t expected = numel * element_size(e.dtype);
     EMBER_CHECK(e.end - e.begin == expected, where, "data_offsets span ", e.end - e.begin, " bytes but dtype ",

@@ -98,6 +98,8 @@ TEST_CASE("hostile headers name what is wrong", "[safetensors]") {
                    "non-negative integers");
   require_rejected(make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,800]}}", 8),
                    "outside the data section");
+  require_rejected(make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8),
+                   "data_offsets [8, 0) are reversed");
   require_rejected(make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8),
                    "need 12");
   require_rejected(make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
