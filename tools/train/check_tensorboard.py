@@ -7,7 +7,8 @@
 
 Loads LOG_DIR with TensorBoard's own EventAccumulator, prints every scalar tag with its number of
 points, step range and last value, and compares the counts with metrics.jsonl (the same scalars,
-written by the same run). Exits 1 when no scalar is read or a count disagrees.
+written by the same run). Exits 1 when no scalar is read, a step has two values (a resumed run
+whose restart marker did not take), or a count disagrees.
 """
 import collections
 import json
@@ -23,6 +24,8 @@ def jsonl_counts(path):
     with open(path) as f:
         for line in f:
             record = json.loads(line)
+            if record["kind"] == "resume":  # marks where a resumed run starts; no scalars
+                continue
             for name in record:
                 if name not in ("kind", "step", "time"):
                     counts[record["kind"] + "/" + name] += 1
@@ -44,6 +47,12 @@ def main():
         print(f"  {tag}: {len(events)} points, steps {events[0].step}..{events[-1].step}, last {events[-1].value:.6g}")
     if not tags:
         print("check_tensorboard: FAILED: TensorBoard read no scalars", file=sys.stderr)
+        return 1
+    # A resumed run's restart marker must have dropped what a crashed run logged past its checkpoint.
+    repeated = {tag: len(steps) - len(set(steps))
+                for tag in tags for steps in [[e.step for e in accumulator.Scalars(tag)]] if len(set(steps)) != len(steps)}
+    if repeated:
+        print(f"check_tensorboard: FAILED: steps with more than one value: {repeated}", file=sys.stderr)
         return 1
     jsonl = os.path.join(log_dir, "metrics.jsonl")
     if os.path.exists(jsonl):

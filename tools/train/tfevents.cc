@@ -1,6 +1,6 @@
 // Protobuf wire encoding by hand (varints, fixed64/fixed32, length-delimited) for the three
 // messages TensorBoard needs: Event{wall_time=1, step=2, file_version=3, summary=5,
-// session_log=6}, Summary{value=1}, Summary.Value{tag=1, simple_value=2}, SessionLog{status=1}.
+// session_log=7}, Summary{value=1}, Summary.Value{tag=1, simple_value=2}, SessionLog{status=1}.
 #include "tools/train/tfevents.h"
 
 #include <unistd.h>
@@ -115,7 +115,7 @@ void EventWriter::add_session_start(int64_t step) {
   put_varint(session_log, (1 << 3) | 0);
   put_varint(session_log, kStart);
   std::string event = event_header(step);
-  put_bytes(event, 6, session_log);
+  put_bytes(event, 7, session_log);
   write_record(event);
   flush();
 }

@@ -105,10 +105,10 @@ TEST_CASE("A resumed log keeps one record per step: the dead run's records past 
   CHECK(lines.back().find("loss")->as_double() == 0.25);
 
   // The resumed run's event file opens with TensorBoard's restart marker at step 5: an Event with
-  // step=5 (field 2) and session_log (field 6) = SessionLog{status: START}.
+  // step=5 (field 2) and session_log (field 7) = SessionLog{status: START}.
   std::vector<std::string> files = event_files(dir);
   REQUIRE(files.size() == 2);
-  const std::string marker("\x10\x05\x32\x02\x08\x01", 6);
+  const std::string marker("\x10\x05\x3a\x02\x08\x01", 6);
   int markers = 0;
   for (const std::string& file : files) markers += read_all(file).find(marker) != std::string::npos;
   CHECK(markers == 1);

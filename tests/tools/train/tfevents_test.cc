@@ -174,9 +174,13 @@ TEST_CASE("The restart marker is an event holding SessionLog{status: START} at i
   REQUIRE(records.size() == 2);
   std::vector<Field> event = decode(records[1]);
   CHECK(field(event, 2).varint == 241);
-  std::vector<Field> session_log = decode(field(event, 6).bytes);
+  std::vector<Field> session_log = decode(field(event, 7).bytes);
   REQUIRE(session_log.size() == 1);
   CHECK(field(session_log, 1).varint == 1);  // SessionLog.START
+  // After the wall time (field 1, 9 bytes): the bytes TensorBoard's own protobuf classes give for
+  // event_pb2.Event(step=241, session_log=SessionLog(status=START)).SerializeToString().
+  REQUIRE(records[1].size() > 9);
+  CHECK(records[1].substr(9) == std::string("\x10\xf1\x01\x3a\x02\x08\x01", 7));
 }
 
 TEST_CASE("Two writers in one directory and second write to separate files", "[train][tfevents]") {
