@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/factory.h"
-#include "core/file_io.h"
+#include "core/io/file_io.h"
 
 namespace ember::data {
 

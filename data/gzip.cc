@@ -7,7 +7,7 @@
 #include <climits>
 
 #include "core/error.h"
-#include "core/file_io.h"
+#include "core/io/file_io.h"
 
 namespace ember::data {
 

@@ -2,8 +2,8 @@
 // validates the whole file (core/safetensors) before touching the model.
 #include "nn/checkpoint.h"
 
-#include "core/file_io.h"
-#include "core/safetensors.h"
+#include "core/io/file_io.h"
+#include "core/io/safetensors.h"
 
 namespace ember::nn {
 

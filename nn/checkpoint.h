@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "core/json.h"
+#include "core/io/json.h"
 #include "core/random.h"
 #include "nn/module.h"
 #include "nn/optim/lr_scheduler.h"

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 #include "core/tensor.h"
 
 namespace ember::nn {

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "core/error.h"
-#include "core/json.h"
+#include "core/io/json.h"
 
 // Declares option `name` with a fluent setter and a getter, as TORCH_ARG does:
 //   struct SGDOptions { EMBER_OPTIM_ARG(double, momentum) = 0.0; };   SGDOptions(0.1).momentum(0.9)

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "core/json.h"
-#include "core/safetensors.h"
+#include "core/io/json.h"
+#include "core/io/safetensors.h"
 
 namespace ember::optim {
 

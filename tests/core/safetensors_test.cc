@@ -13,8 +13,8 @@
 #include <filesystem>
 
 #include "core/ember_core.h"
-#include "core/file_io.h"
-#include "core/safetensors.h"
+#include "core/io/file_io.h"
+#include "core/io/safetensors.h"
 
 using namespace ember;
 

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "core/ember_core.h"
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 #include "models/resnet.h"
 
 using namespace ember;

@@ -6,7 +6,7 @@
 #include <map>
 #include <sstream>
 
-#include "core/file_io.h"
+#include "core/io/file_io.h"
 #include "tests/nn/test_nets.h"
 
 namespace ember::testing {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/json.h"
+#include "core/io/json.h"
 #include "nn/nn.h"
 
 namespace ember::testing {

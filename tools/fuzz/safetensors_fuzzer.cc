@@ -8,7 +8,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "core/ember_core.h"
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 
 using namespace ember;
 

@@ -10,8 +10,8 @@
 #include <fstream>
 
 #include "core/error.h"
-#include "core/file_io.h"
-#include "core/json.h"
+#include "core/io/file_io.h"
+#include "core/io/json.h"
 
 namespace ember::train {
 

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <limits>
 
-#include "core/json.h"
+#include "core/io/json.h"
 #include "tools/train/metrics_log.h"
 
 using namespace ember;

@@ -1,14 +1,14 @@
 // safetensors encode/decode. Decoding treats the file as hostile: header length bounded by the
 // file, JSON strictly parsed, every entry's dtype/shape/offsets checked (byte count = numel x
 // element size, in bounds, no overlaps, no gaps), before any byte is copied.
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "core/factory.h"
-#include "core/file_io.h"
-#include "core/json.h"
+#include "core/io/file_io.h"
+#include "core/io/json.h"
 
 namespace ember {
 

@@ -1,6 +1,6 @@
 // Recursive-descent JSON with a depth limit. Integers that fit int64 are kept exact, because
 // safetensors offsets and shapes must not pass through a double.
-#include "core/json.h"
+#include "core/io/json.h"
 
 #include <cerrno>
 #include <cmath>

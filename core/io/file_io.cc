@@ -1,5 +1,5 @@
 // POSIX implementation of the crash-safe file writer and the whole-file reader.
-#include "core/file_io.h"
+#include "core/io/file_io.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
