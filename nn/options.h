@@ -1,5 +1,6 @@
 // EMBER_ARG declares an option with a fluent setter and a getter, as TORCH_ARG does:
 //   struct LinearOptions { EMBER_ARG(bool, bias) = true; };   LinearOptions().bias(false).bias()
+// Used by nn's layer options and nn/optim's optimizer and schedule options alike.
 #pragma once
 
 #define EMBER_ARG(T, name)                         \

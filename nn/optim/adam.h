@@ -1,7 +1,11 @@
-// Adam (L2 weight decay added to the gradient) with optional AMSGrad: PyTorch's torch.optim.Adam
-// (single-tensor form), one fused kernel call per parameter. AdamW lives in adamw.h.
+// Adam and AdamW with optional AMSGrad: PyTorch's torch.optim.Adam and torch.optim.AdamW
+// (single-tensor form), one fused kernel call per parameter. They differ only in how weight decay
+// applies, so one template serves both: Adam adds it to the gradient (default 0), AdamW decays
+// the parameter first, param *= 1 - lr * weight_decay (default 1e-2).
 //
 //   Adam adam(params, AdamOptions(1e-3).betas({0.9, 0.999}).amsgrad(true));
+//   AdamW adamw({ParamGroup(weights), ParamGroup(norms_and_biases, AdamWOptions(1e-3).weight_decay(0))},
+//               AdamWOptions(1e-3));
 #pragma once
 
 #include <memory>
@@ -16,19 +20,20 @@ namespace ember::optim {
 
 using Betas = std::tuple<double, double>;  // (beta1, beta2)
 
-class AdamOptions : public OptimizerOptions {
+template <bool DecoupledWeightDecay>
+class AdamOptionsFor : public OptimizerOptions {
  public:
-  explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
-  EMBER_OPTIM_ARG(double, lr);
-  EMBER_OPTIM_ARG(Betas, betas) = {0.9, 0.999};
-  EMBER_OPTIM_ARG(double, eps) = 1e-8;
-  EMBER_OPTIM_ARG(double, weight_decay) = 0.0;
-  EMBER_OPTIM_ARG(bool, amsgrad) = false;
-  EMBER_OPTIM_ARG(bool, maximize) = false;
+  explicit AdamOptionsFor(double lr = 1e-3) : lr_(lr) {}
+  EMBER_ARG(double, lr);
+  EMBER_ARG(Betas, betas) = {0.9, 0.999};
+  EMBER_ARG(double, eps) = 1e-8;
+  EMBER_ARG(double, weight_decay) = DecoupledWeightDecay ? 1e-2 : 0.0;
+  EMBER_ARG(bool, amsgrad) = false;
+  EMBER_ARG(bool, maximize) = false;
 
  public:
-  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<AdamOptions>(*this); }
-  const char* type_name() const override { return "AdamOptions"; }
+  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<AdamOptionsFor>(*this); }
+  const char* type_name() const override { return DecoupledWeightDecay ? "AdamWOptions" : "AdamOptions"; }
   double get_lr() const override { return lr_; }
   void set_lr(double lr) override { lr_ = lr; }
   bool has_momentum() const override { return true; }
@@ -39,27 +44,27 @@ class AdamOptions : public OptimizerOptions {
   void load_json(const json::Value& object) override;
 };
 
-class Adam : public Optimizer {
+template <bool DecoupledWeightDecay>
+class AdamFor : public Optimizer {
  public:
-  Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults = AdamOptions());
-  Adam(std::vector<Tensor> params, const AdamOptions& defaults = AdamOptions());
+  using Options = AdamOptionsFor<DecoupledWeightDecay>;
+  AdamFor(std::vector<ParamGroup> groups, const Options& defaults = Options());
+  AdamFor(std::vector<Tensor> params, const Options& defaults = Options());
   void step() override;
 
  protected:
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}; }
 };
 
-namespace detail {
-// Shared by Adam and AdamW: checks their options, saves them, and runs one update of `param` (which
-// has a grad) with `args` (step is filled in from the parameter's state).
-void validate_adam_options(const char* optimizer, double lr, const Betas& betas, double eps,
-                           double weight_decay);
-json::Value adam_options_to_json(double lr, const Betas& betas, double eps,
-                                 double weight_decay, bool amsgrad, bool maximize);
-// Reads every key adam_options_to_json writes; `where` names the options type in errors.
-void adam_options_from_json(const json::Value& object, const std::string& where, double& lr, Betas& betas,
-                            double& eps, double& weight_decay, bool& amsgrad, bool& maximize);
-void adam_update_param(Optimizer& optimizer, const Tensor& param, AdamUpdateArgs args);
-}  // namespace detail
+using AdamOptions = AdamOptionsFor<false>;
+using AdamWOptions = AdamOptionsFor<true>;
+using Adam = AdamFor<false>;
+using AdamW = AdamFor<true>;
+
+// Both are instantiated once, in adam.cc.
+extern template class AdamOptionsFor<false>;
+extern template class AdamOptionsFor<true>;
+extern template class AdamFor<false>;
+extern template class AdamFor<true>;
 
 }  // namespace ember::optim

@@ -17,14 +17,14 @@ namespace ember::optim {
 enum class AnnealStrategy { Cos, Linear };
 
 struct OneCycleLROptions {
-  EMBER_OPTIM_ARG(double, pct_start) = 0.3;
-  EMBER_OPTIM_ARG(AnnealStrategy, anneal_strategy) = AnnealStrategy::Cos;
-  EMBER_OPTIM_ARG(bool, cycle_momentum) = true;
-  EMBER_OPTIM_ARG(double, base_momentum) = 0.85;
-  EMBER_OPTIM_ARG(double, max_momentum) = 0.95;
-  EMBER_OPTIM_ARG(double, div_factor) = 25.0;
-  EMBER_OPTIM_ARG(double, final_div_factor) = 1e4;
-  EMBER_OPTIM_ARG(bool, three_phase) = false;
+  EMBER_ARG(double, pct_start) = 0.3;
+  EMBER_ARG(AnnealStrategy, anneal_strategy) = AnnealStrategy::Cos;
+  EMBER_ARG(bool, cycle_momentum) = true;
+  EMBER_ARG(double, base_momentum) = 0.85;
+  EMBER_ARG(double, max_momentum) = 0.95;
+  EMBER_ARG(double, div_factor) = 25.0;
+  EMBER_ARG(double, final_div_factor) = 1e4;
+  EMBER_ARG(bool, three_phase) = false;
 };
 
 class OneCycleLR : public LRScheduler {

@@ -9,7 +9,6 @@
 #pragma once
 
 #include "nn/optim/adam.h"
-#include "nn/optim/adamw.h"
 #include "nn/optim/clip_grad.h"
 #include "nn/optim/cosine_annealing_lr.h"
 #include "nn/optim/linear_warmup.h"

@@ -7,19 +7,7 @@
 
 #include "core/error.h"
 #include "core/io/json.h"
-
-// Declares option `name` with a fluent setter and a getter, as TORCH_ARG does:
-//   struct SGDOptions { EMBER_OPTIM_ARG(double, momentum) = 0.0; };   SGDOptions(0.1).momentum(0.9)
-#define EMBER_OPTIM_ARG(T, name)                  \
- public:                                          \
-  auto& name(const T& new_value) {                \
-    name##_ = new_value;                          \
-    return *this;                                 \
-  }                                               \
-  const T& name() const { return name##_; }       \
-                                                  \
- private:                                         \
-  T name##_
+#include "nn/options.h"  // EMBER_ARG, for every options struct
 
 namespace ember::optim {
 

@@ -15,12 +15,12 @@ namespace ember::optim {
 class SGDOptions : public OptimizerOptions {
  public:
   explicit SGDOptions(double lr) : lr_(lr) {}
-  EMBER_OPTIM_ARG(double, lr);
-  EMBER_OPTIM_ARG(double, momentum) = 0.0;
-  EMBER_OPTIM_ARG(double, dampening) = 0.0;
-  EMBER_OPTIM_ARG(double, weight_decay) = 0.0;
-  EMBER_OPTIM_ARG(bool, nesterov) = false;
-  EMBER_OPTIM_ARG(bool, maximize) = false;
+  EMBER_ARG(double, lr);
+  EMBER_ARG(double, momentum) = 0.0;
+  EMBER_ARG(double, dampening) = 0.0;
+  EMBER_ARG(double, weight_decay) = 0.0;
+  EMBER_ARG(bool, nesterov) = false;
+  EMBER_ARG(bool, maximize) = false;
 
  public:
   std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<SGDOptions>(*this); }

@@ -8,7 +8,7 @@
 
 #include "core/ember_core.h"
 #include "nn/optim/adam.h"
-#include "nn/optim/adamw.h"
+#include "nn/optim/adam.h"
 #include "nn/optim/sgd.h"
 
 using namespace ember;
