@@ -18,7 +18,7 @@ enum class Priority { Scalar = 0, ZeroDim = 1, Dimensioned = 2 };
 int category(DType d) { return d == kBool ? 0 : (is_floating(d) ? 2 : 1); }
 
 struct PromotionState {
-  DType best[3];
+  DType best[3] = {kBool, kBool, kBool};  // read only where seen; set so -O2 sees it initialised
   bool seen[3] = {false, false, false};
   void add(DType d, Priority p) {
     int i = static_cast<int>(p);
