@@ -1,0 +1,82 @@
+// Running one block of a kernel launch on the calling OS thread: its threads as plain calls until
+// one reaches a barrier or warp operation, as fibers from then on. Between barriers the threads run
+// in a non-natural order (a missing __syncthreads gives wrong results), and a barrier or warp
+// operation that not every thread it names reaches is an error naming the kernel and the block.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "cuda/emu/lang.h"
+
+namespace ember::emu {
+
+// The order a block's threads run in between barriers. Shuffled (the default, which tests run
+// with) swaps neighbours in pairs and runs the block forwards or backwards at random per block and
+// barrier phase, keeping a warp's memory accesses close in time; Random is a full shuffle, slower.
+enum class ThreadOrder { Natural, Reversed, Shuffled, Random };
+// EMBER_EMU_THREAD_ORDER=natural|reversed|shuffled|random, or set_thread_order.
+ThreadOrder thread_order();
+void set_thread_order(ThreadOrder order);
+
+struct KernelLaunch {
+  const char* name = "";
+  dim3 grid, block;
+  size_t dynamic_shared_bytes = 0;
+  int device = 0;
+  // Runs the kernel for each thread that begin_next_thread() hands out, until it hands out none:
+  //   while (begin_next_thread()) { kernel(args...); end_thread(); }
+  // One loop per launch, with the kernel inlined into it, keeps a barrier-free thread to a few ns.
+  void (*run_threads)(const void* args) = nullptr;
+  const void* args = nullptr;
+};
+
+// A block's thread as the plain-call loop sees it (the scheduler keeps more per thread).
+enum ThreadState : uint8_t { kNotStarted, kRunning, kWaiting, kReleased, kExited };
+struct ThreadSlot : ThreadContext {
+  ThreadState state = kNotStarted;
+  void* fiber = nullptr;  // its own fiber, once it has waited somewhere
+};
+
+// The plain-call loop over a block's threads, shared by every fiber that runs it: a thread that
+// waits keeps the fiber it started on, and a new fiber picks the loop up at `next`.
+struct PlainCallLoop {
+  size_t next = 0;
+  unsigned count = 0;
+  const unsigned* order = nullptr;  // thread indices in the order they start
+  char* slots = nullptr;            // ThreadSlot-derived records, `stride` bytes apart
+  size_t stride = 0;
+  dim3 block;
+  ThreadSlot* running = nullptr;
+};
+extern thread_local PlainCallLoop plain_calls;
+
+// The loop's steps (KernelLaunch::run_threads), inline: a barrier-free thread costs a few ns.
+inline bool begin_next_thread() {
+  PlainCallLoop& loop = plain_calls;
+  if (loop.next >= loop.count) return false;
+  const unsigned i = loop.order[loop.next++];
+  auto* t = reinterpret_cast<ThreadSlot*>(loop.slots + size_t{i} * loop.stride);
+  const dim3 b = loop.block;
+  t->thread_idx = b.y == 1 && b.z == 1 ? uint3{i, 0, 0} : uint3{i % b.x, i / b.x % b.y, i / (b.x * b.y)};
+  t->state = kRunning;
+  loop.running = t;
+  current_thread = t;
+  return true;
+}
+
+inline void end_thread() {
+  // Back on the fiber that started it: the thread ran to its end (it may have waited, and been
+  // resumed, in between; `running` is it again then).
+  ThreadSlot* t = plain_calls.running;
+  t->state = kExited;
+  t->fiber = nullptr;
+}
+
+// Runs block `block_linear` of `launch`; returns "" or what went wrong (a divergent barrier, a
+// warp operation whose mask names a lane that did not take part, an overrun of the dynamic
+// shared memory).
+std::string run_block(const KernelLaunch& launch, uint64_t block_linear);
+
+}  // namespace ember::emu

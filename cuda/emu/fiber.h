@@ -1,0 +1,46 @@
+// Fibers for the threads of an emulated block: a stack each and a register-only switch
+// (Boost.Context's fcontext, ~10 ns). Switches tell AddressSanitizer about each stack change, or it
+// reports false stack errors and misses real ones. Not thread-safe: a pool belongs to one OS thread.
+#pragma once
+
+#include <boost/context/detail/fcontext.hpp>
+
+#include <cstddef>
+#include <vector>
+
+namespace ember::emu {
+
+using boost::context::detail::fcontext_t;
+using boost::context::detail::transfer_t;
+
+struct FiberStack {
+  void* base = nullptr;  // lowest address: a guard page, then the usable stack
+  size_t size = 0;       // including the guard page
+  void* top() const { return static_cast<char*>(base) + size; }
+  size_t usable() const;
+};
+
+// Stacks are kept for reuse: a block of 1024 threads that all reach a barrier needs 1024 at once.
+class StackPool {
+ public:
+  ~StackPool();
+  FiberStack take();
+  void give_back(const FiberStack& stack) { free_.push_back(stack); }
+
+ private:
+  std::vector<FiberStack> free_;
+};
+
+// Starts `entry` on `stack`; its first switch in delivers the data in transfer_t::data.
+fcontext_t make_fiber(const FiberStack& stack, void (*entry)(transfer_t));
+
+// Fibers only ever switch to and from the scheduler, which runs on the OS thread's own stack.
+// The scheduler's side: runs fiber `to` (on `stack`) until it switches back.
+transfer_t enter_fiber(fcontext_t to, void* data, const FiberStack& stack);
+// The fiber's side: its first action on a new stack, a switch back that it will return from
+// (`fake_stack_slot`: the fiber's own, for AddressSanitizer), and its last switch.
+void arrived_on_fiber();
+transfer_t leave_fiber(fcontext_t scheduler, void* data, void** fake_stack_slot);
+[[noreturn]] void leave_fiber_for_good(fcontext_t scheduler, void* data);
+
+}  // namespace ember::emu

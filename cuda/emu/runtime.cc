@@ -1,0 +1,630 @@
+// The CUDA runtime API on emulated devices: devices and their settings, memory, copies, streams,
+// events, kernel launches and CUDA's error conventions (a failed kernel is reported by the next
+// synchronising call, and stays reported: a "sticky" error).
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "core/error.h"
+#include "cuda/emu/device.h"
+#include "cuda/emu/emu.h"
+
+namespace ember::emu {
+
+namespace {
+
+std::atomic<int> requested_devices{-1};
+std::atomic<bool> devices_created{false};
+std::atomic<size_t> requested_memory{0};
+std::atomic<int> delay_setting{-1};
+thread_local int current_device = 0;
+thread_local cudaError_t last_error = cudaSuccess;
+
+size_t parse_bytes(const char* text) {
+  char* end = nullptr;
+  double value = std::strtod(text, &end);
+  double scale = 1;
+  if (*end == 'K' || *end == 'k') scale = 1024.0, ++end;
+  else if (*end == 'M' || *end == 'm') scale = 1024.0 * 1024, ++end;
+  else if (*end == 'G' || *end == 'g') scale = 1024.0 * 1024 * 1024, ++end;
+  EMBER_CHECK(end != text && *end == '\0' && value > 0, "EMBER_EMULATED_GPU_MEMORY: expected a size such as 512M "
+              "or 4G, got '", text, "'");
+  return static_cast<size_t>(value * scale);
+}
+
+int env_int(const char* name, int fallback) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return fallback;
+  char* end = nullptr;
+  long value = std::strtol(env, &end, 10);
+  EMBER_CHECK(*end == '\0' && value >= 0, name, ": expected a non-negative integer, got '", env, "'");
+  return static_cast<int>(value);
+}
+
+cudaError_t fail(cudaError_t error) {
+  last_error = error;
+  return error;
+}
+
+// Blocks of the running kernels, spread over OS threads: helpers plus each stream's own worker.
+class BlockPool {
+ public:
+  static BlockPool& get() {
+    static BlockPool* pool = new BlockPool();  // never destroyed: helpers outlive static teardown
+    return *pool;
+  }
+  std::string run(const KernelLaunch& launch);
+
+ private:
+  struct Job {
+    const KernelLaunch* launch;
+    uint64_t total;
+    std::atomic<uint64_t> next{0};
+    std::atomic<bool> failed{false};
+    int active = 0;  // helpers inside it (guarded by the pool's mutex)
+    std::mutex mutex;
+    std::string failure;
+  };
+  BlockPool();
+  void help();
+  static void work_on(Job& job);
+
+  std::mutex mutex_;
+  std::condition_variable work_cv_, done_cv_;
+  std::vector<std::shared_ptr<Job>> jobs_;
+};
+
+BlockPool::BlockPool() {
+  const int hardware = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+  const int threads = std::max(2, env_int("EMBER_EMU_THREADS", hardware));
+  // At least one helper, so a kernel's blocks always run on two OS threads at once (atomics and
+  // races between blocks are real even on one core).
+  for (int i = 0; i < threads - 1; ++i) std::thread([this] { help(); }).detach();
+}
+
+void BlockPool::work_on(Job& job) {
+  running_kernel = {job.launch->device, job.launch->name};
+  uint64_t block;
+  while (!job.failed.load(std::memory_order_relaxed) && (block = job.next.fetch_add(1)) < job.total) {
+    std::string failure = run_block(*job.launch, block);
+    if (failure.empty()) continue;
+    std::lock_guard<std::mutex> lock(job.mutex);
+    if (job.failure.empty()) job.failure = failure;
+    job.failed.store(true);
+  }
+  running_kernel = {};
+}
+
+void BlockPool::help() {
+  while (true) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      work_cv_.wait(lock, [&] { return !jobs_.empty(); });
+      job = jobs_.back();
+      if (job->next.load() >= job->total || job->failed.load()) {
+        jobs_.erase(std::find(jobs_.begin(), jobs_.end(), job));
+        continue;
+      }
+      ++job->active;
+    }
+    work_on(*job);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      --job->active;
+    }
+    done_cv_.notify_all();
+  }
+}
+
+std::string BlockPool::run(const KernelLaunch& launch) {
+  auto job = std::make_shared<Job>();
+  job->launch = &launch;
+  job->total = uint64_t{launch.grid.x} * launch.grid.y * launch.grid.z;
+  if (job->total > 1) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    jobs_.push_back(job);
+  }
+  work_cv_.notify_all();
+  work_on(*job);
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto it = std::find(jobs_.begin(), jobs_.end(), job);
+  if (it != jobs_.end()) jobs_.erase(it);
+  done_cv_.wait(lock, [&] { return job->active == 0; });
+  return job->failure;
+}
+
+std::mutex pinned_mutex;
+std::map<const char*, size_t> pinned;  // cudaMallocHost blocks: address -> bytes
+
+bool is_pinned(const void* ptr, size_t bytes) {
+  std::lock_guard<std::mutex> lock(pinned_mutex);
+  const char* p = static_cast<const char*>(ptr);
+  auto it = pinned.upper_bound(p);
+  if (it == pinned.begin()) return false;
+  --it;
+  return p >= it->first && p + bytes <= it->first + it->second;
+}
+
+// The device whose heap holds `ptr`, or -1 for host memory.
+int owner_of(const void* ptr) {
+  for (Device* d : devices())
+    if (d->heap->contains(ptr)) return d->index;
+  return -1;
+}
+
+cudaError_t check_device_range(const void* ptr, size_t bytes, const char* op) {
+  const int owner = owner_of(ptr);
+  if (owner < 0 || !device_at(owner)->heap->holds_range(ptr, bytes)) {
+    record_failure(current_device, std::string(op) + ": " + std::to_string(bytes) + " bytes at " +
+                                       std::to_string(reinterpret_cast<uintptr_t>(ptr)) +
+                                       " are not inside one live allocation of an emulated device");
+    return fail(cudaErrorInvalidValue);
+  }
+  return cudaSuccess;
+}
+
+Stream* stream_or_default(cudaStream_t stream) {
+  return stream ? stream : device_at(current_device)->default_stream.get();
+}
+
+cudaError_t sticky_of(int device) {
+  Device* d = device_at(device);
+  std::lock_guard<std::mutex> lock(d->mutex);
+  return d->sticky;
+}
+
+cudaError_t initialised() {
+  if (devices().empty()) return fail(cudaErrorNoDevice);
+  if (device_at(current_device) == nullptr) return fail(cudaErrorInvalidDevice);
+  return cudaSuccess;
+}
+
+}  // namespace
+
+void set_device_count(int count) {
+  EMBER_CHECK(count >= 0, "cuda emulator: device count must be non-negative, got ", count);
+  EMBER_CHECK(!devices_created.load() || static_cast<int>(devices().size()) == count,
+              "cuda emulator: the device count is fixed at the first CUDA call (", devices().size(),
+              " devices); set it before");
+  requested_devices.store(count);
+}
+
+void set_device_memory(size_t bytes) { requested_memory.store(bytes); }
+
+void set_delay_ms(int ms) { delay_setting.store(ms); }
+
+int delay_ms() {
+  int ms = delay_setting.load(std::memory_order_relaxed);
+  if (ms < 0) {
+    ms = env_int("EMBER_EMU_DELAY", 0);
+    delay_setting.store(ms);
+  }
+  return ms;
+}
+
+std::vector<Device*>& devices() {
+  static std::vector<Device*>* list = [] {
+    auto* out = new std::vector<Device*>();
+    int count = requested_devices.load();
+    if (count < 0) count = env_int("EMBER_EMULATED_GPUS", 0);
+    size_t memory = requested_memory.load();
+    if (memory == 0) {
+      const char* env = std::getenv("EMBER_EMULATED_GPU_MEMORY");
+      memory = env && *env ? parse_bytes(env) : size_t{4} << 30;
+    }
+    std::vector<DeviceHeap*> heaps;
+    for (int i = 0; i < count; ++i) {
+      auto* d = new Device();
+      d->index = i;
+      d->heap = std::make_unique<DeviceHeap>(i, memory);
+      d->peer_access.assign(static_cast<size_t>(count), false);
+      d->peer_access[static_cast<size_t>(i)] = true;
+      out->push_back(d);
+      heaps.push_back(d->heap.get());
+    }
+    install_fault_handler(heaps);
+    // Default streams last: their workers may look devices up.
+    for (Device* d : *out) d->default_stream = std::make_unique<Stream>(d->index, cudaStreamDefault);
+    devices_created.store(true);
+    return out;
+  }();
+  return *list;
+}
+
+Device* device_at(int index) {
+  std::vector<Device*>& all = devices();
+  return index >= 0 && index < static_cast<int>(all.size()) ? all[static_cast<size_t>(index)] : nullptr;
+}
+
+std::vector<DeviceHeap*> reachable_heaps(int device) {
+  std::vector<DeviceHeap*> heaps;
+  Device* d = device_at(device);
+  for (Device* other : devices())
+    if (d->peer_access[static_cast<size_t>(other->index)]) heaps.push_back(other->heap.get());
+  return heaps;
+}
+
+void record_failure(int device, const std::string& what) {
+  Device* d = device_at(device);
+  if (d == nullptr) return;
+  std::lock_guard<std::mutex> lock(d->mutex);
+  if (d->sticky == cudaSuccess) d->sticky = cudaErrorLaunchFailure;
+  if (d->failure.empty()) d->failure = what;
+}
+
+std::string failure_message() {
+  Device* d = device_at(current_device);
+  if (d == nullptr) return "";
+  std::lock_guard<std::mutex> lock(d->mutex);
+  return d->failure;
+}
+
+cudaError_t enqueue_kernel(KernelLaunch launch, cudaStream_t stream, std::shared_ptr<const void> keep) {
+  if (cudaError_t e = initialised(); e != cudaSuccess) return e;
+  const dim3 g = launch.grid, b = launch.block;
+  const uint64_t threads = uint64_t{b.x} * b.y * b.z;
+  if (threads == 0 || threads > 1024 || b.x > 1024 || b.y > 1024 || b.z > 64 || g.x == 0 || g.y == 0 || g.z == 0 ||
+      g.y > 65535 || g.z > 65535 || launch.dynamic_shared_bytes > (48u << 10)) {
+    return fail(cudaErrorInvalidConfiguration);
+  }
+  Stream* s = stream_or_default(stream);
+  launch.device = s->device();
+  if (sticky_of(launch.device) != cudaSuccess) return fail(cudaErrorLaunchFailure);
+  s->enqueue([launch, keep = std::move(keep)] {
+    if (sticky_of(launch.device) != cudaSuccess) return std::string();  // a failed device runs nothing more
+    AccessWindow window(reachable_heaps(launch.device));
+    return BlockPool::get().run(launch);
+  });
+  return cudaSuccess;
+}
+
+}  // namespace ember::emu
+
+using namespace ember::emu;
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = static_cast<int>(devices().size());
+  return *count == 0 ? fail(cudaErrorNoDevice) : cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  if (device_at(device) == nullptr) return fail(cudaErrorInvalidDevice);
+  current_device = device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  *device = current_device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  Device* d = device_at(device);
+  if (d == nullptr) return fail(cudaErrorInvalidDevice);
+  std::memset(prop, 0, sizeof(*prop));
+  std::snprintf(prop->name, sizeof(prop->name), "Ember emulated GPU %d", device);
+  prop->totalGlobalMem = d->heap->capacity();
+  prop->sharedMemPerBlock = 48 << 10;
+  prop->warpSize = 32;
+  prop->maxThreadsPerBlock = 1024;
+  prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = 1024;
+  prop->maxThreadsDim[2] = 64;
+  prop->maxGridSize[0] = 2147483647;
+  prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
+  prop->multiProcessorCount = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  prop->major = 9;
+  prop->minor = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() {
+  if (cudaError_t e = initialised(); e != cudaSuccess) return e;
+  Device* d = device_at(current_device);
+  d->default_stream->synchronize();
+  std::vector<Stream*> streams;
+  {
+    std::lock_guard<std::mutex> lock(d->mutex);
+    streams = d->streams;
+  }
+  for (Stream* s : streams) s->synchronize();
+  return sticky_of(current_device) != cudaSuccess ? fail(sticky_of(current_device)) : cudaSuccess;
+}
+
+cudaError_t cudaDeviceReset() {
+  if (cudaError_t e = initialised(); e != cudaSuccess) return e;
+  Device* d = device_at(current_device);
+  d->default_stream->synchronize();
+  d->heap->release_all();
+  std::lock_guard<std::mutex> lock(d->mutex);
+  d->sticky = cudaSuccess;
+  d->failure.clear();
+  last_error = cudaSuccess;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceCanAccessPeer(int* can_access, int device, int peer_device) {
+  if (device_at(device) == nullptr || device_at(peer_device) == nullptr) return fail(cudaErrorInvalidDevice);
+  *can_access = device != peer_device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceEnablePeerAccess(int peer_device, unsigned flags) {
+  if (initialised() != cudaSuccess || device_at(peer_device) == nullptr) return fail(cudaErrorInvalidDevice);
+  if (flags != 0) return fail(cudaErrorInvalidValue);
+  Device* d = device_at(current_device);
+  std::lock_guard<std::mutex> lock(d->mutex);
+  if (peer_device == current_device) return fail(cudaErrorInvalidDevice);
+  if (d->peer_access[static_cast<size_t>(peer_device)]) return fail(cudaErrorPeerAccessAlreadyEnabled);
+  d->peer_access[static_cast<size_t>(peer_device)] = true;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceDisablePeerAccess(int peer_device) {
+  if (initialised() != cudaSuccess || device_at(peer_device) == nullptr) return fail(cudaErrorInvalidDevice);
+  Device* d = device_at(current_device);
+  std::lock_guard<std::mutex> lock(d->mutex);
+  if (peer_device == current_device || !d->peer_access[static_cast<size_t>(peer_device)])
+    return fail(cudaErrorPeerAccessNotEnabled);
+  d->peer_access[static_cast<size_t>(peer_device)] = false;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+  if (cudaError_t e = initialised(); e != cudaSuccess) return e;
+  *ptr = device_at(current_device)->heap->allocate(bytes);
+  return *ptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaFree(void* ptr) {
+  if (ptr == nullptr) return cudaSuccess;
+  const int owner = owner_of(ptr);
+  if (owner < 0) return fail(cudaErrorInvalidDevicePointer);
+  // cudaFree waits for the device's queued work, as CUDA's does.
+  device_at(owner)->default_stream->synchronize();
+  return device_at(owner)->heap->release(ptr) ? cudaSuccess : fail(cudaErrorInvalidDevicePointer);
+}
+
+cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
+  *ptr = std::aligned_alloc(4096, (std::max<size_t>(bytes, 1) + 4095) / 4096 * 4096);
+  if (*ptr == nullptr) return fail(cudaErrorMemoryAllocation);
+  std::lock_guard<std::mutex> lock(pinned_mutex);
+  pinned[static_cast<const char*>(*ptr)] = bytes;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void* ptr) {
+  {
+    std::lock_guard<std::mutex> lock(pinned_mutex);
+    if (pinned.erase(static_cast<const char*>(ptr)) == 0) return fail(cudaErrorInvalidValue);
+  }
+  std::free(ptr);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  if (cudaError_t e = initialised(); e != cudaSuccess) return e;
+  DeviceHeap& heap = *device_at(current_device)->heap;
+  *total_bytes = heap.capacity();
+  *free_bytes = heap.capacity() - heap.used();
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+  if (cudaError_t e = initialised(); e != cudaSuccess) return e;
+  if (bytes == 0) return cudaSuccess;
+  const int dst_owner = owner_of(dst), src_owner = owner_of(src);
+  const bool to_device = dst_owner >= 0, from_device = src_owner >= 0;
+  const cudaMemcpyKind actual = to_device ? (from_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                                          : (from_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  if (kind != cudaMemcpyDefault && kind != actual) return fail(cudaErrorInvalidMemcpyDirection);
+  if (to_device && check_device_range(dst, bytes, "cudaMemcpy") != cudaSuccess) return cudaErrorInvalidValue;
+  if (from_device && check_device_range(src, bytes, "cudaMemcpy") != cudaSuccess) return cudaErrorInvalidValue;
+  Stream* s = stream_or_default(stream);
+  std::vector<DeviceHeap*> heaps;
+  if (to_device) heaps.push_back(device_at(dst_owner)->heap.get());
+  if (from_device && src_owner != dst_owner) heaps.push_back(device_at(src_owner)->heap.get());
+  if (actual == cudaMemcpyHostToDevice && !is_pinned(src, bytes)) {
+    // Pageable memory is staged at once, so the caller may reuse its buffer on return (as in CUDA).
+    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
+    s->enqueue([dst, staged, heaps] {
+      AccessWindow window(heaps);
+      std::memcpy(dst, staged->data(), staged->size());
+      return std::string();
+    });
+    return cudaSuccess;
+  }
+  s->enqueue([dst, src, bytes, heaps] {
+    AccessWindow window(heaps);
+    std::memcpy(dst, src, bytes);
+    return std::string();
+  });
+  // Into pageable memory, CUDA returns only once the copy is done.
+  if (actual == cudaMemcpyDeviceToHost && !is_pinned(dst, bytes)) s->synchronize();
+  return sticky_of(s->device()) != cudaSuccess ? fail(sticky_of(s->device())) : cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
+  if (e != cudaSuccess) return e;
+  return cudaDeviceSynchronize();
+}
+
+cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device, size_t bytes,
+                                cudaStream_t stream) {
+  if (device_at(dst_device) == nullptr || device_at(src_device) == nullptr) return fail(cudaErrorInvalidDevice);
+  if (bytes > 0 && (owner_of(dst) != dst_device || owner_of(src) != src_device)) return fail(cudaErrorInvalidValue);
+  return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream);
+}
+
+cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_device, size_t bytes) {
+  cudaError_t e = cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, nullptr);
+  return e != cudaSuccess ? e : cudaDeviceSynchronize();
+}
+
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
+  if (cudaError_t e = initialised(); e != cudaSuccess) return e;
+  if (bytes == 0) return cudaSuccess;
+  if (check_device_range(ptr, bytes, "cudaMemset") != cudaSuccess) return cudaErrorInvalidValue;
+  std::vector<DeviceHeap*> heaps{device_at(owner_of(ptr))->heap.get()};
+  stream_or_default(stream)->enqueue([ptr, value, bytes, heaps] {
+    AccessWindow window(heaps);
+    std::memset(ptr, value, bytes);
+    return std::string();
+  });
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
+  cudaError_t e = cudaMemsetAsync(ptr, value, bytes, nullptr);
+  return e != cudaSuccess ? e : cudaDeviceSynchronize();
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
+  if (cudaError_t e = initialised(); e != cudaSuccess) return e;
+  *stream = new Stream(current_device, flags);
+  Device* d = device_at(current_device);
+  std::lock_guard<std::mutex> lock(d->mutex);
+  d->streams.push_back(*stream);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (stream == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  {
+    Device* d = device_at(stream->device());
+    std::lock_guard<std::mutex> lock(d->mutex);
+    auto it = std::find(d->streams.begin(), d->streams.end(), stream);
+    if (it == d->streams.end()) return fail(cudaErrorInvalidResourceHandle);
+    d->streams.erase(it);
+  }
+  delete stream;  // its queued work still runs first, as CUDA's does
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (cudaError_t e = initialised(); e != cudaSuccess) return e;
+  Stream* s = stream_or_default(stream);
+  s->synchronize();
+  return sticky_of(s->device()) != cudaSuccess ? fail(sticky_of(s->device())) : cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  if (cudaError_t e = initialised(); e != cudaSuccess) return e;
+  Stream* s = stream_or_default(stream);
+  if (sticky_of(s->device()) != cudaSuccess) return sticky_of(s->device());
+  return s->idle() ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
+  if (cudaError_t e = initialised(); e != cudaSuccess) return e;
+  if (event == nullptr || flags != 0) return fail(cudaErrorInvalidValue);
+  std::shared_ptr<Mark> mark = event->last();
+  if (!mark) return cudaSuccess;  // never recorded: nothing to wait for
+  stream_or_default(stream)->enqueue([mark] {
+    mark->wait();
+    return std::string();
+  });
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
+  *event = new Event(flags);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete event;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (cudaError_t e = initialised(); e != cudaSuccess) return e;
+  if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  event->record(*stream_or_default(stream));
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  if (std::shared_ptr<Mark> mark = event->last()) mark->wait();
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  std::shared_ptr<Mark> mark = event->last();
+  if (!mark) return cudaSuccess;
+  std::lock_guard<std::mutex> lock(mark->mutex);
+  return mark->done ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (start == nullptr || end == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  if ((start->flags() | end->flags()) & cudaEventDisableTiming) return fail(cudaErrorInvalidResourceHandle);
+  std::shared_ptr<Mark> a = start->last(), b = end->last();
+  if (!a || !b) return fail(cudaErrorInvalidResourceHandle);
+  for (Mark* m : {a.get(), b.get()}) {
+    std::lock_guard<std::mutex> lock(m->mutex);
+    if (!m->done) return fail(cudaErrorNotReady);
+  }
+  *ms = std::chrono::duration<float, std::milli>(b->time - a->time).count();
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError() {
+  cudaError_t e = last_error;
+  last_error = cudaSuccess;
+  return e;
+}
+
+cudaError_t cudaPeekAtLastError() { return last_error; }
+
+const char* cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInitializationError: return "cudaErrorInitializationError";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    case cudaErrorPeerAccessAlreadyEnabled: return "cudaErrorPeerAccessAlreadyEnabled";
+    case cudaErrorPeerAccessNotEnabled: return "cudaErrorPeerAccessNotEnabled";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+  }
+  return "cudaErrorUnknown";
+}
+
+const char* cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInitializationError: return "initialization error";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case cudaErrorPeerAccessAlreadyEnabled: return "peer access is already enabled";
+    case cudaErrorPeerAccessNotEnabled: return "peer access has not been enabled";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+  }
+  return "unknown error";
+}

@@ -1,0 +1,40 @@
+// Programs that must die, for emu_fidelity_test: each mode does one thing a real GPU would not
+// allow, and the emulator must end the process with a message saying what.
+//   host-read      host code dereferences a cuda:0 pointer
+//   cross-device   a kernel on cuda:0 reads cuda:1 memory without peer access
+//   shared-overrun a kernel writes past its dynamic shared memory
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "cuda/emu/emu.h"
+#include "tests/cuda/test_kernels.h"
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  ember::emu::set_device_count(2);
+  float* a = nullptr;
+  float* b = nullptr;
+  cudaSetDevice(1);
+  cudaMalloc(reinterpret_cast<void**>(&b), 1024 * sizeof(float));
+  cudaSetDevice(0);
+  cudaMalloc(reinterpret_cast<void**>(&a), 1024 * sizeof(float));
+  cudaMemset(a, 0, 1024 * sizeof(float));
+  if (mode == "host-read") {
+    std::printf("read %f\n", static_cast<double>(a[3]));  // must not get here
+  } else if (mode == "cross-device") {
+    ember::testing::scale(b, a, 2.0f, 1024, nullptr);  // on cuda:0, reading cuda:1's b
+    cudaDeviceSynchronize();
+  } else if (mode == "shared-overrun") {
+    ember::testing::reverse_chunks(a, a, 256, 256, 256, true, nullptr);
+    if (cudaDeviceSynchronize() != cudaSuccess) {
+      std::fprintf(stderr, "%s\n", ember::emu::failure_message().c_str());
+      return 3;
+    }
+  } else {
+    std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
+    return 2;
+  }
+  std::printf("survived\n");
+  return 0;
+}

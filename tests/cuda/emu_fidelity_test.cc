@@ -1,0 +1,189 @@
+// The emulator's promise: what would break on a GPU breaks here too. A missing __syncthreads gives
+// wrong results (threads run out of natural order), a divergent barrier or an incomplete warp
+// operation is an error naming the kernel and the block, host code cannot read device memory,
+// kernels cannot reach another device's memory without peer access, a stream's work is never
+// done inline (the delay mode exposes a missing synchronisation), and memory runs out at the
+// configured capacity.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cuda/emu/emu.h"
+#include "tests/cuda/test_kernels.h"
+
+using namespace ember;
+using namespace ember::testing;
+
+namespace {
+
+#define REQUIRE_CUDA(call) REQUIRE((call) == cudaSuccess)
+
+struct Buffer {
+  float* ptr = nullptr;
+  size_t n;
+  explicit Buffer(size_t count) : n(count) { REQUIRE_CUDA(cudaMalloc(reinterpret_cast<void**>(&ptr), n * sizeof(float))); }
+  ~Buffer() { cudaFree(ptr); }
+  void write(const std::vector<float>& v) { REQUIRE_CUDA(cudaMemcpy(ptr, v.data(), n * sizeof(float), cudaMemcpyHostToDevice)); }
+  std::vector<float> read() const {
+    std::vector<float> v(n);
+    REQUIRE_CUDA(cudaMemcpy(v.data(), ptr, n * sizeof(float), cudaMemcpyDeviceToHost));
+    return v;
+  }
+};
+
+// A kernel's failure: the error the next synchronisation returns, and the emulator's description.
+std::string failure_after_sync() {
+  cudaError_t e = cudaDeviceSynchronize();
+  REQUIRE(e == cudaErrorLaunchFailure);
+  cudaGetLastError();
+  std::string message = emu::failure_message();
+  REQUIRE_CUDA(cudaDeviceReset());  // clears the sticky error for the next case
+  return message;
+}
+
+struct Death {
+  int status;
+  std::string output;
+};
+
+Death run_death_main(const std::string& mode) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  REQUIRE(srcdir != nullptr);
+  std::string command = std::string(srcdir) + "/ember/tests/cuda/emu_death_main " + mode + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string output;
+  std::array<char, 512> chunk;
+  while (size_t got = std::fread(chunk.data(), 1, chunk.size(), pipe)) output.append(chunk.data(), got);
+  return {::pclose(pipe), output};
+}
+
+}  // namespace
+
+TEST_CASE("a missing __syncthreads gives wrong results unless the threads run in natural order", "[emu]") {
+  const int n = 512, threads = 128;
+  std::vector<float> x(n);
+  for (int i = 0; i < n; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i + 1);
+  Buffer in(n), out(n);
+  in.write(x);
+  auto correct = [&](bool with_barrier) {
+    REQUIRE_CUDA(shift_in_block(in.ptr, out.ptr, n, threads, with_barrier, nullptr));
+    std::vector<float> got = out.read();
+    for (int i = 0; i < n; ++i)
+      if (got[static_cast<size_t>(i)] != (i % threads == 0 ? 0.0f : x[static_cast<size_t>(i - 1)])) return false;
+    return true;
+  };
+  for (emu::ThreadOrder order : {emu::ThreadOrder::Natural, emu::ThreadOrder::Reversed, emu::ThreadOrder::Shuffled,
+                                 emu::ThreadOrder::Random}) {
+    emu::set_thread_order(order);
+    INFO("thread order " << static_cast<int>(order));
+    CHECK(correct(true));
+    // In natural order each thread's neighbour has stored its value already: the bug hides.
+    CHECK(correct(false) == (order == emu::ThreadOrder::Natural));
+  }
+  emu::set_thread_order(emu::ThreadOrder::Shuffled);
+}
+
+TEST_CASE("a divergent barrier is an error naming the kernel and the block", "[emu]") {
+  REQUIRE_CUDA(divergent_barrier(64, 16, false, nullptr));
+  std::string message = failure_after_sync();
+  CHECK_THAT(message, Catch::Contains("kernel 'divergent_kernel' on cuda:0, block (") &&
+                          Catch::Contains("divergent barrier: 16 of 64 threads wait at __syncthreads at") &&
+                          Catch::Contains("but 48 exited without reaching it"));
+
+  REQUIRE_CUDA(divergent_barrier(64, 16, true, nullptr));
+  message = failure_after_sync();
+  CHECK_THAT(message, Catch::Contains("divergent barrier: thread (") && Catch::Contains("test_kernels.cu:"));
+
+  // Every thread arriving is fine, and the device works again after the reset.
+  REQUIRE_CUDA(divergent_barrier(64, 64, false, nullptr));
+  REQUIRE_CUDA(cudaDeviceSynchronize());
+}
+
+TEST_CASE("a warp operation whose mask names lanes that exited is an error", "[emu]") {
+  {
+    Buffer out(32);
+    REQUIRE_CUDA(shuffle_with_missing_lanes(reinterpret_cast<int*>(out.ptr), nullptr));
+    REQUIRE(cudaDeviceSynchronize() == cudaErrorLaunchFailure);
+  }  // freed before the reset, which frees every allocation of the device
+  std::string message = failure_after_sync();
+  CHECK_THAT(message, Catch::Contains("kernel 'missing_lanes_kernel' on cuda:0, block (0, 0, 0): __shfl_down_sync") &&
+                          Catch::Contains("with mask 0xffffffff names lane 16") &&
+                          Catch::Contains("which exited without reaching it"));
+}
+
+TEST_CASE("host code reading device memory dies with a message", "[emu]") {
+  Death d = run_death_main("host-read");
+  INFO(d.output);
+  CHECK(d.status != 0);
+  CHECK_THAT(d.output, Catch::Contains("cuda emulator: host code accessed device memory of cuda:0 at"));
+  CHECK_THAT(d.output, !Catch::Contains("read "));
+}
+
+TEST_CASE("a kernel reaching another device's memory without peer access dies with a message", "[emu]") {
+  Death d = run_death_main("cross-device");
+  INFO(d.output);
+  CHECK(d.status != 0);
+  CHECK_THAT(d.output, Catch::Contains("cuda emulator: kernel 'scale_kernel' on cuda:0 accessed memory of cuda:1") &&
+                           Catch::Contains("without peer access"));
+  // With peer access, the same kernel runs.
+  REQUIRE_CUDA(cudaSetDevice(1));
+  Buffer b(1024);
+  b.write(std::vector<float>(1024, 3.0f));
+  REQUIRE_CUDA(cudaSetDevice(0));
+  Buffer a(1024);
+  REQUIRE_CUDA(cudaDeviceEnablePeerAccess(1, 0));
+  REQUIRE_CUDA(scale(b.ptr, a.ptr, 2.0f, 1024, nullptr));
+  REQUIRE_CUDA(cudaDeviceSynchronize());
+  CHECK(a.read() == std::vector<float>(1024, 6.0f));
+  REQUIRE_CUDA(cudaDeviceDisablePeerAccess(1));
+}
+
+TEST_CASE("writing past the dynamic shared memory is caught", "[emu]") {
+  Death d = run_death_main("shared-overrun");
+  INFO(d.output);
+  CHECK(d.status != 0);
+  // The canary, or AddressSanitizer in the ASan build.
+  CHECK((d.output.find("wrote past its 1024 bytes of dynamic shared memory") != std::string::npos ||
+         d.output.find("AddressSanitizer") != std::string::npos));
+}
+
+TEST_CASE("stream work never runs inline: in delay mode an unsynchronised read sees the old data", "[emu]") {
+  Buffer x(256);
+  x.write(std::vector<float>(256, 1.0f));
+  float* pinned = nullptr;
+  REQUIRE_CUDA(cudaMallocHost(reinterpret_cast<void**>(&pinned), 256 * sizeof(float)));
+  for (int i = 0; i < 256; ++i) pinned[i] = -1.0f;
+  const int delay_before = emu::delay_ms();
+  emu::set_delay_ms(50);
+  REQUIRE_CUDA(scale(x.ptr, x.ptr, 5.0f, 256, nullptr));
+  REQUIRE_CUDA(cudaMemcpyAsync(pinned, x.ptr, 256 * sizeof(float), cudaMemcpyDeviceToHost, nullptr));
+  CHECK(pinned[7] == -1.0f);  // the copy has not run: a missing synchronisation reads this
+  REQUIRE_CUDA(cudaStreamSynchronize(nullptr));
+  CHECK(pinned[7] == 5.0f);
+  emu::set_delay_ms(delay_before);
+  REQUIRE_CUDA(cudaFreeHost(pinned));
+}
+
+TEST_CASE("allocations fail at the device's capacity, and succeed again after a free", "[emu]") {
+  size_t free_bytes = 0, total = 0;
+  REQUIRE_CUDA(cudaMemGetInfo(&free_bytes, &total));
+  CHECK(total == (size_t{256} << 20));  // EMBER_EMULATED_GPU_MEMORY=256M
+  void* too_big = nullptr;
+  CHECK(cudaMalloc(&too_big, total + 1) == cudaErrorMemoryAllocation);
+  CHECK(cudaGetLastError() == cudaErrorMemoryAllocation);
+  void* most = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&most, total - (size_t{16} << 20)));
+  void* more = nullptr;
+  CHECK(cudaMalloc(&more, size_t{32} << 20) == cudaErrorMemoryAllocation);
+  cudaGetLastError();
+  REQUIRE_CUDA(cudaFree(most));
+  REQUIRE_CUDA(cudaMalloc(&more, size_t{32} << 20));
+  REQUIRE_CUDA(cudaFree(more));
+}
