@@ -1,0 +1,95 @@
+// cuda/emu's costs: a thread switch at a barrier, an elementwise kernel's bandwidth next to the
+// CPU backend's own add, and a shared-memory tiled GEMM. Emulated kernels are for correctness in
+// CI, not speed; these figures say how large a test can be, and catch a slow switch.
+//   bazel run --config=bench //tools/bench:emu [-- rounds]
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "core/cpu/thread_pool.h"
+#include "core/ember_core.h"
+#include "cuda/emu/emu.h"
+#include "tools/bench/emu_kernels.h"
+#include "tools/bench/timing.h"
+
+using namespace ember;
+using namespace ember::bench;
+
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  std::fprintf(stderr, "emu bench: %s: %s (%s)\n", what, cudaGetErrorString(e), emu::failure_message().c_str());
+  std::exit(1);
+}
+
+template <class F>
+double median_seconds(int rounds, F&& call) {
+  std::vector<double> t;
+  for (int r = 0; r < rounds; ++r) {
+    double start = now_seconds();
+    call();
+    t.push_back(now_seconds() - start);
+  }
+  return median(t);
+}
+
+float* device_floats(size_t n) {
+  float* p = nullptr;
+  check(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(float)), "cudaMalloc");
+  check(cudaMemset(p, 0, n * sizeof(float)), "cudaMemset");
+  return p;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::atoi(argv[1]) : 5;
+  emu::set_device_count(1);
+  std::printf("emu benchmark: %d CPU threads, %d rounds (median)\n", cpu::num_threads(), rounds);
+
+  // Thread switches: 1024 threads pass 2 barriers per iteration; each barrier suspends and resumes
+  // every thread once.
+  const int threads = 1024, iterations = 200;
+  float* out = device_floats(threads);
+  const double barrier_s = median_seconds(rounds, [&] {
+    barrier_loop(out, threads, iterations, nullptr);
+    check(cudaDeviceSynchronize(), "barrier_loop");
+  });
+  const double switch_ns = barrier_s / (double{threads} * 2 * iterations) * 1e9;
+
+  // Elementwise: c = a + b, 32M floats (128 MB operands), against the CPU backend's a + b.
+  const int64_t n = 32 << 20;
+  float* a = device_floats(static_cast<size_t>(n));
+  float* b = device_floats(static_cast<size_t>(n));
+  float* c = device_floats(static_cast<size_t>(n));
+  const double emu_add_s = median_seconds(rounds, [&] {
+    add_floats(a, b, c, n, nullptr);
+    check(cudaDeviceSynchronize(), "add_floats");
+  });
+  Tensor ta = randn({n}), tb = randn({n});
+  const double cpu_add_s = median_seconds(rounds, [&] { Tensor tc = ta + tb; });
+  const double bytes = 3.0 * 4.0 * static_cast<double>(n);
+  const double emu_gbs = bytes / emu_add_s * 1e-9, cpu_gbs = bytes / cpu_add_s * 1e-9;
+  std::printf("add: emulated %.2f ms, CPU backend %.2f ms\n", emu_add_s * 1e3, cpu_add_s * 1e3);
+
+  // Tiled GEMM, 512 x 512 (2 n^3 flops).
+  const int m = 512;
+  float* ga = device_floats(size_t{m} * m);
+  float* gb = device_floats(size_t{m} * m);
+  float* gc = device_floats(size_t{m} * m);
+  const double gemm_s = median_seconds(rounds, [&] {
+    tiled_gemm(ga, gb, gc, m, nullptr);
+    check(cudaDeviceSynchronize(), "tiled_gemm");
+  });
+  const double gemm_gflops = 2.0 * m * m * m / gemm_s * 1e-9;
+
+  std::printf("\n%-44s %12s %12s %7s\n", "measure", "emulated", "CPU backend", "ratio");
+  std::printf("%-44s %12.1f %12s %7s\n", "thread switch at a barrier (ns per thread)", switch_ns, "-", "-");
+  std::printf("%-44s %12.2f %12.2f %7.2f\n", "c = a + b, 32M floats (GB/s)", emu_gbs, cpu_gbs, emu_gbs / cpu_gbs);
+  std::printf("%-44s %12.2f %12s %7s\n", "tiled GEMM 512^3, 16x16 tiles (GFLOP/s)", gemm_gflops, "-", "-");
+  std::printf("\nbench emu: switch_ns=%.1f elementwise_vs_cpu=%.2f gemm_gflops=%.2f\n", switch_ns, emu_gbs / cpu_gbs,
+              gemm_gflops);
+  for (float* p : {out, a, b, c, ga, gb, gc}) cudaFree(p);
+  return 0;
+}
