@@ -63,15 +63,19 @@ int main(int argc, char** argv) {
   float* a = device_floats(static_cast<size_t>(n));
   float* b = device_floats(static_cast<size_t>(n));
   float* c = device_floats(static_cast<size_t>(n));
-  const double emu_add_s = median_seconds(rounds, [&] {
-    add_floats(a, b, c, n, nullptr);
-    check(cudaDeviceSynchronize(), "add_floats");
-  });
   Tensor ta = randn({n}), tb = randn({n});
-  const double cpu_add_s = median_seconds(rounds, [&] { Tensor tc = ta + tb; });
+  // The two sides alternate, round by round: this VM's memory bandwidth drifts by 2x over minutes.
+  std::vector<double> emu_t, cpu_t;
+  for (int r = 0; r < rounds; ++r) {
+    emu_t.push_back(median_seconds(1, [&] {
+      add_floats(a, b, c, n, nullptr);
+      check(cudaDeviceSynchronize(), "add_floats");
+    }));
+    cpu_t.push_back(median_seconds(1, [&] { Tensor tc = ta + tb; }));
+  }
+  const double emu_add_s = median(emu_t), cpu_add_s = median(cpu_t);
   const double bytes = 3.0 * 4.0 * static_cast<double>(n);
   const double emu_gbs = bytes / emu_add_s * 1e-9, cpu_gbs = bytes / cpu_add_s * 1e-9;
-  std::printf("add: emulated %.2f ms, CPU backend %.2f ms\n", emu_add_s * 1e3, cpu_add_s * 1e3);
 
   // Tiled GEMM, 512 x 512 (2 n^3 flops).
   const int m = 512;

@@ -17,13 +17,18 @@ __global__ void barrier_kernel(float* out, int barriers) {
   out[threadIdx.x] = v;
 }
 
-// As PyTorch's elementwise kernels: 4 contiguous elements per thread, one pass, no grid-stride loop
-// (a grid-stride loop runs thread by thread here, striding through memory where a GPU's warps
-// would move together: 5x slower in the emulator, for no gain on a GPU).
+// One pass, no grid-stride loop: a grid-stride loop runs thread by thread in the emulator,
+// striding through memory where a GPU's warps move together (5x slower here, no gain on a GPU).
+// 16 contiguous elements per thread: the emulator spends ~4 ns per thread, so 4 per thread (as in
+// PyTorch's basic elementwise kernel) ran at 0.10-0.21 of the CPU backend's bandwidth, 16 at
+// 0.42. On a GPU the warp's accesses are 64 B apart per instruction and meet again in L1; the
+// bandwidth of that choice on a real GPU is still to be measured (docs/BENCHMARKS.md).
+constexpr int kPerThread = 16;
+
 __global__ void add_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, int64_t n) {
-  const int64_t i = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) * 4;
-  if (i + 4 <= n) {
-    for (int k = 0; k < 4; ++k) c[i + k] = a[i + k] + b[i + k];
+  const int64_t i = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) * kPerThread;
+  if (i + kPerThread <= n) {
+    for (int k = 0; k < kPerThread; ++k) c[i + k] = a[i + k] + b[i + k];
   } else {
     for (int64_t k = i; k < n; ++k) c[k] = a[k] + b[k];
   }
@@ -54,7 +59,7 @@ void barrier_loop(float* out, int threads, int barriers, cudaStream_t stream) {
 
 void add_floats(const float* a, const float* b, float* c, int64_t n, cudaStream_t stream) {
   const int threads = 256;
-  const int64_t blocks = std::max<int64_t>((n + threads * 4 - 1) / (threads * 4), 1);
+  const int64_t blocks = std::max<int64_t>((n + threads * kPerThread - 1) / (threads * kPerThread), 1);
   EMBER_LAUNCH(add_kernel, static_cast<unsigned>(blocks), threads, 0, stream, a, b, c, n);
 }
 

@@ -7,7 +7,7 @@ namespace ember::bench {
 
 // Every thread of one block of `threads` passes `barriers` __syncthreads.
 void barrier_loop(float* out, int threads, int barriers, cudaStream_t stream);
-// c = a + b over n floats: 4 contiguous elements per thread.
+// c = a + b over n floats: 16 contiguous elements per thread.
 void add_floats(const float* a, const float* b, float* c, int64_t n, cudaStream_t stream);
 // C = A B for n x n row-major matrices, 16 x 16 shared-memory tiles.
 void tiled_gemm(const float* a, const float* b, float* c, int n, cudaStream_t stream);
