@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "cuda/emu/device.h"
 #include "cuda/emu/emu.h"
+#include "cuda/emu/grid.h"
 
 namespace ember::emu {
 
@@ -47,94 +48,6 @@ int env_int(const char* name, int fallback) {
 cudaError_t fail(cudaError_t error) {
   last_error = error;
   return error;
-}
-
-// Blocks of the running kernels, spread over OS threads: helpers plus each stream's own worker.
-class BlockPool {
- public:
-  static BlockPool& get() {
-    static BlockPool* pool = new BlockPool();  // never destroyed: helpers outlive static teardown
-    return *pool;
-  }
-  std::string run(const KernelLaunch& launch);
-
- private:
-  struct Job {
-    const KernelLaunch* launch;
-    uint64_t total;
-    std::atomic<uint64_t> next{0};
-    std::atomic<bool> failed{false};
-    int active = 0;  // helpers inside it (guarded by the pool's mutex)
-    std::mutex mutex;
-    std::string failure;
-  };
-  BlockPool();
-  void help();
-  static void work_on(Job& job);
-
-  std::mutex mutex_;
-  std::condition_variable work_cv_, done_cv_;
-  std::vector<std::shared_ptr<Job>> jobs_;
-};
-
-BlockPool::BlockPool() {
-  const int hardware = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
-  const int threads = std::max(2, env_int("EMBER_EMU_THREADS", hardware));
-  // At least one helper, so a kernel's blocks always run on two OS threads at once (atomics and
-  // races between blocks are real even on one core).
-  for (int i = 0; i < threads - 1; ++i) std::thread([this] { help(); }).detach();
-}
-
-void BlockPool::work_on(Job& job) {
-  running_kernel = {job.launch->device, job.launch->name};
-  uint64_t block;
-  while (!job.failed.load(std::memory_order_relaxed) && (block = job.next.fetch_add(1)) < job.total) {
-    std::string failure = run_block(*job.launch, block);
-    if (failure.empty()) continue;
-    std::lock_guard<std::mutex> lock(job.mutex);
-    if (job.failure.empty()) job.failure = failure;
-    job.failed.store(true);
-  }
-  running_kernel = {};
-}
-
-void BlockPool::help() {
-  while (true) {
-    std::shared_ptr<Job> job;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      work_cv_.wait(lock, [&] { return !jobs_.empty(); });
-      job = jobs_.back();
-      if (job->next.load() >= job->total || job->failed.load()) {
-        jobs_.erase(std::find(jobs_.begin(), jobs_.end(), job));
-        continue;
-      }
-      ++job->active;
-    }
-    work_on(*job);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      --job->active;
-    }
-    done_cv_.notify_all();
-  }
-}
-
-std::string BlockPool::run(const KernelLaunch& launch) {
-  auto job = std::make_shared<Job>();
-  job->launch = &launch;
-  job->total = uint64_t{launch.grid.x} * launch.grid.y * launch.grid.z;
-  if (job->total > 1) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    jobs_.push_back(job);
-  }
-  work_cv_.notify_all();
-  work_on(*job);
-  std::unique_lock<std::mutex> lock(mutex_);
-  auto it = std::find(jobs_.begin(), jobs_.end(), job);
-  if (it != jobs_.end()) jobs_.erase(it);
-  done_cv_.wait(lock, [&] { return job->active == 0; });
-  return job->failure;
 }
 
 std::mutex pinned_mutex;
@@ -277,7 +190,7 @@ cudaError_t enqueue_kernel(KernelLaunch launch, cudaStream_t stream, std::shared
   s->enqueue([launch, keep = std::move(keep)] {
     if (sticky_of(launch.device) != cudaSuccess) return std::string();  // a failed device runs nothing more
     AccessWindow window(reachable_heaps(launch.device));
-    return BlockPool::get().run(launch);
+    return run_grid(launch);
   });
   return cudaSuccess;
 }
@@ -587,44 +500,3 @@ cudaError_t cudaGetLastError() {
 
 cudaError_t cudaPeekAtLastError() { return last_error; }
 
-const char* cudaGetErrorName(cudaError_t error) {
-  switch (error) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInitializationError: return "cudaErrorInitializationError";
-    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
-    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
-    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
-    case cudaErrorNoDevice: return "cudaErrorNoDevice";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
-    case cudaErrorNotReady: return "cudaErrorNotReady";
-    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
-    case cudaErrorPeerAccessAlreadyEnabled: return "cudaErrorPeerAccessAlreadyEnabled";
-    case cudaErrorPeerAccessNotEnabled: return "cudaErrorPeerAccessNotEnabled";
-    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
-  }
-  return "cudaErrorUnknown";
-}
-
-const char* cudaGetErrorString(cudaError_t error) {
-  switch (error) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInitializationError: return "initialization error";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
-    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
-    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
-    case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-    case cudaErrorNotReady: return "device not ready";
-    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
-    case cudaErrorPeerAccessAlreadyEnabled: return "peer access is already enabled";
-    case cudaErrorPeerAccessNotEnabled: return "peer access has not been enabled";
-    case cudaErrorLaunchFailure: return "unspecified launch failure";
-  }
-  return "unknown error";
-}
