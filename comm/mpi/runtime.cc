@@ -180,25 +180,28 @@ void Runtime::abort(const std::string& message) {
 }
 
 void Runtime::publish_in_flight() {
-  std::vector<const MpiWork*> active;
-  if (current_) active.push_back(current_.get());
-  for (const auto& w : posted_) active.push_back(w.get());
-  if (active.empty()) {
+  // Called at every collective's start and end: the usual single work costs one line, no sort.
+  const size_t count = (current_ ? 1 : 0) + posted_.size();
+  if (count == 0) {
     publish_signal_message("");
     return;
   }
+  const std::string prefix = "[rank " + std::to_string(world_rank_) + "] ember: terminated while in ";
+  const char* suffix = "; another rank probably failed or exited early (see its output)\n";
+  if (count == 1) {
+    publish_signal_message(prefix + (current_ ? current_ : posted_.front())->description_ + suffix);
+    return;
+  }
+  std::vector<const MpiWork*> active;
+  if (current_) active.push_back(current_.get());
+  for (const auto& w : posted_) active.push_back(w.get());
   // The oldest is what every later one waits behind: a rank that died took its part of it along.
   std::stable_sort(active.begin(), active.end(),
                    [](const MpiWork* a, const MpiWork* b) { return a->started_ < b->started_; });
-  std::string text = "[rank " + std::to_string(world_rank_) + "] ember: terminated while in " + active[0]->description_;
-  if (active.size() > 1) {
-    text += " (also in flight:";
-    for (size_t i = 1; i < active.size() && i < 6; ++i) text += (i > 1 ? ", " : " ") + active[i]->description_;
-    if (active.size() > 6) text += ", and " + std::to_string(active.size() - 6) + " more";
-    text += ")";
-  }
-  text += "; another rank probably failed or exited early (see its output)\n";
-  publish_signal_message(text);
+  std::string text = prefix + active[0]->description_ + " (also in flight:";
+  for (size_t i = 1; i < active.size() && i < 6; ++i) text += (i > 1 ? ", " : " ") + active[i]->description_;
+  if (active.size() > 6) text += ", and " + std::to_string(active.size() - 6) + " more";
+  publish_signal_message(text + ")" + suffix);
 }
 
 void Runtime::communication_loop() {

@@ -141,7 +141,7 @@ std::vector<Device*>& devices() {
     }
     install_fault_handler(heaps);
     // Default streams last: their workers may look devices up.
-    for (Device* d : *out) d->default_stream = std::make_unique<Stream>(d->index, cudaStreamDefault);
+    for (Device* d : *out) d->default_stream = std::make_unique<Stream>(d->index);
     devices_created.store(true);
     return out;
   }();
@@ -398,7 +398,10 @@ cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
   if (cudaError_t e = initialised(); e != cudaSuccess) return e;
-  *stream = new Stream(current_device, flags);
+  // Every emulated stream is non-blocking: none synchronises implicitly with the null stream
+  // (stricter than CUDA's blocking streams; ARCHITECTURE.md), so `flags` changes nothing.
+  (void)flags;
+  *stream = new Stream(current_device);
   Device* d = device_at(current_device);
   std::lock_guard<std::mutex> lock(d->mutex);
   d->streams.push_back(*stream);

@@ -21,7 +21,7 @@ void Mark::wait() {
   cv.wait(lock, [&] { return done; });
 }
 
-Stream::Stream(int device, unsigned flags) : device_(device), flags_(flags) {
+Stream::Stream(int device) : device_(device) {
   worker_ = std::thread([this] { work(); });
 }
 

@@ -30,7 +30,7 @@ struct Mark {
 
 class Stream {
  public:
-  Stream(int device, unsigned flags);
+  explicit Stream(int device);
   ~Stream();  // runs what is queued, then stops the worker
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -46,7 +46,6 @@ class Stream {
   void work();
 
   int device_;
-  unsigned flags_;
   std::mutex mutex_;
   std::condition_variable cv_, drained_cv_;
   std::deque<std::function<std::string()>> queue_;

@@ -36,7 +36,7 @@ def _nvcc_objects_impl(ctx):
         obj = ctx.actions.declare_file("_nvcc/%s/%s.o" % (ctx.label.name, src.basename[:-len(src.extension) - 1]))
         args = ctx.actions.args()
         args.add("-ccbin", cc_toolchain.compiler_executable)
-        args.add_all(["-Xcompiler", "-fPIC", "--expt-relaxed-constexpr", "-DEMBER_CUDA=1"])
+        args.add_all(["-Xcompiler", "-fPIC", "--expt-relaxed-constexpr"])
         args.add_all(_GENCODE)
         args.add_all(cxxopts)
         args.add_all(optimise)
