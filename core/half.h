@@ -3,23 +3,18 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
+
+#include "core/host_device.h"
 
 namespace ember {
 
 struct BFloat16 {
   uint16_t bits = 0;
   BFloat16() = default;
-  BFloat16(float value) : bits(from_float(value)) {}  // NOLINT: implicit like a float type
-  operator float() const {
-    uint32_t word = static_cast<uint32_t>(bits) << 16;
-    float out;
-    std::memcpy(&out, &word, sizeof(out));
-    return out;
-  }
-  static uint16_t from_float(float value) {
-    uint32_t word;
-    std::memcpy(&word, &value, sizeof(word));
+  EMBER_HOST_DEVICE BFloat16(float value) : bits(from_float(value)) {}  // NOLINT: implicit like a float type
+  EMBER_HOST_DEVICE operator float() const { return bits_to_float(static_cast<uint32_t>(bits) << 16); }
+  EMBER_HOST_DEVICE static uint16_t from_float(float value) {
+    uint32_t word = float_to_bits(value);
     if ((word & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((word >> 16) | 0x40);  // quiet NaN
     uint32_t rounding = 0x7fffu + ((word >> 16) & 1u);
     return static_cast<uint16_t>((word + rounding) >> 16);
@@ -29,10 +24,10 @@ struct BFloat16 {
 struct Half {
   uint16_t bits = 0;
   Half() = default;
-  Half(float value) : bits(from_float(value)) {}  // NOLINT
-  operator float() const { return to_float(bits); }
+  EMBER_HOST_DEVICE Half(float value) : bits(from_float(value)) {}  // NOLINT
+  EMBER_HOST_DEVICE operator float() const { return to_float(bits); }
 
-  static float to_float(uint16_t h) {
+  EMBER_HOST_DEVICE static float to_float(uint16_t h) {
     uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
     uint32_t exponent = (h >> 10) & 0x1fu;
     uint32_t mantissa = h & 0x3ffu;
@@ -52,14 +47,11 @@ struct Half {
       mantissa &= 0x3ffu;
       word = sign | (static_cast<uint32_t>(113 - shift) << 23) | (mantissa << 13);
     }
-    float out;
-    std::memcpy(&out, &word, sizeof(out));
-    return out;
+    return bits_to_float(word);
   }
 
-  static uint16_t from_float(float value) {
-    uint32_t word;
-    std::memcpy(&word, &value, sizeof(word));
+  EMBER_HOST_DEVICE static uint16_t from_float(float value) {
+    uint32_t word = float_to_bits(value);
     uint32_t sign = (word >> 16) & 0x8000u;
     uint32_t magnitude = word & 0x7fffffffu;
     if (magnitude > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN

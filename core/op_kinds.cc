@@ -12,18 +12,6 @@ const char* unary_op_name(UnaryOp op) {
   return names[static_cast<int>(op)];
 }
 
-UnaryGradOperand unary_grad_operand(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::Neg: case UnaryOp::Sign: case UnaryOp::Floor: case UnaryOp::Ceil: case UnaryOp::Round:
-      return UnaryGradOperand::None;
-    case UnaryOp::Exp: case UnaryOp::Expm1: case UnaryOp::Sqrt: case UnaryOp::Rsqrt: case UnaryOp::Relu:
-    case UnaryOp::Sigmoid: case UnaryOp::Tanh: case UnaryOp::Reciprocal:
-      return UnaryGradOperand::Output;
-    default:
-      return UnaryGradOperand::Input;
-  }
-}
-
 const char* binary_op_name(BinaryOp op) {
   static const char* names[] = {"add", "sub", "mul", "div", "pow", "minimum", "maximum", "add_relu"};
   return names[static_cast<int>(op)];

@@ -15,11 +15,9 @@ enum class UnaryOp : uint8_t {
 constexpr int kNumUnaryOps = static_cast<int>(UnaryOp::Expm1) + 1;
 const char* unary_op_name(UnaryOp op);
 
-// Which of its input x and output y a unary op's backward formula reads (cpu/math.h's
-// apply_unary_backward). Autograd saves only that one, so an in-place change to the other
-// (`y = x.sin(); y += r`) stays legal, as in PyTorch.
+// Which of its input x and output y a unary op's backward formula reads: see
+// formula::unary_grad_operand in core/elementwise_math.h, beside the formulas.
 enum class UnaryGradOperand : uint8_t { None, Input, Output };
-UnaryGradOperand unary_grad_operand(UnaryOp op);
 
 // AddRelu is max(a + b, 0) in one pass: a residual block's tail.
 enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Pow, Minimum, Maximum, AddRelu };

@@ -59,7 +59,7 @@ Tensor bmm(const Tensor& a, const Tensor& b);   // [B, M, K] x [B, K, N]
 
 // ---- primitives the autograd formulas use ----
 // grad * d(op)/dx for a unary op, from its input x and output y (same shape as grad). The one
-// of x and y that unary_grad_operand(op) does not name may be undefined.
+// of x and y that formula::unary_grad_operand(op) does not name may be undefined.
 Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y, double a, double b);
 
 // ---- copies ----

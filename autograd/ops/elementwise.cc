@@ -6,6 +6,7 @@
 #include "autograd/function.h"
 #include "autograd/ops/ops.h"
 #include "autograd/saved.h"
+#include "core/elementwise_math.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
@@ -34,8 +35,8 @@ class UnaryBackward final : public Node {
   UnaryBackward(UnaryOp op, double a, double b, const Tensor& x, const Tensor& y)
       : op_(op), a_(a), b_(b), input_dtype_(x.dtype()) {
     // Save only what the formula reads: a saved tensor turns any later in-place change into an error.
-    if (unary_grad_operand(op) == UnaryGradOperand::Input) x_ = SavedTensor(x);
-    if (unary_grad_operand(op) == UnaryGradOperand::Output) y_ = SavedTensor(y);
+    if (formula::unary_grad_operand(op) == UnaryGradOperand::Input) x_ = SavedTensor(x);
+    if (formula::unary_grad_operand(op) == UnaryGradOperand::Output) y_ = SavedTensor(y);
   }
   std::string name() const override { return backward_name(unary_op_name(op_)); }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {

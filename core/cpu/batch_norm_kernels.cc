@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/cpu/math.h"
+#include "core/elementwise_math.h"
 #include "core/cpu/nn_kernels.h"
 #include "core/cpu/thread_pool.h"
 #include "core/factory.h"
@@ -70,7 +70,7 @@ inline T relu_value(T v) {
 // dy as the backward sees it: with the fused ReLU, zero where the forward's output was not > 0.
 template <typename T, bool kMask>
 inline T masked(T dy, T y) {
-  if constexpr (kMask) return keep_where_positive(dy, y);
+  if constexpr (kMask) return formula::keep_where_positive(dy, y);
   return dy;
 }
 

@@ -4,7 +4,7 @@
 
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
-#include "core/cpu/math.h"
+#include "core/elementwise_math.h"
 
 namespace ember::cpu {
 
@@ -12,31 +12,7 @@ namespace {
 
 template <typename C, BinaryOp Op>
 inline C apply_binary(C x, C y) {
-  if constexpr (Op == BinaryOp::Add) return static_cast<C>(x + y);
-  if constexpr (Op == BinaryOp::Sub) return static_cast<C>(x - y);
-  if constexpr (Op == BinaryOp::Mul) return static_cast<C>(x * y);
-  if constexpr (Op == BinaryOp::Div) return static_cast<C>(x / y);
-  if constexpr (Op == BinaryOp::Pow) {
-    if constexpr (std::is_floating_point_v<C>) return std::pow(x, y);
-    else return int_pow<C>(x, y);
-  }
-  if constexpr (Op == BinaryOp::Minimum) {
-    if constexpr (std::is_floating_point_v<C>) {
-      if (std::isnan(x) || std::isnan(y)) return std::isnan(x) ? x : y;  // NaN propagates
-    }
-    return y < x ? y : x;
-  }
-  if constexpr (Op == BinaryOp::Maximum) {
-    if constexpr (std::is_floating_point_v<C>) {
-      if (std::isnan(x) || std::isnan(y)) return std::isnan(x) ? x : y;
-    }
-    return y > x ? y : x;
-  }
-  if constexpr (Op == BinaryOp::AddRelu) {
-    const C sum = static_cast<C>(x + y);
-    return sum < C(0) ? C(0) : sum;  // NaN passes, as in relu
-  }
-  return x;
+  return formula::apply_binary<C>(Op, x, y);
 }
 
 template <typename T, BinaryOp Op>
@@ -90,16 +66,7 @@ void compare_typed(CompareOp op, const StridedLoop& loop) {
     for (int64_t i = 0; i < n; ++i) {
       C x = C(*reinterpret_cast<const T*>(p[1] + i * s[1]));
       C y = C(*reinterpret_cast<const T*>(p[2] + i * s[2]));
-      bool r = false;
-      switch (op) {
-        case CompareOp::Eq: r = x == y; break;
-        case CompareOp::Ne: r = x != y; break;
-        case CompareOp::Lt: r = x < y; break;
-        case CompareOp::Le: r = x <= y; break;
-        case CompareOp::Gt: r = x > y; break;
-        case CompareOp::Ge: r = x >= y; break;
-      }
-      *reinterpret_cast<bool*>(p[0] + i * s[0]) = r;
+      *reinterpret_cast<bool*>(p[0] + i * s[0]) = formula::apply_compare<C>(op, x, y);
     }
   });
 }

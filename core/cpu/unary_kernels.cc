@@ -2,7 +2,7 @@
 // rows use the strided form.
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
-#include "core/cpu/math.h"
+#include "core/elementwise_math.h"
 
 namespace ember::cpu {
 
@@ -17,13 +17,13 @@ void unary_typed(const StridedLoop& loop, double a, double b) {
     const T* in = reinterpret_cast<const T*>(p[1]);
     if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
       const auto value = [in, a, b](int64_t i) {
-        return static_cast<T>(apply_unary<C>(Op, static_cast<C>(in[i]), a, b));
+        return static_cast<T>(formula::apply_unary<C>(Op, static_cast<C>(in[i]), a, b));
       };
       write_elements(out, n, value, streaming);
     } else {
       for (int64_t i = 0; i < n; ++i) {
         const T& x = *reinterpret_cast<const T*>(p[1] + i * s[1]);
-        *reinterpret_cast<T*>(p[0] + i * s[0]) = static_cast<T>(apply_unary<C>(Op, static_cast<C>(x), a, b));
+        *reinterpret_cast<T*>(p[0] + i * s[0]) = static_cast<T>(formula::apply_unary<C>(Op, static_cast<C>(x), a, b));
       }
     }
   });
@@ -56,7 +56,7 @@ void unary_backward_typed(const StridedLoop& loop, double a, double b) {
       const T* x = reinterpret_cast<const T*>(p[2]);
       const T* y = reinterpret_cast<const T*>(p[3]);
       const auto value = [g, x, y, a, b](int64_t i) {
-        return static_cast<T>(apply_unary_backward<C>(Op, C(g[i]), C(x[i]), C(y[i]), a, b));
+        return static_cast<T>(formula::apply_unary_backward<C>(Op, C(g[i]), C(x[i]), C(y[i]), a, b));
       };
       write_elements(out, n, value, streaming);
       return;
@@ -65,7 +65,7 @@ void unary_backward_typed(const StridedLoop& loop, double a, double b) {
       C g = C(*reinterpret_cast<const T*>(p[1] + i * s[1]));
       C x = C(*reinterpret_cast<const T*>(p[2] + i * s[2]));
       C y = C(*reinterpret_cast<const T*>(p[3] + i * s[3]));
-      *reinterpret_cast<T*>(p[0] + i * s[0]) = static_cast<T>(apply_unary_backward<C>(Op, g, x, y, a, b));
+      *reinterpret_cast<T*>(p[0] + i * s[0]) = static_cast<T>(formula::apply_unary_backward<C>(Op, g, x, y, a, b));
     }
   });
 }
