@@ -15,8 +15,9 @@
 
 namespace ember {
 
-// Row-major C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] for b in [0, batch).
+// Row-major C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] for b in [0, batch), on `device`.
 struct GemmArgs {
+  Device device;
   DType dtype = kFloat32;
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0;
@@ -83,9 +84,21 @@ struct AdamUpdateArgs {
   bool amsgrad = false, maximize = false;
 };
 
+// Every entry runs on the device its arguments name (a loop's device, a tensor's), queued on that
+// device's current stream: a kernel may still be running when the call returns. Host code sees
+// its results through copies to the CPU, which wait for the stream, or after synchronize.
 struct KernelTable {
   const char* name = "?";
+  // Devices of this type; the registry rejects an index beyond it.
+  int (*device_count)() = nullptr;
+  // Memory of device `device_index`. A CUDA allocation belongs to the stream current when it was
+  // made: freeing it makes it reusable for that stream's later work at once.
   Allocator* (*allocator)(int device_index) = nullptr;
+  // Page-locked host memory that this backend's copies can read and write asynchronously
+  // (Tensor::pin_memory); null when the backend has none.
+  Allocator* (*pinned_allocator)() = nullptr;
+  // Waits until everything queued on the device has finished.
+  void (*synchronize)(Device device) = nullptr;
   // Elementwise over a StridedLoop; operand 0 is the output.
   void (*copy)(const StridedLoop& loop) = nullptr;  // casts between operand dtypes
   void (*fill)(const StridedLoop& loop, Scalar value) = nullptr;
@@ -100,8 +113,8 @@ struct KernelTable {
   void (*gemm)(const GemmArgs& args) = nullptr;
   // Fills a contiguous buffer of `numel` elements: Uniform [a, b), Normal(mean a, std b),
   // Bernoulli(p = a), RandInt [a, b).
-  void (*random)(RandomKind kind, void* data, DType dtype, int64_t numel, PhiloxState state, double a,
-                 double b) = nullptr;
+  void (*random)(RandomKind kind, Device device, void* data, DType dtype, int64_t numel, PhiloxState state,
+                 double a, double b) = nullptr;
   // ---- neural-net primitives. Tensors may have any strides (NCHW or channels-last); a kernel
   // returns its outputs in the layout it prefers. ----
   Tensor (*conv2d)(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvParams& p) = nullptr;
@@ -151,14 +164,21 @@ struct KernelTable {
   void (*adam_update)(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                       const Tensor& max_exp_avg_sq, const AdamUpdateArgs& args) = nullptr;  // max: amsgrad only
 
-  // Copies nbytes between devices of this backend's type and the CPU (either direction).
-  void (*memcpy_device)(void* dst, Device dst_device, const void* src, Device src_device,
-                        size_t nbytes) = nullptr;
+  // Copies nbytes of contiguous memory to or from a device of this backend's type: host to
+  // device, device to host, or between two devices of this type (directly, peer to peer).
+  // Between devices it never blocks the host; to or from the host it returns once the host memory
+  // may be reused or read, unless `non_blocking` and the host memory is pinned (then the copy is
+  // ordered on the device's current stream only).
+  void (*memcpy_device)(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes,
+                        bool non_blocking) = nullptr;
 };
 
 void register_backend(DeviceType type, const KernelTable* table);
-// The table for `device`, or an Error naming `op` when no backend is registered for it.
+// The table for `device`, or an Error naming `op` when no backend is registered for it or the
+// device does not exist.
 const KernelTable& kernels_for(Device device, const char* op);
 bool has_backend(DeviceType type);
+// The registered table for `type`, or null.
+const KernelTable* find_backend(DeviceType type);
 
 }  // namespace ember

@@ -45,9 +45,24 @@ struct PromotionState {
 
 Priority priority_of(const Tensor& t) { return t.dim() == 0 ? Priority::ZeroDim : Priority::Dimensioned; }
 
-void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
-  EMBER_CHECK(a.device() == b.device(), op, ": expected all tensors to be on the same device, but found ",
-              a.device().str(), " and ", b.device().str());
+// The device an op on `inputs` runs on: theirs, except that a 0-dim CPU tensor (a scalar, as in
+// `x * 0.5`) may join tensors on another device, as in PyTorch; the kernel reads its value at
+// launch instead of from device memory.
+Device common_device(std::initializer_list<const Tensor*> inputs, const char* op) {
+  Device device(kCPU);
+  for (const Tensor* t : inputs) {
+    if (!(t->device().is_cpu() && t->dim() == 0)) {
+      device = t->device();
+      break;
+    }
+  }
+  int argument = 1;
+  for (const Tensor* t : inputs) {
+    EMBER_CHECK(t->device() == device || (t->device().is_cpu() && t->dim() == 0), op, ": expected all tensors on ",
+                device.str(), ", got ", t->device().str(), " for argument ", argument);
+    ++argument;
+  }
+  return device;
 }
 
 // `a` is the op's first parameter: integers raised to a whole, non-negative power stay integers
@@ -140,28 +155,28 @@ static void binary_into(BinaryOp op, const Tensor& out, const Tensor& a, const T
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   if (needs_grad({&a, &b})) return autograd_hooks()->binary(op, a, b);
   const char* name = binary_op_name(op);
-  check_same_device(a, b, name);
+  const Device device = common_device({&a, &b}, name);
   DType dtype = result_type(a, b);
   if (op == BinaryOp::Div && !is_floating(dtype)) dtype = kFloat32;  // true division
   EMBER_CHECK(dtype != kBool || op == BinaryOp::Minimum || op == BinaryOp::Maximum || op == BinaryOp::Mul ||
                   op == BinaryOp::Add,
               name, ": not supported for bool tensors");
   Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
-  Tensor out = alloc_output(shape, TensorOptions(dtype).device(a.device()), pick_layout(a, b, shape));
+  Tensor out = alloc_output(shape, TensorOptions(dtype).device(device), pick_layout(a, b, shape));
   binary_into(op, out, a, b);
   return out;
 }
 
 Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
   const char* name = compare_op_name(op);
-  check_same_device(a, b, name);
+  const Device device = common_device({&a, &b}, name);
   DType dtype = result_type(a, b);
   Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
-  Tensor out = empty(shape, TensorOptions(kBool).device(a.device()));
+  Tensor out = empty(shape, TensorOptions(kBool).device(device));
   if (out.numel() == 0) return out;
   Tensor ea = a.detach().to(dtype).expand(shape), eb = b.detach().to(dtype).expand(shape);
   StridedLoop loop = make_loop({&out, &ea, &eb}, name);
-  kernels_for(a.device(), name).compare(op, loop);
+  kernels_for(device, name).compare(op, loop);
   return out;
 }
 
@@ -169,15 +184,14 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   if (needs_grad({&a, &b})) return autograd_hooks()->where(condition, a, b);
   EMBER_CHECK(condition.dtype() == kBool, "where: expected condition to be a bool tensor, got ",
               dtype_name(condition.dtype()));
-  check_same_device(condition, a, "where");
-  check_same_device(a, b, "where");
+  const Device device = common_device({&condition, &a, &b}, "where");
   DType dtype = result_type(a, b);
   Shape shape = broadcast_shapes(broadcast_shapes(condition.sizes(), a.sizes(), "where"), b.sizes(), "where");
-  Tensor out = empty(shape, TensorOptions(dtype).device(a.device()));
+  Tensor out = empty(shape, TensorOptions(dtype).device(device));
   if (out.numel() == 0) return out;
   Tensor ec = condition.expand(shape), ea = a.to(dtype).expand(shape), eb = b.to(dtype).expand(shape);
   StridedLoop loop = make_loop({&out, &ec, &ea, &eb}, "where");
-  kernels_for(a.device(), "where").where(loop);
+  kernels_for(device, "where").where(loop);
   return out;
 }
 
@@ -263,7 +277,8 @@ Tensor& inplace(Tensor& self, std::initializer_list<const Tensor*> inputs, const
 }  // namespace
 
 static Tensor& binary_inplace(Tensor& self, BinaryOp op, const Tensor& other, const char* name) {
-  check_same_device(self, other, name);
+  EMBER_CHECK(other.device() == self.device() || (other.device().is_cpu() && other.dim() == 0), name,
+              ": expected all tensors on ", self.device().str(), ", got ", other.device().str(), " for argument 2");
   DType dtype = result_type(self, other);
   if (op == BinaryOp::Div && !is_floating(dtype)) dtype = kFloat32;
   check_inplace_dtype(self, dtype, name);
@@ -295,8 +310,9 @@ Tensor& Tensor::sub_(const Tensor& other, Scalar alpha) {
 
 Tensor& Tensor::mul_(const Tensor& other) { return binary_inplace(*this, BinaryOp::Mul, other, "mul_"); }
 Tensor& Tensor::div_(const Tensor& other) { return binary_inplace(*this, BinaryOp::Div, other, "div_"); }
-Tensor& Tensor::add_(Scalar other) { return add_(scalar_tensor(other, result_type(*this, other), device())); }
-Tensor& Tensor::mul_(Scalar other) { return mul_(scalar_tensor(other, result_type(*this, other), device())); }
+// Scalars stay on the host whatever self's device: the kernel takes the value at launch.
+Tensor& Tensor::add_(Scalar other) { return add_(scalar_tensor(other, result_type(*this, other), Device(kCPU))); }
+Tensor& Tensor::mul_(Scalar other) { return mul_(scalar_tensor(other, result_type(*this, other), Device(kCPU))); }
 
 Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
   return inplace(
@@ -333,11 +349,11 @@ Tensor& Tensor::fill_(Scalar value) {
 
 Tensor& Tensor::zero_() { return fill_(0); }
 
-Tensor& Tensor::copy_(const Tensor& src) {
+Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
   return inplace(
       *this, {&src}, "copy_", false,
       [&](const Tensor&) { return src.to(dtype()).to(device()).expand(sizes()).clone(); },
-      [&] { copy_into(*this, may_overlap(*this, src) ? src.clone() : src); });
+      [&] { copy_into(*this, may_overlap(*this, src) ? src.clone() : src, non_blocking); });
 }
 
 }  // namespace ember

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/dtype.h"
 #include "core/host_device.h"
 #include "core/op_kinds.h"
 
@@ -244,6 +245,16 @@ EMBER_HOST_DEVICE inline bool apply_compare(CompareOp op, C x, C y) {
     case CompareOp::Ge: return x >= y;
   }
   return false;
+}
+
+// Casts between element types, as copy_ and to(dtype) define them: through the source's compute
+// type; to bool, nonzero-ness.
+template <typename D, typename S>
+EMBER_HOST_DEVICE inline D cast(S value) {
+  if constexpr (std::is_same_v<D, bool>) return static_cast<ComputeType<S>>(value) != ComputeType<S>(0);
+  else if constexpr (std::is_same_v<D, BFloat16> || std::is_same_v<D, Half>)
+    return D(static_cast<float>(static_cast<ComputeType<S>>(value)));
+  else return static_cast<D>(static_cast<ComputeType<S>>(value));
 }
 
 }  // namespace ember::formula

@@ -177,7 +177,7 @@ Tensor random_tensor(RandomKind kind, const Shape& shape, const TensorOptions& o
   Tensor out = empty(shape, options.requires_grad(false));
   Generator& gen = generator ? *generator : default_generator();
   PhiloxState state = gen.reserve(static_cast<uint64_t>(out.numel()));
-  kernels_for(out.device(), op).random(kind, out.data_ptr(), out.dtype(), out.numel(), state, a, b);
+  kernels_for(out.device(), op).random(kind, out.device(), out.data_ptr(), out.dtype(), out.numel(), state, a, b);
   if (options.requires_grad()) out.requires_grad_(true);
   return out;
 }
@@ -226,10 +226,10 @@ Tensor& random_fill_(Tensor& self, RandomKind kind, double a, double b, const ch
   PhiloxState state = default_generator().reserve(static_cast<uint64_t>(self.numel()));
   const KernelTable& k = kernels_for(self.device(), op);
   if (self.is_contiguous()) {
-    k.random(kind, self.data_ptr(), self.dtype(), self.numel(), state, a, b);
+    k.random(kind, self.device(), self.data_ptr(), self.dtype(), self.numel(), state, a, b);
   } else {
     Tensor tmp = empty(self.sizes(), self.options());
-    k.random(kind, tmp.data_ptr(), tmp.dtype(), tmp.numel(), state, a, b);
+    k.random(kind, tmp.device(), tmp.data_ptr(), tmp.dtype(), tmp.numel(), state, a, b);
     copy_into(self, tmp);
   }
   self.bump_version();

@@ -39,12 +39,20 @@ StridedLoop make_loop(std::initializer_list<const Tensor*> operands, const char*
   loop.noperands = static_cast<int>(operands.size());
   EMBER_CHECK(loop.noperands <= kMaxLoopOperands, op, ": too many operands");
   const Tensor& out = **operands.begin();
+  loop.device = out.device();
   const int64_t ndim = out.dim();
   EMBER_CHECK(ndim <= kMaxLoopDims, op, ": tensors may have at most ", kMaxLoopDims, " dims, got ", ndim);
   int k = 0;
   for (const Tensor* t : operands) {
     EMBER_CHECK(t->sizes() == out.sizes(), op, ": internal shape mismatch ", shape_str(t->sizes()), " vs ",
                 shape_str(out.sizes()));
+    if (t->device() != loop.device) {
+      bool host_scalar = t->device().is_cpu();
+      for (int64_t d = 0; d < t->dim(); ++d) host_scalar = host_scalar && (t->size(d) == 1 || t->stride(d) == 0);
+      EMBER_CHECK(host_scalar, op, ": expected all tensors on ", loop.device.str(), ", got ", t->device().str(),
+                  " for argument ", k);
+      loop.host_scalars |= 1u << k;
+    }
     loop.data[k] = static_cast<char*>(t->data_ptr());
     loop.dtypes[k] = t->dtype();
     ++k;
@@ -75,6 +83,9 @@ StridedLoop make_loop(std::initializer_list<const Tensor*> operands, const char*
 ReduceLoop make_reduce_loop(const Tensor& out, const Tensor* out2, const Tensor& in,
                             const std::vector<bool>& reduced, const char* op) {
   ReduceLoop loop;
+  loop.device = in.device();
+  EMBER_CHECK(out.device() == in.device() && (!out2 || out2->device() == in.device()), op,
+              ": expected the output on ", in.device().str(), ", got ", out.device().str());
   const int64_t ndim = in.dim();
   EMBER_CHECK(ndim <= kMaxLoopDims, op, ": tensors may have at most ", kMaxLoopDims, " dims, got ", ndim);
   loop.out = static_cast<char*>(out.data_ptr());

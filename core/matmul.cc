@@ -59,6 +59,7 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
     gemm_layout(b, &lb);
   }
   GemmArgs args;
+  args.device = out.device();
   args.dtype = a.dtype();
   args.trans_a = la.transposed;
   args.trans_b = lb.transposed;

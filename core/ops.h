@@ -64,9 +64,9 @@ Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Ten
 
 // ---- copies ----
 Tensor to_dtype(const Tensor& x, DType dtype);
-Tensor to_device(const Tensor& x, Device device);
+Tensor to_device(const Tensor& x, Device device, bool non_blocking = false);
 // A copy; keeps x's dense layout (e.g. channels-last) unless `contiguous`.
 Tensor clone(const Tensor& x, bool contiguous = false);
-void copy_into(const Tensor& dst, const Tensor& src);  // no version bump, no autograd: for kernels
+void copy_into(const Tensor& dst, const Tensor& src, bool non_blocking = false);  // no version bump, no autograd: for kernels
 
 }  // namespace ember

@@ -107,7 +107,7 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
     NoGradGuard no_grad;  // the shift cancels out of the value, so it needs no gradient
     // amax of nothing raises; any finite shift works there, and the sum of no exps gives -inf.
     shift = input.numel() > 0 ? reduce(ReduceOp::Amax, input, dims, true) : sum(input, dims, true);
-    shift = where(compare(CompareOp::Eq, shift.abs(), scalar_tensor(INFINITY, shift.dtype(), shift.device())),
+    shift = where(compare(CompareOp::Eq, shift.abs(), scalar_tensor(INFINITY, shift.dtype(), Device(kCPU))),
                   zeros_like(shift), shift);
   }
   Tensor result = (input - shift).exp().sum(dims, true).log() + shift;

@@ -18,6 +18,8 @@ class Allocator {
   virtual ~Allocator() = default;
   virtual void* allocate(size_t nbytes) = 0;
   virtual void deallocate(void* ptr, size_t nbytes) = 0;
+  // Page-locked host memory (see KernelTable::pinned_allocator).
+  virtual bool pinned() const { return false; }
 };
 
 class StorageImpl {
@@ -33,6 +35,7 @@ class StorageImpl {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  bool is_pinned() const { return allocator_ != nullptr && allocator_->pinned(); }
   uint32_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 

@@ -142,7 +142,14 @@ class Tensor {
   Tensor clone() const;
   Tensor to(DType dtype) const;
   Tensor to(Device device) const;
+  // With non_blocking, a copy between pinned host memory and a GPU is only queued on the GPU's
+  // current stream (synchronize before reading the result on the host); otherwise as to(device).
+  Tensor to(Device device, bool non_blocking) const;
   Tensor cpu() const { return to(Device(kCPU)); }
+  // A copy in page-locked host memory, which GPU copies read and write asynchronously (needs
+  // the CUDA backend); this tensor when it already is.
+  Tensor pin_memory() const;
+  bool is_pinned() const;
   Tensor detach() const;  // same storage, no autograd history
   // Points this tensor (and every handle sharing its impl) at `data`'s storage, shape and dtype,
   // keeping its autograd identity: how Module::to(device) moves a parameter in place.
@@ -220,7 +227,7 @@ class Tensor {
   Tensor& relu_();
   Tensor& fill_(Scalar value);
   Tensor& zero_();
-  Tensor& copy_(const Tensor& src);  // broadcasts src and casts its dtype
+  Tensor& copy_(const Tensor& src, bool non_blocking = false);  // broadcasts src and casts its dtype
   Tensor& uniform_(double low = 0.0, double high = 1.0);
   Tensor& normal_(double mean = 0.0, double std = 1.0);
   Tensor& bernoulli_(double p);

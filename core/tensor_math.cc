@@ -7,7 +7,8 @@
 namespace ember {
 
 namespace {
-Tensor scalar_like(const Tensor& t, Scalar value) { return scalar_tensor(value, result_type(t, value), t.device()); }
+// On the host whatever t's device: kernels read a scalar operand's value at launch.
+Tensor scalar_like(const Tensor& t, Scalar value) { return scalar_tensor(value, result_type(t, value), Device(kCPU)); }
 }  // namespace
 
 Tensor Tensor::add(const Tensor& other, Scalar alpha) const { return ember::add(*this, other, alpha); }
@@ -52,7 +53,7 @@ Tensor Tensor::lt(const Tensor& other) const { return compare(CompareOp::Lt, *th
 Tensor Tensor::le(const Tensor& other) const { return compare(CompareOp::Le, *this, other); }
 Tensor Tensor::gt(const Tensor& other) const { return compare(CompareOp::Gt, *this, other); }
 Tensor Tensor::ge(const Tensor& other) const { return compare(CompareOp::Ge, *this, other); }
-Tensor Tensor::logical_not() const { return compare(CompareOp::Eq, *this, scalar_tensor(0, dtype(), device())); }
+Tensor Tensor::logical_not() const { return compare(CompareOp::Eq, *this, scalar_tensor(0, dtype(), Device(kCPU))); }
 
 Tensor Tensor::sum(const std::vector<int64_t>& dims, bool keepdim) const { return ember::sum(*this, dims, keepdim); }
 Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const { return ember::mean(*this, dims, keepdim); }

@@ -3,6 +3,7 @@
 
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
+#include "core/elementwise_math.h"
 
 namespace ember::cpu {
 
@@ -10,10 +11,7 @@ namespace {
 
 template <typename D, typename S>
 inline D cast(S value) {
-  if constexpr (std::is_same_v<D, bool>) return static_cast<ComputeType<S>>(value) != ComputeType<S>(0);
-  else if constexpr (std::is_same_v<D, BFloat16> || std::is_same_v<D, Half>)
-    return D(static_cast<float>(static_cast<ComputeType<S>>(value)));
-  else return static_cast<D>(static_cast<ComputeType<S>>(value));
+  return formula::cast<D, S>(value);
 }
 
 template <typename D, typename S>

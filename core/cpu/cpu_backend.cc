@@ -10,7 +10,9 @@ const KernelTable& cpu_table() {
   static const KernelTable table = [] {
     KernelTable t;
     t.name = "cpu";
+    t.device_count = [] { return 1; };
     t.allocator = &cpu_allocator;
+    t.synchronize = [](Device) {};  // CPU kernels finish before they return
     t.copy = &copy_kernel;
     t.fill = &fill_kernel;
     t.unary = &unary_kernel;

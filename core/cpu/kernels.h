@@ -15,7 +15,8 @@ void where_kernel(const StridedLoop& loop);
 void reduce_kernel(ReduceOp op, const ReduceLoop& loop, double p);
 void arg_reduce_kernel(bool is_max, const ReduceLoop& loop);
 void gemm_kernel(const GemmArgs& args);
-void random_kernel(RandomKind kind, void* data, DType dtype, int64_t numel, PhiloxState state, double a, double b);
+void random_kernel(RandomKind kind, Device device, void* data, DType dtype, int64_t numel, PhiloxState state,
+                   double a, double b);
 void sgd_update_kernel(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                        const SgdUpdateArgs& args);
 void adam_update_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,

@@ -71,7 +71,8 @@ void random_typed(RandomKind kind, T* out, int64_t numel, PhiloxState state, dou
 
 }  // namespace
 
-void random_kernel(RandomKind kind, void* data, DType dtype, int64_t numel, PhiloxState state, double a, double b) {
+void random_kernel(RandomKind kind, Device /*cpu*/, void* data, DType dtype, int64_t numel, PhiloxState state,
+                   double a, double b) {
   if (kind == RandomKind::RandInt && dtype == kInt64) {
     // Exact for ranges beyond 2^53, which the double path would round.
     int64_t* out = static_cast<int64_t*>(data);

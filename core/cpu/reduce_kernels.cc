@@ -9,66 +9,19 @@
 
 #include "core/cpu/kernels.h"
 #include "core/cpu/thread_pool.h"
+#include "core/reduce_math.h"
 
 namespace ember::cpu {
 
 namespace {
 
+// The shared algebra (core/reduce_math.h) plus the CPU's vectorisable fold of a contiguous run.
 template <typename T, ReduceOp Op>
-struct Reducer {
-  using C = ComputeType<T>;
-  static constexpr bool kFloating = std::is_floating_point_v<C>;
-  static constexpr bool kExtremum = Op == ReduceOp::Amax || Op == ReduceOp::Amin;
-  using Acc = std::conditional_t<kExtremum, C, std::conditional_t<kFloating, double, int64_t>>;
-  double p = 2.0;
-
-  Acc init() const {
-    if constexpr (Op == ReduceOp::Prod) return Acc(1);
-    if constexpr (Op == ReduceOp::Amax) {
-      if constexpr (kFloating) return -std::numeric_limits<C>::infinity();
-      else return std::numeric_limits<C>::lowest();
-    }
-    if constexpr (Op == ReduceOp::Amin) {
-      if constexpr (kFloating) return std::numeric_limits<C>::infinity();
-      else return std::numeric_limits<C>::max();
-    }
-    if constexpr (Op == ReduceOp::Norm) {
-      if (std::isinf(p) && p < 0) return std::numeric_limits<double>::infinity();
-    }
-    return Acc(0);
-  }
-
-  void add(Acc& acc, C x) const {
-    if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::Mean) acc += static_cast<Acc>(x);
-    else if constexpr (Op == ReduceOp::Prod) acc *= static_cast<Acc>(x);
-    else if constexpr (Op == ReduceOp::Amax) {
-      if constexpr (kFloating) {
-        if (std::isnan(x) || x > acc) acc = std::isnan(acc) ? acc : x;
-      } else if (x > acc) acc = x;
-    } else if constexpr (Op == ReduceOp::Amin) {
-      if constexpr (kFloating) {
-        if (std::isnan(x) || x < acc) acc = std::isnan(acc) ? acc : x;
-      } else if (x < acc) acc = x;
-    } else if constexpr (Op == ReduceOp::Norm) {
-      double a = std::fabs(static_cast<double>(x));
-      if (p == 2.0) acc += a * a;
-      else if (p == 1.0) acc += a;
-      else if (std::isinf(p)) acc = p > 0 ? (std::isnan(a) || a > acc ? a : acc) : (std::isnan(a) || a < acc ? a : acc);
-      else if (p == 0.0) acc += a != 0.0 ? 1.0 : 0.0;
-      else acc += std::pow(a, p);
-    }
-  }
-
-  void merge(Acc& acc, Acc other) const {
-    if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::Mean) acc += other;
-    else if constexpr (Op == ReduceOp::Prod) acc *= other;
-    else if constexpr (kExtremum) add(acc, other);
-    else if constexpr (Op == ReduceOp::Norm) {
-      if (std::isinf(p)) acc = p > 0 ? (std::isnan(other) || other > acc ? other : acc)
-                                     : (std::isnan(other) || other < acc ? other : acc);
-      else acc += other;
-    }
-  }
+struct Reducer : formula::Reducer<T, Op> {
+  using Base = formula::Reducer<T, Op>;
+  using typename Base::Acc;
+  using typename Base::C;
+  using Base::add;
 
   // A contiguous run; sums of floats use 16 float lanes per block of 1024, merged in double.
   void add_contiguous(Acc& acc, const T* x, int64_t n) const {
@@ -97,19 +50,6 @@ struct Reducer {
     }
   }
 
-  template <typename Out>
-  Out finish(Acc acc, int64_t count) const {
-    if constexpr (Op == ReduceOp::Mean) {
-      return static_cast<Out>(static_cast<ComputeType<Out>>(static_cast<double>(acc) / static_cast<double>(count)));
-    } else if constexpr (Op == ReduceOp::Norm) {
-      double r = acc;
-      if (p == 2.0) r = std::sqrt(r);
-      else if (p != 1.0 && p != 0.0 && !std::isinf(p)) r = std::pow(r, 1.0 / p);
-      return static_cast<Out>(static_cast<ComputeType<Out>>(r));
-    } else {
-      return static_cast<Out>(static_cast<ComputeType<Out>>(acc));
-    }
-  }
 };
 
 // Folds reduced linear indices [lo, hi) of the reduction starting at `base` into acc.
@@ -280,14 +220,7 @@ void arg_reduce_typed(bool is_max, const ReduceLoop& loop) {
       int64_t best_index = 0;
       for (int64_t i = 1; i < n; ++i) {
         C v = C(*reinterpret_cast<const T*>(base + i * stride));
-        bool better;
-        if constexpr (std::is_floating_point_v<C>) {
-          if (std::isnan(best)) better = false;  // the first NaN wins, as in PyTorch
-          else better = std::isnan(v) || (is_max ? v > best : v < best);
-        } else {
-          better = is_max ? v > best : v < best;
-        }
-        if (better) {
+        if (formula::arg_better<C>(is_max, v, best)) {
           best = v;
           best_index = i;
         }
