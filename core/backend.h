@@ -9,6 +9,7 @@
 #include "core/device.h"
 #include "core/loop.h"
 #include "core/op_kinds.h"
+#include "core/random_math.h"
 #include "core/scalar.h"
 #include "core/storage.h"
 #include "core/tensor.h"
@@ -30,15 +31,6 @@ struct GemmArgs {
   int64_t ldc = 0;
   int64_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // in elements
-};
-
-enum class RandomKind : uint8_t { Uniform, Normal, Bernoulli, RandInt };
-
-// Counter-based random state: element i of a fill gets Philox(key=seed, counter=offset+i),
-// independent of how the fill is split across threads or devices.
-struct PhiloxState {
-  uint64_t seed = 0;
-  uint64_t offset = 0;
 };
 
 // Convolution geometry, NCHW semantics: input [N, C, H, W], weight [O, C / groups, KH, KW].

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "core/backend.h"
+#include "core/random_math.h"
 
 namespace ember {
 
@@ -34,31 +35,11 @@ class Generator {
 Generator& default_generator();
 void manual_seed(uint64_t seed);
 
-// Philox4x32-10: four 32-bit words for (key, counter). Device-neutral, header-only so every
-// backend computes the same bits.
+// Philox4x32-10's four words for (key, counter), as an array for host code (random_math.h has
+// the device-capable form).
 inline std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter) {
-  uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
-  uint32_t c0 = static_cast<uint32_t>(counter), c1 = static_cast<uint32_t>(counter >> 32), c2 = 0, c3 = 0;
-  for (int round = 0; round < 10; ++round) {
-    uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
-    uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
-    uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
-    uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
-    c1 = static_cast<uint32_t>(p1);
-    c3 = static_cast<uint32_t>(p0);
-    c0 = n0;
-    c2 = n2;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  return {c0, c1, c2, c3};
-}
-
-// Uniform in [0, 1) with 24 (float) or 53 (double) random bits.
-inline float uniform_float(uint32_t bits) { return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f); }
-inline double uniform_double(uint32_t hi, uint32_t lo) {
-  uint64_t bits = (static_cast<uint64_t>(hi) << 21) ^ (lo >> 11);
-  return static_cast<double>(bits & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
+  const PhiloxWords w = philox_words(key, counter);
+  return {w[0], w[1], w[2], w[3]};
 }
 
 }  // namespace ember
