@@ -7,6 +7,7 @@
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
 #include "core/cpu/thread_pool.h"
+#include "core/optimizer_math.h"
 
 // Contracting a * b + c into an FMA (GCC does so across statements under -march=native) would skip
 // a rounding the op-by-op update makes, and the result would no longer match it to the bit.
@@ -42,39 +43,19 @@ void dispatch_float(DType dtype, const char* op, const Body& body) {
 
 // ---- SGD ----
 
-template <typename T>
-struct SgdScalars {
-  T sign, weight_decay, momentum, one_minus_dampening, neg_lr;
-};
+using formula::AdamScalars;
+using formula::SgdScalars;
+using formula::WeightDecay;
 
 template <typename T, bool kWeightDecay, bool kMomentum, bool kNesterov, bool kFirstStep>
 void sgd_range(T* __restrict param, const T* __restrict grad, T* __restrict buf, int64_t n, SgdScalars<T> s) {
-  for (int64_t i = 0; i < n; ++i) {
-    T d = grad[i] * s.sign;  // exact: -grad when maximizing, grad otherwise
-    if constexpr (kWeightDecay) d = d + s.weight_decay * param[i];
-    if constexpr (kMomentum) {
-      T b;
-      if constexpr (kFirstStep) {
-        b = d;
-      } else {
-        b = buf[i] * s.momentum + s.one_minus_dampening * d;
-      }
-      buf[i] = b;
-      if constexpr (kNesterov) {
-        d = d + s.momentum * b;
-      } else {
-        d = b;
-      }
-    }
-    param[i] = param[i] + s.neg_lr * d;
-  }
+  for (int64_t i = 0; i < n; ++i)
+    formula::sgd_element<T, kWeightDecay, kMomentum, kNesterov, kFirstStep>(param[i], grad[i], buf ? buf + i : nullptr, s);
 }
 
 template <typename T>
 void sgd_typed(const Tensor& param_t, const Tensor& grad_t, const Tensor& buf_t, const SgdUpdateArgs& args) {
-  // Scalars are cast to T once, as PyTorch casts a Python float operand to the tensor's dtype.
-  const SgdScalars<T> s{args.maximize ? T(-1) : T(1), T(args.weight_decay), T(args.momentum),
-                        T(1.0 - args.dampening), T(-args.lr)};
+  const SgdScalars<T> s = SgdScalars<T>::make(args);
   T* param = param_t.data_ptr<T>();
   const T* grad = grad_t.data_ptr<T>();
   const bool use_momentum = args.momentum != 0.0;
@@ -96,62 +77,19 @@ void sgd_typed(const Tensor& param_t, const Tensor& grad_t, const Tensor& buf_t,
 
 // ---- Adam / AdamW ----
 
-enum class WeightDecay { None, L2, Decoupled };
-
-template <typename T>
-struct AdamScalars {
-  T sign, weight_decay, decay_factor, beta1, one_minus_beta1, beta2, one_minus_beta2;
-  T neg_step_size, bias_correction2_sqrt, eps;
-};
-
-// torch.maximum: NaN in either operand gives NaN.
-template <typename T>
-inline T maximum(T a, T b) {
-  return (a != a || a > b) ? a : b;
-}
-
 template <typename T, WeightDecay kDecay, bool kAmsgrad>
 void adam_range(T* __restrict param, const T* __restrict grad, T* __restrict exp_avg, T* __restrict exp_avg_sq,
                 T* __restrict max_exp_avg_sq, int64_t n, AdamScalars<T> s) {
-  for (int64_t i = 0; i < n; ++i) {
-    T g = grad[i] * s.sign;
-    T p = param[i];
-    if constexpr (kDecay == WeightDecay::L2) g = g + s.weight_decay * p;
-    if constexpr (kDecay == WeightDecay::Decoupled) p = p * s.decay_factor;
-    const T m = exp_avg[i] * s.beta1 + s.one_minus_beta1 * g;
-    T v = exp_avg_sq[i] * s.beta2 + s.one_minus_beta2 * g * g;
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
-    if constexpr (kAmsgrad) {
-      v = maximum(max_exp_avg_sq[i], v);
-      max_exp_avg_sq[i] = v;
-    }
-    const T denom = std::sqrt(v) / s.bias_correction2_sqrt + s.eps;
-    param[i] = p + s.neg_step_size * m / denom;
-  }
+  for (int64_t i = 0; i < n; ++i)
+    formula::adam_element<T, kDecay, kAmsgrad>(param[i], grad[i], exp_avg[i], exp_avg_sq[i],
+                                               max_exp_avg_sq ? max_exp_avg_sq + i : nullptr, s);
 }
 
 template <typename T>
 void adam_typed(const Tensor& param_t, const Tensor& grad_t, const Tensor& exp_avg_t, const Tensor& exp_avg_sq_t,
                 const Tensor& max_t, const AdamUpdateArgs& args) {
-  // Host-side scalars in double, as PyTorch computes them in Python before casting to T.
-  const double step = static_cast<double>(args.step);
-  const double bias_correction1 = 1.0 - std::pow(args.beta1, step);
-  const double bias_correction2 = 1.0 - std::pow(args.beta2, step);
-  const double step_size = args.lr / bias_correction1;
-  const AdamScalars<T> s{args.maximize ? T(-1) : T(1),
-                         T(args.weight_decay),
-                         T(1.0 - args.lr * args.weight_decay),
-                         T(args.beta1),
-                         T(1.0 - args.beta1),
-                         T(args.beta2),
-                         T(1.0 - args.beta2),
-                         T(-step_size),
-                         T(std::sqrt(bias_correction2)),
-                         T(args.eps)};
-  const WeightDecay decay = args.weight_decay == 0.0 ? WeightDecay::None
-                            : args.decoupled_weight_decay ? WeightDecay::Decoupled
-                                                          : WeightDecay::L2;
+  const AdamScalars<T> s = AdamScalars<T>::make(args);
+  const WeightDecay decay = formula::weight_decay_kind(args);
   T* param = param_t.data_ptr<T>();
   const T* grad = grad_t.data_ptr<T>();
   T* exp_avg = exp_avg_t.data_ptr<T>();
