@@ -21,6 +21,7 @@
 #define __host__
 #define __forceinline__ inline __attribute__((always_inline))
 #define __launch_bounds__(...)
+#define __grid_constant__
 #define __shared__ static thread_local
 #define __constant__ static
 

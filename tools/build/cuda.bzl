@@ -89,14 +89,15 @@ _cu_as_cc = rule(
     attrs = {"srcs": attr.label_list(allow_files = [".cu"])},
 )
 
-def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], **kwargs):
-    """A cc_library of CUDA sources: nvcc objects under --config=cuda, emulated C++ otherwise."""
+def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], nvcc_copts = [], **kwargs):
+    """A cc_library of CUDA sources: nvcc objects under --config=cuda, emulated C++ otherwise.
+    `nvcc_copts` reach nvcc only (e.g. --fmad=false)."""
     _nvcc_objects(
         name = name + "_nvcc",
         srcs = srcs,
         hdrs = hdrs,
         deps = deps + ["//cuda:lang"],
-        copts = copts,
+        copts = copts + nvcc_copts,
         tags = ["manual"],  # built only through the cc_library below, under --config=cuda
     )
     _cu_as_cc(name = name + "_emu_srcs", srcs = srcs, tags = ["manual"])
