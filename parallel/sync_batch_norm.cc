@@ -13,9 +13,11 @@ void ProcessGroupBatchNormReducer::reduce_stats(Tensor& mean, Tensor& var, int64
   NoGradGuard no_grad;
   const int64_t channels = mean.numel();
   // [count, mean..., var...] per rank, gathered in float64.
-  Tensor local = cat({full({1}, static_cast<double>(count), TensorOptions(kFloat64)), mean.to(kFloat64).reshape({-1}),
+  // On the statistics' device: a process group for GPUs gathers device memory.
+  const TensorOptions options = TensorOptions(kFloat64).device(mean.device());
+  Tensor local = cat({full({1}, static_cast<double>(count), options), mean.to(kFloat64).reshape({-1}),
                       var.to(kFloat64).reshape({-1})});
-  Tensor gathered = empty({group_->size() * local.numel()}, TensorOptions(kFloat64));
+  Tensor gathered = empty({group_->size() * local.numel()}, options);
   group_->all_gather_into_tensor(gathered, local)->wait();
   Tensor rows = gathered.view({group_->size(), local.numel()});
   Tensor counts = rows.select(1, 0).unsqueeze(1);                   // [R, 1]

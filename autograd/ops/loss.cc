@@ -1,5 +1,7 @@
 // Losses, composed from differentiable ops so their gradients follow: nll_loss, cross_entropy
 // (with label smoothing exactly as PyTorch defines it), mse_loss, binary_cross_entropy_with_logits.
+#include <cmath>
+
 #include "autograd/functional.h"
 #include "core/factory.h"
 #include "core/ops.h"
@@ -43,18 +45,23 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
                 int64_t ignore_index) {
   check_classification("nll_loss", input, target, weight);
   const int64_t classes = input.size(1);
-  Tensor ignore = target == full({}, ignore_index, TensorOptions(kInt64).device(target.device()));
-  Tensor safe_target = where(ignore, zeros({}, TensorOptions(kInt64).device(target.device())), target);
-  {
-    Tensor bad = (safe_target < zeros({}, TensorOptions(kInt64))) + (safe_target >= full({}, classes, TensorOptions(kInt64)));
+  // Scalars are 0-dim CPU tensors: they join a target on any device without a device allocation.
+  const Tensor zero = zeros({}, TensorOptions(kInt64));
+  Tensor ignore = target == full({}, ignore_index, TensorOptions(kInt64));
+  Tensor bad = ((target < zero) + (target >= full({}, classes, TensorOptions(kInt64)))) * ~ignore;
+  if (target.device().is_cpu()) {
     EMBER_CHECK(bad.sum().item<int64_t>() == 0, "nll_loss: target values must lie in [0, ", classes,
                 ") or equal ignore_index (", ignore_index, ")");
   }
+  // On a GPU the check would cost a host synchronisation every step: an out-of-range target
+  // instead makes its loss NaN (reading class 0 in its place keeps the gather in bounds).
+  Tensor safe_target = where(ignore + bad, zero, target);
   Tensor picked = gather(input, 1, safe_target.unsqueeze(1)).squeeze(1);
   Tensor keep = (~ignore).to(input.dtype());
   Tensor w = weight.defined() ? gather(weight.to(input.dtype()), 0, safe_target.reshape({-1})).view(target.sizes()) * keep
                               : keep;
   Tensor loss = -picked * w;
+  if (!target.device().is_cpu()) loss = where(bad, full({}, NAN, TensorOptions(loss.dtype())), loss);
   if (reduction == Reduction::Mean) return loss.sum() / w.sum();
   return reduce_loss(loss, reduction);
 }
@@ -68,7 +75,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
   Tensor nll = nll_loss(log_probs, target, weight, reduction, ignore_index);
   if (label_smoothing == 0.0) return nll;
   const int64_t classes = input.size(1);
-  Tensor ignore = target == full({}, ignore_index, TensorOptions(kInt64).device(target.device()));
+  Tensor ignore = target == full({}, ignore_index, TensorOptions(kInt64));
   Tensor keep = (~ignore).to(input.dtype());
   Tensor smooth = weight.defined() ? -(log_probs * class_weight_view(weight.to(input.dtype()), input.dim())).sum({1})
                                    : -log_probs.sum({1});
@@ -77,7 +84,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
   switch (reduction) {
     case Reduction::Mean:
       if (weight.defined()) {
-        Tensor safe_target = where(ignore, zeros({}, TensorOptions(kInt64).device(target.device())), target);
+        Tensor safe_target = where(ignore, zeros({}, TensorOptions(kInt64)), target);
         Tensor w = gather(weight.to(input.dtype()), 0, safe_target.reshape({-1})).view(target.sizes()) * keep;
         reduced = smooth.sum() / w.sum();
       } else {
