@@ -2,6 +2,8 @@
 // validates the whole file (core/safetensors) before touching the model.
 #include "nn/checkpoint.h"
 
+#include <algorithm>
+
 #include "core/io/file_io.h"
 #include "core/io/safetensors.h"
 
@@ -130,6 +132,17 @@ void load_model_weights(const std::string& path, Module& model) {
   SafetensorsFile file = load_safetensors(path);
   NamedTensors state = file.metadata.count(kMetadataKey) ? take_prefix(file.tensors, kModelPrefix) : file.tensors;
   model.load_state_dict(state, /*strict=*/true);
+}
+
+NamedTensors load_checkpoint(const std::string& path, Device device) {
+  SafetensorsFile file = load_safetensors(path);
+  NamedTensors state = file.metadata.count(kMetadataKey) ? take_prefix(file.tensors, kModelPrefix) : file.tensors;
+  const bool wrapped = !state.empty() && std::all_of(state.begin(), state.end(), [](const auto& entry) {
+    return entry.first.rfind("module.", 0) == 0;
+  });
+  if (wrapped) state = strip_prefix(state, "module.");
+  for (auto& entry : state) entry.second = entry.second.to(device);
+  return state;
 }
 
 }  // namespace ember::nn

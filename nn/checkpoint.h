@@ -42,7 +42,13 @@ TrainingState load_checkpoint(const std::string& path, Module& model, optim::Opt
 // run's settings against the ones it was saved with before loading it).
 TrainingState read_training_state(const std::string& path);
 
-// Only the model weights (e.g. for evaluation): accepts full checkpoints and plain state files.
+// Only the model weights (e.g. for evaluation): accepts full checkpoints and plain state files,
+// and copies them to wherever the model's parameters live.
 void load_model_weights(const std::string& path, Module& model);
+
+// The model weights of a checkpoint or plain state file, straight onto `device`, without a
+// model: a DDP run's checkpoint (keys under "module." stripped) served on one GPU, say.
+//   NamedTensors weights = nn::load_checkpoint("ckpt/last.safetensors", Device::cuda(0));
+NamedTensors load_checkpoint(const std::string& path, Device device);
 
 }  // namespace ember::nn
