@@ -23,8 +23,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     const Tensor& t = *parts[i];
     EMBER_CHECK(t.dim() == first.dim(), "cat: tensors must have the same number of dimensions: got ", first.dim(),
                 " and ", t.dim(), " (at position ", i, ")");
-    EMBER_CHECK(t.device() == first.device(), "cat: expected all tensors to be on the same device, but found ",
-                first.device().str(), " and ", t.device().str());
+    EMBER_CHECK(t.device() == first.device(), "cat: expected all tensors on ", first.device().str(), ", got ",
+                t.device().str(), " for tensor number ", i);
     for (int64_t k = 0; k < first.dim(); ++k) {
       EMBER_CHECK(k == d || t.size(k) == first.size(k), "cat: sizes of tensors must match except in dimension ", d,
                   ". Expected size ", first.size(k), " but got size ", t.size(k), " for tensor number ", i,

@@ -151,6 +151,20 @@ void memcpy_device(void* dst, Device dst_device, const void* src, Device src_dev
   }
 }
 
+// Entries whose CUDA kernels arrive with the neural-net kernels (GEMM, convolution, pooling, batch
+// norm, softmax, gather/scatter): a clear error instead of a call through a null pointer.
+template <const char* Op, class Signature>
+struct NotYet;
+template <const char* Op, class R, class... Args>
+struct NotYet<Op, R (*)(Args...)> {
+  static R run(Args...) {
+    EMBER_FAIL(Op, ": the CUDA backend has no kernel for this yet (GEMM, convolution, pooling, batch norm, softmax "
+               "and gather/scatter come with the neural-net kernels); compute it on the CPU");
+  }
+};
+constexpr char kGemm[] = "matmul", kConv[] = "conv2d", kPool[] = "pooling", kBatchNorm[] = "batch_norm",
+               kSoftmax[] = "softmax", kGather[] = "gather", kScatter[] = "scatter_add";
+
 const KernelTable& cuda_table() {
   static const KernelTable table = [] {
     KernelTable t;
@@ -172,6 +186,24 @@ const KernelTable& cuda_table() {
     t.random = &random_kernel;
     t.sgd_update = &sgd_update_kernel;
     t.adam_update = &adam_update_kernel;
+    t.gemm = &NotYet<kGemm, decltype(t.gemm)>::run;
+    t.conv2d = &NotYet<kConv, decltype(t.conv2d)>::run;
+    t.conv2d_backward_input = &NotYet<kConv, decltype(t.conv2d_backward_input)>::run;
+    t.conv2d_backward_weight = &NotYet<kConv, decltype(t.conv2d_backward_weight)>::run;
+    t.max_pool2d = &NotYet<kPool, decltype(t.max_pool2d)>::run;
+    t.max_pool2d_backward = &NotYet<kPool, decltype(t.max_pool2d_backward)>::run;
+    t.avg_pool2d = &NotYet<kPool, decltype(t.avg_pool2d)>::run;
+    t.avg_pool2d_backward = &NotYet<kPool, decltype(t.avg_pool2d_backward)>::run;
+    t.adaptive_avg_pool2d = &NotYet<kPool, decltype(t.adaptive_avg_pool2d)>::run;
+    t.adaptive_avg_pool2d_backward = &NotYet<kPool, decltype(t.adaptive_avg_pool2d_backward)>::run;
+    t.batch_norm_stats = &NotYet<kBatchNorm, decltype(t.batch_norm_stats)>::run;
+    t.batch_norm_apply = &NotYet<kBatchNorm, decltype(t.batch_norm_apply)>::run;
+    t.batch_norm_backward_reduce = &NotYet<kBatchNorm, decltype(t.batch_norm_backward_reduce)>::run;
+    t.batch_norm_backward_input = &NotYet<kBatchNorm, decltype(t.batch_norm_backward_input)>::run;
+    t.softmax = &NotYet<kSoftmax, decltype(t.softmax)>::run;
+    t.softmax_backward = &NotYet<kSoftmax, decltype(t.softmax_backward)>::run;
+    t.gather = &NotYet<kGather, decltype(t.gather)>::run;
+    t.scatter_add = &NotYet<kScatter, decltype(t.scatter_add)>::run;
     return t;
   }();
   return table;

@@ -56,7 +56,7 @@ void add_inplace_cases(std::vector<GradCase>& cases) {
   // self needs no gradient, the operand does: self joins the graph.
   cases.push_back({.name = "inplace.into_constant",
                    .fn = [](const Inputs& x) {
-                     Tensor y = zeros({2, 3}, kFloat64);
+                     Tensor y = zeros({2, 3}, TensorOptions(kFloat64).device(x[0].device()));
                      y.add_(x[0]);
                      y.mul_(x[1]);
                      return y;

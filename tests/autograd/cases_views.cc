@@ -97,7 +97,7 @@ void add_cat_stack(std::vector<GradCase>& cases) {
            {{.shape = {2, 3}}, {.shape = {1, 3}}});
   cat_case("mixed_precision", [](const Inputs& x) { return cat({x[0], x[1]}, 0); },
            {{.shape = {2, 3}, .dtype = kFloat32}, {.shape = {1, 3}}});
-  cat_case("with_constant", [](const Inputs& x) { return cat({ones({2, 2}, kFloat64), x[0]}, 1); },
+  cat_case("with_constant", [](const Inputs& x) { return cat({ones({2, 2}, TensorOptions(kFloat64).device(x[0].device())), x[0]}, 1); },
            {{.shape = {2, 3}}});
   cases.push_back({.name = "stack.dim0", .fn = [](const Inputs& x) { return stack({x[0], x[1]}, 0); },
                    .inputs = {{.shape = {3, 2}}, {.shape = {3, 2}, .layout = Layout::Transposed}}});

@@ -175,6 +175,9 @@ TEST_CASE("device errors name the op, the devices and the argument") {
   CHECK_THROWS_WITH(zeros({2}, TensorOptions(kFloat32).device(Device::cuda(7))),
                     Contains("cuda:7 does not exist") && Contains("available"));
   CHECK_THROWS_WITH(cuda::set_device(9), Contains("cuda:9 does not exist"));
+  // A kernel this backend does not have yet is an error, not a call through a null entry.
+  CHECK_THROWS_WITH(ones({2, 2}, TensorOptions(kFloat32).device(kCuda0)).matmul(ones({2, 2}, TensorOptions(kFloat32).device(kCuda0))),
+                    Contains("matmul: the CUDA backend has no kernel for this yet"));
 }
 
 TEST_CASE("memory statistics follow tensors, and empty_cache returns cached segments") {
