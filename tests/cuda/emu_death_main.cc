@@ -1,12 +1,14 @@
 // Programs that must die, for emu_fidelity_test: each mode does one thing a real GPU would not
 // allow, and the emulator must end the process with a message saying what.
 //   host-read      host code dereferences a cuda:0 pointer
+//   tensor-read    host code dereferences a cuda:0 tensor's data_ptr
 //   cross-device   a kernel on cuda:0 reads cuda:1 memory without peer access
 //   shared-overrun a kernel writes past its dynamic shared memory
 #include <cstdio>
 #include <cstring>
 #include <string>
 
+#include "core/ember_core.h"
 #include "cuda/emu/emu.h"
 #include "tests/cuda/test_kernels.h"
 
@@ -22,6 +24,10 @@ int main(int argc, char** argv) {
   cudaMemset(a, 0, 1024 * sizeof(float));
   if (mode == "host-read") {
     std::printf("read %f\n", static_cast<double>(a[3]));  // must not get here
+  } else if (mode == "tensor-read") {
+    ember::Tensor t = ember::ones({16}, ember::TensorOptions(ember::kFloat32).device(ember::Device::cuda(0)));
+    cudaDeviceSynchronize();
+    std::printf("read %f\n", static_cast<double>(static_cast<const float*>(t.data_ptr())[3]));  // must not get here
   } else if (mode == "cross-device") {
     ember::testing::scale(b, a, 2.0f, 1024, nullptr);  // on cuda:0, reading cuda:1's b
     cudaDeviceSynchronize();

@@ -126,6 +126,14 @@ TEST_CASE("host code reading device memory dies with a message", "[emu]") {
   CHECK_THAT(d.output, !Catch::Contains("read "));
 }
 
+TEST_CASE("host code reading a cuda:0 tensor's data dies with a message", "[emu]") {
+  Death d = run_death_main("tensor-read");
+  INFO(d.output);
+  CHECK(d.status != 0);
+  CHECK_THAT(d.output, Catch::Contains("cuda emulator: host code accessed device memory of cuda:0 at"));
+  CHECK_THAT(d.output, !Catch::Contains("read "));
+}
+
 TEST_CASE("a kernel reaching another device's memory without peer access dies with a message", "[emu]") {
   Death d = run_death_main("cross-device");
   INFO(d.output);
