@@ -35,14 +35,15 @@ class DeviceAllocator final : public Allocator {
 };
 
 Allocator* device_allocator(int device) {
-  static std::vector<DeviceAllocator*> allocators = [] {
-    std::vector<DeviceAllocator*> all;
-    for (int d = 0; d < device_count(); ++d) all.push_back(new DeviceAllocator(d));
+  // Never destroyed: tensors in static storage may free their memory after main returns.
+  static const std::vector<DeviceAllocator>* allocators = [] {
+    auto* all = new std::vector<DeviceAllocator>();
+    for (int d = 0; d < device_count(); ++d) all->emplace_back(d);
     return all;
   }();
-  EMBER_CHECK(device >= 0 && device < static_cast<int>(allocators.size()), "empty: device cuda:", device,
+  EMBER_CHECK(device >= 0 && device < static_cast<int>(allocators->size()), "empty: device cuda:", device,
               " does not exist");
-  return allocators[static_cast<size_t>(device)];
+  return const_cast<DeviceAllocator*>(&(*allocators)[static_cast<size_t>(device)]);
 }
 
 // Page-locked host memory. A block that asynchronous copies still use when its tensor dies is

@@ -8,6 +8,13 @@
 // synchronising call, in both builds.
 #pragma once
 
+// Unrolls the next loop: nvcc's pragma, or GCC's in the emulated build.
+#if defined(__CUDACC__)
+#define EMBER_UNROLL _Pragma("unroll")
+#else
+#define EMBER_UNROLL _Pragma("GCC unroll 8")
+#endif
+
 #if defined(__CUDACC__) || defined(EMBER_CUDA)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -27,16 +27,16 @@ struct DeviceLoop {
   // Byte offsets of linear element i (innermost dim fastest) in each operand.
   __device__ __forceinline__ void offsets(int64_t i, int64_t (&off)[N]) const {
     if (ndim == 1) {
-#pragma unroll
+EMBER_UNROLL
       for (int k = 0; k < N; ++k) off[k] = i * strides[k][0];
       return;
     }
-#pragma unroll
+EMBER_UNROLL
     for (int k = 0; k < N; ++k) off[k] = 0;
     for (int d = 0; d < ndim; ++d) {
       const int64_t index = i % sizes[d];
       i /= sizes[d];
-#pragma unroll
+EMBER_UNROLL
       for (int k = 0; k < N; ++k) off[k] += index * strides[k][d];
     }
   }
