@@ -1,7 +1,6 @@
 // Devices, the per-thread current streams, events, and the memory statistics.
 #include "cuda/api.h"
 
-#include <mutex>
 #include <vector>
 
 #include "core/error.h"
