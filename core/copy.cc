@@ -25,11 +25,10 @@ void copy_into(const Tensor& dst, const Tensor& src, bool non_blocking) {
   EMBER_CHECK(k.memcpy_device != nullptr, "copy_: backend ", k.name, " cannot copy between devices");
   Tensor staged_src = expanded.to(dst.dtype()).contiguous();
   Tensor staged_dst = dst.is_contiguous() ? dst : empty(dst.sizes(), dst.options());
-  // Asynchronous only from and into pinned memory the caller holds: a staging buffer on the host
-  // would be freed (or read) before the copy ran.
+  // Asynchronous only from and into pinned memory the caller holds. A staging buffer on the host
+  // (freed or read before the copy ran) is never pinned, so pinned here means the caller's.
   const Tensor& host_side = dst.device().is_cpu() ? staged_dst : staged_src;
-  const bool host_pinned = host_side.device().is_cpu() && host_side.storage()->is_pinned() &&
-                           (host_side.is_same(dst) || host_side.storage() == src.storage());
+  const bool host_pinned = host_side.is_pinned();
   k.memcpy_device(staged_dst.data_ptr(), staged_dst.device(), staged_src.data_ptr(), staged_src.device(),
                   staged_src.nbytes(), non_blocking && host_pinned);
   if (!staged_dst.is_same(dst)) copy_into(dst, staged_dst);

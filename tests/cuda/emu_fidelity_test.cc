@@ -118,20 +118,14 @@ TEST_CASE("a warp operation whose mask names lanes that exited is an error", "[e
                           Catch::Contains("which exited without reaching it"));
 }
 
-TEST_CASE("host code reading device memory dies with a message", "[emu]") {
-  Death d = run_death_main("host-read");
-  INFO(d.output);
-  CHECK(d.status != 0);
-  CHECK_THAT(d.output, Catch::Contains("cuda emulator: host code accessed device memory of cuda:0 at"));
-  CHECK_THAT(d.output, !Catch::Contains("read "));
-}
-
-TEST_CASE("host code reading a cuda:0 tensor's data dies with a message", "[emu]") {
-  Death d = run_death_main("tensor-read");
-  INFO(d.output);
-  CHECK(d.status != 0);
-  CHECK_THAT(d.output, Catch::Contains("cuda emulator: host code accessed device memory of cuda:0 at"));
-  CHECK_THAT(d.output, !Catch::Contains("read "));
+TEST_CASE("host code reading device memory (a raw pointer, a cuda:0 tensor's data) dies with a message", "[emu]") {
+  for (const char* mode : {"host-read", "tensor-read"}) {
+    Death d = run_death_main(mode);
+    INFO(mode << ": " << d.output);
+    CHECK(d.status != 0);
+    CHECK_THAT(d.output, Catch::Contains("cuda emulator: host code accessed device memory of cuda:0 at"));
+    CHECK_THAT(d.output, !Catch::Contains("read "));
+  }
 }
 
 TEST_CASE("a kernel reaching another device's memory without peer access dies with a message", "[emu]") {
