@@ -2,7 +2,8 @@
 // a thread that reaches a barrier or warp operation keeps that fiber (its frames live on it) and a
 // new loop fiber starts the rest. So a kernel without barriers costs one fiber per block, and one
 // with barriers costs one per thread. When every thread has exited or waits, pending warp
-// operations complete first, then the block barrier, and the waiting threads resume in a new order.
+// operations complete first, then the block barrier, and the waiting threads resume in a new order:
+// each one that waits again hands over straight to the next (one jump, not two via the scheduler).
 #include "cuda/emu/block.h"
 
 #include <atomic>
@@ -80,8 +81,11 @@ class BlockScheduler {
   static void loop_entry(transfer_t from);
   void start_remaining();
   void suspend_current();
+  EmuThread* next_released();  // in the release pass, the next thread to resume, or null
+  void make_running(EmuThread& t);
+  void resumed(transfer_t back);
   [[noreturn]] void fail_current(const std::string& what);
-  void handle(transfer_t back, const FiberStack& stack);
+  void handle(transfer_t back);
   bool resolve();  // false once the block is done or failed
   bool resolve_warp_group(EmuThread& first);
   void new_order();
@@ -98,6 +102,8 @@ class BlockScheduler {
   unsigned waiting_ = 0;  // threads suspended and not yet released (none after a pass: done)
   unsigned in_warp_ops_ = 0;  // of those, the ones in a warp operation
   uint64_t phase_ = 0;
+  bool releasing_ = false;  // in the pass that resumes released threads
+  unsigned release_pos_ = 0;  // that pass's position in order_
   fcontext_t scheduler_ = nullptr;  // where the running fiber jumps back to
   FiberStack running_stack_{};
   StackPool stacks_;
@@ -207,17 +213,15 @@ std::string BlockScheduler::run(const KernelLaunch& launch, uint64_t block_linea
       FiberStack stack = stacks_.take();
       running_stack_ = stack;
       loop.running = nullptr;
-      handle(enter_fiber(make_fiber(stack, &loop_entry), this, stack), stack);
+      handle(enter_fiber(make_fiber(stack, &loop_entry), this, stack));
     }
-    for (unsigned i : order_) {
-      EmuThread& t = threads_[i];
-      if (t.state != kReleased || !failure_.empty()) continue;
-      t.state = kRunning;
-      loop.running = &t;
-      running_stack_ = t.stack;
-      current_thread = &t;
-      handle(enter_fiber(t.fiber, this, t.stack), t.stack);
+    releasing_ = true;
+    release_pos_ = 0;
+    while (EmuThread* t = next_released()) {
+      make_running(*t);
+      handle(enter_fiber(t->fiber, this, t->stack));
     }
+    releasing_ = false;
     if (!failure_.empty() || !resolve()) break;
   }
 
@@ -254,7 +258,9 @@ void BlockScheduler::loop_entry(transfer_t from) {
 
 void BlockScheduler::start_remaining() { launch_->run_threads(launch_->args); }
 
-void BlockScheduler::handle(transfer_t back, const FiberStack& stack) {
+void BlockScheduler::handle(transfer_t back) {
+  // The fiber that came back may not be the one entered: released threads hand over directly.
+  const FiberStack stack = running_stack_;
   switch (reinterpret_cast<uintptr_t>(back.data)) {
     case kFinished:
       stacks_.give_back(stack);
@@ -274,12 +280,39 @@ void BlockScheduler::handle(transfer_t back, const FiberStack& stack) {
   }
 }
 
+EmuThread* BlockScheduler::next_released() {
+  while (release_pos_ < order_.size() && failure_.empty()) {
+    EmuThread& t = threads_[order_[release_pos_++]];
+    if (t.state == kReleased) return &t;
+  }
+  return nullptr;
+}
+
+void BlockScheduler::make_running(EmuThread& t) {
+  t.state = kRunning;
+  plain_calls.running = &t;
+  running_stack_ = t.stack;
+  current_thread = &t;
+}
+
+void BlockScheduler::resumed(transfer_t back) {
+  // From the scheduler (which passes itself) or from a thread that handed over (which passes
+  // itself): the context to keep is the scheduler's, or that thread's fiber.
+  if (back.data == this) scheduler_ = back.fctx;
+  else static_cast<EmuThread*>(back.data)->fiber = back.fctx;
+}
+
 void BlockScheduler::suspend_current() {
   EmuThread& t = running();
   t.state = kWaiting;
   ++waiting_;
-  transfer_t back = leave_fiber(scheduler_, reinterpret_cast<void*>(kBlocked), &t.fake_stack);
-  scheduler_ = back.fctx;
+  EmuThread* next = releasing_ ? next_released() : nullptr;
+  if (next == nullptr) {
+    resumed(leave_fiber(scheduler_, reinterpret_cast<void*>(kBlocked), &t.fake_stack));
+    return;
+  }
+  make_running(*next);
+  resumed(hand_over(next->fiber, &t, next->stack, &t.fake_stack));
 }
 
 void BlockScheduler::fail_current(const std::string& what) {

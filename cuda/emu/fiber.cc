@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "core/error.h"
@@ -14,9 +15,20 @@
 #define EMBER_EMU_ASAN 1
 #endif
 
+#if defined(__x86_64__)
+extern "C" ember::emu::transfer_t ember_emu_jump(void* to, void* data);
+extern "C" void ember_emu_fiber_start();
+#endif
+
 namespace ember::emu {
 
 namespace {
+
+#if defined(__x86_64__)
+transfer_t jump(fcontext_t to, void* data) { return ember_emu_jump(to, data); }
+#else
+transfer_t jump(fcontext_t to, void* data) { return boost::context::detail::jump_fcontext(to, data); }
+#endif
 
 #ifdef EMBER_EMU_ASAN
 // AddressSanitizer frames are several times larger.
@@ -53,7 +65,18 @@ FiberStack StackPool::take() {
 }
 
 fcontext_t make_fiber(const FiberStack& stack, void (*entry)(transfer_t)) {
+#if defined(__x86_64__)
+  // What ember_emu_jump pops: r12 (the entry), r13, r14, r15, rbx, rbp, then the return address
+  // (ember_emu_fiber_start), after which the stack pointer is 16-byte aligned for its call.
+  void** aligned = reinterpret_cast<void**>(reinterpret_cast<uintptr_t>(stack.top()) & ~uintptr_t{15}) - 2;
+  void** context = aligned - 7;
+  for (int i = 0; i < 6; ++i) context[i] = nullptr;
+  context[0] = reinterpret_cast<void*>(entry);
+  context[6] = reinterpret_cast<void*>(&ember_emu_fiber_start);
+  return context;
+#else
   return boost::context::detail::make_fcontext(stack.top(), stack.usable(), entry);
+#endif
 }
 
 #ifdef EMBER_EMU_ASAN
@@ -68,12 +91,12 @@ transfer_t enter_fiber(fcontext_t to, void* data, const FiberStack& stack) {
 #ifdef EMBER_EMU_ASAN
   void* saved = nullptr;
   __sanitizer_start_switch_fiber(&saved, static_cast<char*>(stack.base) + page_size(), stack.usable());
-  transfer_t back = boost::context::detail::jump_fcontext(to, data);
+  transfer_t back = jump(to, data);
   __sanitizer_finish_switch_fiber(saved, nullptr, nullptr);
   return back;
 #else
   (void)stack;
-  return boost::context::detail::jump_fcontext(to, data);
+  return jump(to, data);
 #endif
 }
 
@@ -86,12 +109,27 @@ void arrived_on_fiber() {
 transfer_t leave_fiber(fcontext_t scheduler, void* data, void** fake_stack_slot) {
 #ifdef EMBER_EMU_ASAN
   __sanitizer_start_switch_fiber(fake_stack_slot, scheduler_stack_bottom, scheduler_stack_size);
-  transfer_t back = boost::context::detail::jump_fcontext(scheduler, data);
-  __sanitizer_finish_switch_fiber(*fake_stack_slot, &scheduler_stack_bottom, &scheduler_stack_size);
+  transfer_t back = jump(scheduler, data);
+  // Resumed by the scheduler or by another fiber: either way the scheduler's stack, learnt on
+  // arrival, stays what it was.
+  __sanitizer_finish_switch_fiber(*fake_stack_slot, nullptr, nullptr);
   return back;
 #else
   (void)fake_stack_slot;
-  return boost::context::detail::jump_fcontext(scheduler, data);
+  return jump(scheduler, data);
+#endif
+}
+
+transfer_t hand_over(fcontext_t to, void* data, const FiberStack& to_stack, void** fake_stack_slot) {
+#ifdef EMBER_EMU_ASAN
+  __sanitizer_start_switch_fiber(fake_stack_slot, static_cast<char*>(to_stack.base) + page_size(), to_stack.usable());
+  transfer_t back = jump(to, data);
+  __sanitizer_finish_switch_fiber(*fake_stack_slot, nullptr, nullptr);
+  return back;
+#else
+  (void)to_stack;
+  (void)fake_stack_slot;
+  return jump(to, data);
 #endif
 }
 
@@ -99,7 +137,7 @@ void leave_fiber_for_good(fcontext_t scheduler, void* data) {
 #ifdef EMBER_EMU_ASAN
   __sanitizer_start_switch_fiber(nullptr, scheduler_stack_bottom, scheduler_stack_size);
 #endif
-  boost::context::detail::jump_fcontext(scheduler, data);
+  jump(scheduler, data);
   __builtin_unreachable();
 }
 
