@@ -23,7 +23,7 @@ const char* compare_op_name(CompareOp op) {
 }
 
 const char* reduce_op_name(ReduceOp op) {
-  static const char* names[] = {"sum", "mean", "prod", "amax", "amin", "norm"};
+  static const char* names[] = {"sum", "mean", "prod", "amax", "amin", "norm", "var", "std"};
   return names[static_cast<int>(op)];
 }
 

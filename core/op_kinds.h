@@ -27,7 +27,8 @@ enum class CompareOp : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
 const char* compare_op_name(CompareOp op);
 
 // Sum/Mean/Prod/Amax/Amin/Norm reduce over any set of dims. Norm takes p (inf allowed).
-enum class ReduceOp : uint8_t { Sum, Mean, Prod, Amax, Amin, Norm };
+// Var and Std take their correction (1 for the unbiased estimate) where Norm takes its p.
+enum class ReduceOp : uint8_t { Sum, Mean, Prod, Amax, Amin, Norm, Var, Std };
 const char* reduce_op_name(ReduceOp op);
 
 }  // namespace ember

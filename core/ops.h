@@ -40,6 +40,8 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 // correction = 1 gives the unbiased estimate.
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim);
+// Tensor::std; not ember::std, which would read as the standard library's namespace.
+Tensor standard_deviation(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim);
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
 // (values, int64 indices) along one dim; ties give the first index.
 std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim = false);

@@ -1,5 +1,5 @@
-// Reductions over any set of dims (sum, mean, prod, amax/amin, norm), the composites built on
-// them (var/std, logsumexp), and the single-dim arg reductions (max/min with indices, argmax).
+// Reductions over any set of dims (sum, mean, prod, amax/amin, norm, var/std in one Welford
+// pass), logsumexp built on them, and the single-dim arg reductions (max/min with indices, argmax).
 #include <cmath>
 #include <limits>
 
@@ -39,13 +39,6 @@ Shape squeezed_shape(const Tensor& x, const std::vector<bool>& mask) {
   return shape;
 }
 
-int64_t reduced_count(const Tensor& x, const std::vector<bool>& mask) {
-  int64_t n = 1;
-  for (int64_t d = 0; d < x.dim(); ++d)
-    if (mask[d]) n *= x.size(d);
-  return n;
-}
-
 DType reduce_dtype(ReduceOp op, DType in) {
   switch (op) {
     case ReduceOp::Sum:
@@ -65,7 +58,8 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bo
   if (needs_grad({&x})) return autograd_hooks()->reduce(op, x, dims, keepdim, p);
   const char* name = reduce_op_name(op);
   std::vector<bool> mask = reduced_mask(x, dims, name);
-  if ((op == ReduceOp::Mean || op == ReduceOp::Norm) && !is_floating(x.dtype())) {
+  if ((op == ReduceOp::Mean || op == ReduceOp::Norm || op == ReduceOp::Var || op == ReduceOp::Std) &&
+      !is_floating(x.dtype())) {
     EMBER_FAIL(name, ": could not infer output dtype. Input dtype must be a floating point dtype, got ",
                dtype_name(x.dtype()));
   }
@@ -93,11 +87,12 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
   EMBER_CHECK(is_floating(x.dtype()), "var: expected a floating point tensor, got ", dtype_name(x.dtype()));
-  std::vector<bool> mask = reduced_mask(x, dims, "var");
-  int64_t n = reduced_count(x, mask);
-  Tensor centered = x - mean(x, dims, true);
-  double denominator = static_cast<double>(std::max<int64_t>(n - correction, 0));
-  return sum(centered * centered, dims, keepdim) / denominator;
+  return reduce(ReduceOp::Var, x, dims, keepdim, static_cast<double>(correction));
+}
+
+Tensor standard_deviation(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
+  EMBER_CHECK(is_floating(x.dtype()), "std: expected a floating point tensor, got ", dtype_name(x.dtype()));
+  return reduce(ReduceOp::Std, x, dims, keepdim, static_cast<double>(correction));
 }
 
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {

@@ -13,35 +13,78 @@
 
 namespace ember::formula {
 
+// Welford's running mean and sum of squared deviations: one pass, and partial results from
+// threads, warps or blocks merge exactly (Chan et al.), where sum(x^2) - n mean^2 cancels
+// catastrophically for data far from zero. No member initialisers: CUDA's __shared__ arrays need a
+// trivially constructible type.
+struct Welford {
+  double mean;
+  double m2;
+  int64_t n;
+
+  EMBER_HOST_DEVICE void add(double x) {
+    ++n;
+    const double delta = x - mean;
+    mean += delta / static_cast<double>(n);
+    m2 += delta * (x - mean);
+  }
+
+  EMBER_HOST_DEVICE void merge(const Welford& other) {
+    if (other.n == 0) return;
+    if (n == 0) {
+      *this = other;
+      return;
+    }
+    const double total = static_cast<double>(n + other.n);
+    const double delta = other.mean - mean;
+    const double weight = static_cast<double>(other.n) / total;
+    mean += delta * weight;
+    m2 += other.m2 + delta * delta * static_cast<double>(n) * weight;
+    n += other.n;
+  }
+
+  // m2 / max(n - correction, 0): 0/0 = NaN for too few elements, as in PyTorch.
+  EMBER_HOST_DEVICE double variance(double correction) const {
+    const double divisor = static_cast<double>(n) - correction;
+    return m2 / (divisor > 0 ? divisor : 0.0);
+  }
+};
+
 template <typename T, ReduceOp Op>
 struct Reducer {
   using C = ComputeType<T>;
   static constexpr bool kFloating = std::is_floating_point_v<C>;
   static constexpr bool kExtremum = Op == ReduceOp::Amax || Op == ReduceOp::Amin;
+  static constexpr bool kMoments = Op == ReduceOp::Var || Op == ReduceOp::Std;
   // Floating sums accumulate in double, so that float32 sums stay accurate.
-  using Acc = std::conditional_t<kExtremum, C, std::conditional_t<kFloating, double, int64_t>>;
-  double p = 2.0;
+  using Acc = std::conditional_t<
+      kMoments, Welford, std::conditional_t<kExtremum, C, std::conditional_t<kFloating, double, int64_t>>>;
+  double p = 2.0;  // Norm's order; Var's and Std's correction
 
   EMBER_HOST_DEVICE static bool is_inf(double v) { return v == std::numeric_limits<double>::infinity() || v == -std::numeric_limits<double>::infinity(); }
 
   EMBER_HOST_DEVICE Acc init() const {
-    if constexpr (Op == ReduceOp::Prod) return Acc(1);
-    if constexpr (Op == ReduceOp::Amax) {
+    if constexpr (kMoments) {
+      return Welford{0.0, 0.0, 0};
+    } else if constexpr (Op == ReduceOp::Prod) {
+      return Acc(1);
+    } else if constexpr (Op == ReduceOp::Amax) {
       if constexpr (kFloating) return -std::numeric_limits<C>::infinity();
       else return std::numeric_limits<C>::lowest();
-    }
-    if constexpr (Op == ReduceOp::Amin) {
+    } else if constexpr (Op == ReduceOp::Amin) {
       if constexpr (kFloating) return std::numeric_limits<C>::infinity();
       else return std::numeric_limits<C>::max();
+    } else {
+      if constexpr (Op == ReduceOp::Norm) {
+        if (is_inf(p) && p < 0) return std::numeric_limits<double>::infinity();
+      }
+      return Acc(0);
     }
-    if constexpr (Op == ReduceOp::Norm) {
-      if (is_inf(p) && p < 0) return std::numeric_limits<double>::infinity();
-    }
-    return Acc(0);
   }
 
   EMBER_HOST_DEVICE void add(Acc& acc, C x) const {
-    if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::Mean) acc += static_cast<Acc>(x);
+    if constexpr (kMoments) acc.add(static_cast<double>(x));
+    else if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::Mean) acc += static_cast<Acc>(x);
     else if constexpr (Op == ReduceOp::Prod) acc *= static_cast<Acc>(x);
     else if constexpr (Op == ReduceOp::Amax) {
       if constexpr (kFloating) {
@@ -62,7 +105,8 @@ struct Reducer {
   }
 
   EMBER_HOST_DEVICE void merge(Acc& acc, Acc other) const {
-    if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::Mean) acc += other;
+    if constexpr (kMoments) acc.merge(other);
+    else if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::Mean) acc += other;
     else if constexpr (Op == ReduceOp::Prod) acc *= other;
     else if constexpr (kExtremum) add(acc, other);
     else if constexpr (Op == ReduceOp::Norm) {
@@ -74,7 +118,10 @@ struct Reducer {
 
   template <typename Out>
   EMBER_HOST_DEVICE Out finish(Acc acc, int64_t count) const {
-    if constexpr (Op == ReduceOp::Mean) {
+    if constexpr (kMoments) {
+      const double v = acc.variance(p);
+      return static_cast<Out>(static_cast<ComputeType<Out>>(Op == ReduceOp::Std ? libm::sqrt(v) : v));
+    } else if constexpr (Op == ReduceOp::Mean) {
       return static_cast<Out>(static_cast<ComputeType<Out>>(static_cast<double>(acc) / static_cast<double>(count)));
     } else if constexpr (Op == ReduceOp::Norm) {
       double r = acc;

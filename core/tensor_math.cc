@@ -64,14 +64,7 @@ Tensor Tensor::var(const std::vector<int64_t>& dims, bool unbiased, bool keepdim
   return ember::var(*this, dims, unbiased ? 1 : 0, keepdim);
 }
 Tensor Tensor::std(const std::vector<int64_t>& dims, bool unbiased, bool keepdim) const {
-  Tensor variance = ember::var(*this, dims, unbiased ? 1 : 0, keepdim);
-  if (!variance.requires_grad()) return variance.sqrt();
-  // PyTorch's convention: no gradient where std is 0 (a constant slice). Plain sqrt would send
-  // 1 / (2 * 0) = inf into var's zero gradient there, giving NaN. So zero slots take their value
-  // (0) straight from var, and sqrt only ever sees a var that is not 0.
-  Tensor is_zero = variance == zeros({}, variance.options());
-  Tensor safe = ember::where(is_zero, ones_like(variance), variance);
-  return ember::where(is_zero, variance, safe.sqrt());
+  return ember::standard_deviation(*this, dims, unbiased ? 1 : 0, keepdim);
 }
 Tensor Tensor::norm(double p, const std::vector<int64_t>& dims, bool keepdim) const {
   return reduce(ReduceOp::Norm, *this, dims, keepdim, p);

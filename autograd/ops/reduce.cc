@@ -1,5 +1,7 @@
 // Gradients of the reductions: the output gradient is broadcast back over the reduced dims and
-// weighted per op (1/N for mean, the arg-extremum mask for amax/amin, x/|x| terms for norms).
+// weighted per op (1/N for mean, the arg-extremum mask for amax/amin, x/|x| terms for norms,
+// the centred input for var and std).
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/function.h"
@@ -39,6 +41,8 @@ const char* reduce_backward_name(ReduceOp op) {
     case ReduceOp::Amax: return "AmaxBackward0";
     case ReduceOp::Amin: return "AminBackward0";
     case ReduceOp::Norm: return "NormBackward1";
+    case ReduceOp::Var: return "VarBackward0";
+    case ReduceOp::Std: return "StdBackward0";
   }
   return "ReduceBackward";
 }
@@ -72,6 +76,8 @@ class ReduceBackward final : public Node {
         return {g * hit / ties};
       }
       case ReduceOp::Norm: return {g * norm_derivative()};
+      case ReduceOp::Var:
+      case ReduceOp::Std: return {g * moments_derivative()};
     }
     return {Tensor()};
   }
@@ -119,6 +125,20 @@ class ReduceBackward final : public Node {
     Tensor denominator = p_ == 2.0 ? y : y.pow(p_ - 1.0);
     Tensor safe = ember::where(denominator == zero, ones({}, x.options()), denominator);
     return ember::where(denominator == zero, zero, numerator / safe);
+  }
+
+  // d var / dx = 2 (x - mean) / (N - correction); d std / dx = (x - mean) / ((N - correction) std),
+  // and 0 where std is 0 (a constant slice), PyTorch's convention, instead of 0 / 0.
+  Tensor moments_derivative() const {
+    const Tensor& x = x_.unpack(name());
+    const double divisor = std::max(static_cast<double>(count_) - p_, 0.0);
+    Tensor centered = x - x.mean(dims(), true);
+    if (op_ == ReduceOp::Var) return centered * (2.0 / divisor);
+    Tensor y = unsqueeze_reduced(y_.unpack(name()), shape_, mask_, keepdim_);
+    Tensor zero = zeros({}, x.options());
+    Tensor is_zero = y == zero;
+    Tensor safe = ember::where(is_zero, ones({}, x.options()), y);
+    return ember::where(is_zero, zero, centered / (safe * divisor));
   }
 
   ReduceOp op_;

@@ -203,6 +203,12 @@ void reduce_for_type(ReduceOp op, const ReduceLoop& loop, double p) {
     case ReduceOp::Norm:
       if constexpr (std::is_floating_point_v<ComputeType<T>>) return reduce_typed<T, Out, ReduceOp::Norm>(loop, p);
       else detail::unsupported_dtype("norm", dtype_of<T>());
+    case ReduceOp::Var:
+      if constexpr (std::is_floating_point_v<ComputeType<T>>) return reduce_typed<T, Out, ReduceOp::Var>(loop, p);
+      else detail::unsupported_dtype("var", dtype_of<T>());
+    case ReduceOp::Std:
+      if constexpr (std::is_floating_point_v<ComputeType<T>>) return reduce_typed<T, Out, ReduceOp::Std>(loop, p);
+      else detail::unsupported_dtype("std", dtype_of<T>());
   }
 }
 

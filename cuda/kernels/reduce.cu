@@ -3,6 +3,7 @@
 // memory. Short reductions (or very many outputs) take a thread per output. The accumulator,
 // identity, fold and final value are formula::Reducer's, as on the CPU.
 #include <cstring>
+#include <type_traits>
 
 #include "core/reduce_math.h"
 #include "cuda/kernels/loops.cuh"
@@ -37,20 +38,17 @@ __device__ __forceinline__ int64_t reduced_offset(const ReduceLoop& loop, int64_
   return off;
 }
 
-// __shfl_down_sync of any value of up to 8 bytes, moved as raw bits.
+// __shfl_down_sync of any trivially copyable value (a Welford accumulator is 24 bytes), moved as
+// raw 64-bit words where it divides into them (one exchange per word in the emulator), else 32-bit.
 template <typename T>
 __device__ __forceinline__ T shuffle_down(T value, int delta) {
-  if constexpr (sizeof(T) == 8) {
-    unsigned long long bits;
-    memcpy(&bits, &value, 8);
-    bits = __shfl_down_sync(0xffffffffu, bits, delta);
-    memcpy(&value, &bits, 8);
-  } else {
-    unsigned bits = 0;
-    memcpy(&bits, &value, sizeof(T));
-    bits = __shfl_down_sync(0xffffffffu, bits, delta);
-    memcpy(&value, &bits, sizeof(T));
-  }
+  using Word = std::conditional_t<sizeof(T) % 8 == 0, unsigned long long, unsigned>;
+  constexpr int kWords = (sizeof(T) + sizeof(Word) - 1) / sizeof(Word);
+  Word words[kWords] = {};
+  memcpy(words, &value, sizeof(T));
+  EMBER_UNROLL
+  for (int i = 0; i < kWords; ++i) words[i] = __shfl_down_sync(0xffffffffu, words[i], delta);
+  memcpy(&value, words, sizeof(T));
   return value;
 }
 
@@ -128,6 +126,12 @@ void reduce_for_type(ReduceOp op, const ReduceLoop& loop, double p) {
     case ReduceOp::Norm:
       if constexpr (std::is_floating_point_v<ComputeType<T>>) return reduce_typed<T, Out, ReduceOp::Norm>(loop, p, name);
       else detail::unsupported_dtype("norm", dtype_of<T>());
+    case ReduceOp::Var:
+      if constexpr (std::is_floating_point_v<ComputeType<T>>) return reduce_typed<T, Out, ReduceOp::Var>(loop, p, name);
+      else detail::unsupported_dtype("var", dtype_of<T>());
+    case ReduceOp::Std:
+      if constexpr (std::is_floating_point_v<ComputeType<T>>) return reduce_typed<T, Out, ReduceOp::Std>(loop, p, name);
+      else detail::unsupported_dtype("std", dtype_of<T>());
   }
 }
 
