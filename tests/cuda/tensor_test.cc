@@ -96,6 +96,26 @@ TEST_CASE("copies between the CPU, cuda:0 and cuda:1 keep values, layouts and dt
   CHECK(same_values(dst, host.select(2, 1).t().to(kFloat64)));
 }
 
+TEST_CASE("same-device copies: contiguous in 16-byte chunks with a tail, misaligned and strided element-wise") {
+  manual_seed(21);
+  for (DType dtype : {kUInt8, kFloat16, kFloat32, kFloat64}) {
+    for (int64_t n : {1, 7, 15, 16, 17, 33, 4099}) {
+      INFO(dtype_name(dtype) << " x " << n);
+      Tensor host = randint(0, 100, {n + 1}, TensorOptions(kInt64)).to(dtype);
+      Tensor source = host.to(kCuda0);
+      Tensor whole = empty({n + 1}, source.options());
+      whole.copy_(source);  // both aligned: chunks and a tail of (n + 1) * size % 16 bytes
+      CHECK(same_values(whole, host));
+      Tensor shifted = zeros({n + 1}, source.options());
+      shifted.slice(0, 1, n + 1).copy_(source.slice(0, 0, n));  // destination off alignment
+      CHECK(same_values(shifted.slice(0, 1, n + 1), host.slice(0, 0, n)));
+      CHECK(same_values(shifted.slice(0, 0, 1), zeros({1}, TensorOptions(dtype))));
+      Tensor strided = source.slice(0, 0, n + 1, 2).contiguous();
+      CHECK(same_values(strided, host.slice(0, 0, n + 1, 2)));
+    }
+  }
+}
+
 TEST_CASE("work on two streams is ordered by events, across devices") {
   cuda::Stream producer = cuda::Stream::create(0);
   cuda::Stream consumer = cuda::Stream::create(1);
