@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "autograd/node.h"
+#include "core/backend.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
@@ -110,6 +111,7 @@ class GraphTask {
     const bool is_accumulator = dynamic_cast<AccumulateGrad*>(node) != nullptr;
     // autograd::grad returns gradients instead of writing any leaf's .grad.
     if (is_accumulator && !accumulate_) return visited;
+    std::shared_lock<std::shared_mutex> in_use(node->use_mutex());
     // Before hooks and retain_grad: a refused pass must leave no trace.
     EMBER_CHECK(!node->released(), node->name(), ": trying to backward through the graph a second time (or directly "
                 "access saved tensors after they have already been freed). Saved intermediate values of the graph "
@@ -132,10 +134,14 @@ class GraphTask {
         meta.grad = meta.grad.defined() ? meta.grad + grads[output_nr] : grads[output_nr].clone();
       }
     }
+    if (node->forward_stream()) {
+      kernels_for(node->forward_device(), "backward").wait_for_captured(node->forward_stream());
+    }
     std::vector<Tensor> input_grads = node->apply(std::move(grads));
-    if (!retain_graph_ && !is_accumulator) {
+    in_use.unlock();
+    if (!retain_graph_ && !is_accumulator && node->release_once()) {
+      std::unique_lock<std::shared_mutex> freeing(node->use_mutex());
       node->release_saved();
-      node->mark_released();
     }
     auto& edges = node->next_edges();
     EMBER_CHECK(input_grads.size() == edges.size() || is_accumulator, node->name(),

@@ -1,6 +1,7 @@
 // Graph wiring shared by every differentiable op.
 #include "autograd/function.h"
 
+#include "core/backend.h"
 #include "core/ops.h"
 
 namespace ember::autograd {
@@ -29,6 +30,10 @@ std::vector<Tensor> attach(const std::shared_ptr<Node>& node, std::vector<Tensor
     meta.grad_fn = node;
     meta.output_nr = static_cast<uint32_t>(i);
     node->outputs().push_back({out.sizes(), out.dtype(), out.device()});
+    if (!node->forward_stream() && out.device().type != DeviceType::CPU) {
+      const KernelTable* backend = find_backend(out.device().type);
+      if (backend && backend->capture_stream) node->set_forward_stream(out.device(), backend->capture_stream(out.device()));
+    }
   }
   return outputs;
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,8 +50,22 @@ class Node : public std::enable_shared_from_this<Node> {
   uint64_t sequence_nr() const { return sequence_nr_; }
   std::vector<Edge>& next_edges() { return next_edges_; }
   std::vector<OutputMeta>& outputs() { return outputs_; }
-  bool released() const { return released_; }
-  void mark_released() { released_ = true; }
+  // Backward passes may run through one node at once (DataParallel's replicas share the
+  // broadcast of the parameters): apply() runs under a shared lock of use_mutex(), and a pass
+  // without retain_graph frees the saved tensors under the exclusive lock, after every pass still
+  // inside apply() has left. Exactly one pass frees them: the one whose release_once() is true.
+  bool released() const { return released_.load(); }
+  bool release_once() { return !released_.exchange(true); }
+  std::shared_mutex& use_mutex() { return use_mutex_; }
+
+  // The stream the forward ran on, on `forward_device()` (core/backend.h's capture_stream); null
+  // for the CPU.
+  const std::shared_ptr<void>& forward_stream() const { return forward_stream_; }
+  Device forward_device() const { return forward_device_; }
+  void set_forward_stream(Device device, std::shared_ptr<void> stream) {
+    forward_device_ = device;
+    forward_stream_ = std::move(stream);
+  }
 
   // Hooks on the gradient of one output (registered through a non-leaf tensor).
   struct PreHook {
@@ -72,7 +87,10 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<OutputMeta> outputs_;
   std::vector<PreHook> pre_hooks_;
   std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained_;
-  bool released_ = false;
+  std::atomic<bool> released_{false};
+  std::shared_mutex use_mutex_;
+  Device forward_device_;
+  std::shared_ptr<void> forward_stream_;
 };
 
 // The sink of a leaf tensor: adds the incoming gradient to leaf.grad, running the leaf's tensor

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 
 #include "core/device.h"
@@ -163,6 +164,13 @@ struct KernelTable {
   // ordered on the device's current stream only).
   void (*memcpy_device)(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes,
                         bool non_blocking) = nullptr;
+
+  // Streams, for autograd: backward kernels run on the caller's current streams, so a node
+  // captures the stream its forward ran on, and before its backward runs, the current stream of
+  // that device waits for the work queued on the captured one (nothing when they are the same).
+  // Null on backends whose work runs in order on the host.
+  std::shared_ptr<void> (*capture_stream)(Device device) = nullptr;
+  void (*wait_for_captured)(const std::shared_ptr<void>& captured) = nullptr;
 };
 
 void register_backend(DeviceType type, const KernelTable* table);

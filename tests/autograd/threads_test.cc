@@ -93,5 +93,37 @@ TEST_CASE("threads: concurrent backward through a shared, retained trunk", "[thr
   CHECK(values(w.grad()) == V(3, kIterations * per_iteration));
 }
 
+// Two passes without retain_graph meet in a shared trunk whose node saves a tensor (x * x saves
+// x): the trunk's saved tensor is freed exactly once, by a pass that holds it alone, while the
+// other pass is either still inside apply() (and completes) or arrives later and is refused with
+// the second-time error. With a plain flag, one pass could free the saved tensor while the other
+// was reading it (the ASan run of this test is what would see that).
+TEST_CASE("threads: concurrent passes without retain_graph through a shared trunk free it once", "[threads]") {
+  for (int round = 0; round < 200; ++round) {
+    Tensor w = leaf({1.0, 2.0, 4.0});
+    Tensor trunk = w * w;  // MulBackward saves w twice
+    std::atomic<int> completed{0}, refused{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 2; ++t) {
+      threads.emplace_back([&, t] {
+        try {
+          (trunk * static_cast<double>(t + 1)).sum().backward();
+          ++completed;
+        } catch (const Error& e) {
+          if (std::string(e.what()).find("backward through the graph a second time") != std::string::npos) ++refused;
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    REQUIRE(completed + refused == 2);
+    REQUIRE(completed >= 1);
+    // d/dw of (t + 1) * w^2 = 2 (t + 1) w for each pass that completed: 2w, 4w, or both (6w).
+    const V g = values(w.grad());
+    const double k = g[0];  // w[0] is 1
+    CHECK((completed == 2 ? k == 6.0 : (k == 2.0 || k == 4.0)));
+    CHECK(g == V{k, 2 * k, 4 * k});
+  }
+}
+
 }  // namespace
 }  // namespace ember::testing
