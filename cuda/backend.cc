@@ -8,12 +8,18 @@
 #include "core/backend.h"
 #include "core/error.h"
 #include "cuda/api.h"
+#include "cuda/blas.h"
+#include "cuda/conv.h"
 #include "cuda/check.h"
+#include "cuda/kernels/batch_norm.cuh"
 #include "cuda/kernels/binary.cuh"
 #include "cuda/kernels/copy.cuh"
+#include "cuda/kernels/index.cuh"
 #include "cuda/kernels/optimizer.cuh"
+#include "cuda/kernels/pool.cuh"
 #include "cuda/kernels/random.cuh"
 #include "cuda/kernels/reduce.cuh"
+#include "cuda/kernels/softmax.cuh"
 #include "cuda/kernels/unary.cuh"
 
 namespace ember::cuda {
@@ -152,19 +158,18 @@ void memcpy_device(void* dst, Device dst_device, const void* src, Device src_dev
   }
 }
 
-// Entries whose CUDA kernels arrive with the neural-net kernels (GEMM, convolution, pooling, batch
-// norm, softmax, gather/scatter): a clear error instead of a call through a null pointer.
-template <const char* Op, class Signature>
-struct NotYet;
-template <const char* Op, class R, class... Args>
-struct NotYet<Op, R (*)(Args...)> {
-  static R run(Args...) {
-    EMBER_FAIL(Op, ": the CUDA backend has no kernel for this yet (GEMM, convolution, pooling, batch norm, softmax "
-               "and gather/scatter come with the neural-net kernels); compute it on the CPU");
-  }
-};
-constexpr char kGemm[] = "matmul", kConv[] = "conv2d", kPool[] = "pooling", kBatchNorm[] = "batch_norm",
-               kSoftmax[] = "softmax", kGather[] = "gather", kScatter[] = "scatter_add";
+// The stream a node's forward ran on, kept alive with the node (a created stream lives while a
+// copy of its handle does).
+std::shared_ptr<void> capture_stream(Device device) { return std::make_shared<Stream>(current_stream(device.index)); }
+
+void wait_for_captured(const std::shared_ptr<void>& captured) {
+  const Stream& producer = *static_cast<const Stream*>(captured.get());
+  const Stream consumer = current_stream(producer.device());
+  if (consumer == producer) return;
+  Event done;
+  done.record(producer);
+  consumer.wait(done);
+}
 
 const KernelTable& cuda_table() {
   static const KernelTable table = [] {
@@ -187,24 +192,26 @@ const KernelTable& cuda_table() {
     t.random = &random_kernel;
     t.sgd_update = &sgd_update_kernel;
     t.adam_update = &adam_update_kernel;
-    t.gemm = &NotYet<kGemm, decltype(t.gemm)>::run;
-    t.conv2d = &NotYet<kConv, decltype(t.conv2d)>::run;
-    t.conv2d_backward_input = &NotYet<kConv, decltype(t.conv2d_backward_input)>::run;
-    t.conv2d_backward_weight = &NotYet<kConv, decltype(t.conv2d_backward_weight)>::run;
-    t.max_pool2d = &NotYet<kPool, decltype(t.max_pool2d)>::run;
-    t.max_pool2d_backward = &NotYet<kPool, decltype(t.max_pool2d_backward)>::run;
-    t.avg_pool2d = &NotYet<kPool, decltype(t.avg_pool2d)>::run;
-    t.avg_pool2d_backward = &NotYet<kPool, decltype(t.avg_pool2d_backward)>::run;
-    t.adaptive_avg_pool2d = &NotYet<kPool, decltype(t.adaptive_avg_pool2d)>::run;
-    t.adaptive_avg_pool2d_backward = &NotYet<kPool, decltype(t.adaptive_avg_pool2d_backward)>::run;
-    t.batch_norm_stats = &NotYet<kBatchNorm, decltype(t.batch_norm_stats)>::run;
-    t.batch_norm_apply = &NotYet<kBatchNorm, decltype(t.batch_norm_apply)>::run;
-    t.batch_norm_backward_reduce = &NotYet<kBatchNorm, decltype(t.batch_norm_backward_reduce)>::run;
-    t.batch_norm_backward_input = &NotYet<kBatchNorm, decltype(t.batch_norm_backward_input)>::run;
-    t.softmax = &NotYet<kSoftmax, decltype(t.softmax)>::run;
-    t.softmax_backward = &NotYet<kSoftmax, decltype(t.softmax_backward)>::run;
-    t.gather = &NotYet<kGather, decltype(t.gather)>::run;
-    t.scatter_add = &NotYet<kScatter, decltype(t.scatter_add)>::run;
+    t.capture_stream = &capture_stream;
+    t.wait_for_captured = &wait_for_captured;
+    t.gemm = &gemm;
+    t.conv2d = &conv2d;
+    t.conv2d_backward_input = &conv2d_backward_input;
+    t.conv2d_backward_weight = &conv2d_backward_weight;
+    t.max_pool2d = &max_pool2d_kernel;
+    t.max_pool2d_backward = &max_pool2d_backward_kernel;
+    t.avg_pool2d = &avg_pool2d_kernel;
+    t.avg_pool2d_backward = &avg_pool2d_backward_kernel;
+    t.adaptive_avg_pool2d = &adaptive_avg_pool2d_kernel;
+    t.adaptive_avg_pool2d_backward = &adaptive_avg_pool2d_backward_kernel;
+    t.batch_norm_stats = &batch_norm_stats_kernel;
+    t.batch_norm_apply = &batch_norm_apply_kernel;
+    t.batch_norm_backward_reduce = &batch_norm_backward_reduce_kernel;
+    t.batch_norm_backward_input = &batch_norm_backward_input_kernel;
+    t.softmax = &softmax_kernel;
+    t.softmax_backward = &softmax_backward_kernel;
+    t.gather = &gather_kernel;
+    t.scatter_add = &scatter_add_kernel;
     return t;
   }();
   return table;

@@ -5,9 +5,10 @@
 #include <cmath>
 #include <vector>
 
-#include "core/elementwise_math.h"
+#include "core/batch_norm_math.h"
 #include "core/cpu/nn_kernels.h"
 #include "core/cpu/thread_pool.h"
+#include "core/elementwise_math.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
@@ -61,11 +62,7 @@ void for_channel_runs(const Layout& l, T* data, int64_t channel, Visit visit) {
 
 // The inner loops, one contiguous run each, written with restrict pointers and local bounds so the
 // compiler vectorises them (through captured references it could not prove the bounds invariant).
-// max(v, 0) written so NaN passes through, like the ReLU op.
-template <typename T>
-inline T relu_value(T v) {
-  return v < T(0) ? T(0) : v;
-}
+// The per-element formulas are core/batch_norm_math.h's, shared with the CUDA kernels.
 
 // dy as the backward sees it: with the fused ReLU, zero where the forward's output was not > 0.
 template <typename T, bool kMask>
@@ -87,10 +84,7 @@ void stats_row(const T* __restrict x, const T* __restrict shift, double* __restr
 template <typename T, bool kRelu>
 void affine_row(const T* __restrict x, T* __restrict out, const T* __restrict scale, const T* __restrict shift,
                 int64_t n) {
-  for (int64_t c = 0; c < n; ++c) {
-    const T v = x[c] * scale[c] + shift[c];
-    out[c] = kRelu ? relu_value(v) : v;
-  }
+  for (int64_t c = 0; c < n; ++c) out[c] = formula::batch_norm_output(x[c], scale[c], shift[c], kRelu);
 }
 
 template <typename T, bool kMask>
@@ -108,7 +102,8 @@ template <typename T, bool kMask>
 void input_grad_row(const T* __restrict dy, const T* __restrict y, const T* __restrict x, T* __restrict out,
                     const T* __restrict k, const T* __restrict a, const T* __restrict b, int64_t n) {
   for (int64_t c = 0; c < n; ++c)
-    out[c] = masked<T, kMask>(dy[c], kMask ? y[c] : T(0)) * k[c] - x[c] * a[c] - b[c];
+    out[c] = formula::batch_norm_input_grad_element(masked<T, kMask>(dy[c], kMask ? y[c] : T(0)), x[c], k[c], a[c],
+                                                    b[c]);
 }
 
 // Per-channel sums over a channels-last [rows, C] block, one pass over memory: each thread sums its
@@ -146,7 +141,9 @@ std::pair<Tensor, Tensor> stats_typed(const Tensor& x, const Layout& l) {
   auto finish = [&](int64_t c, double sum, double sum_sq) {
     const double mu = count > 0 ? sum / count : 0.0;
     m[c] = static_cast<T>(mu + shift[c]);
-    v[c] = static_cast<T>(count > 0 ? std::max(0.0, sum_sq / count - mu * mu) : NAN);
+    // Clamped at 0 against rounding, but NaN (from a NaN or an infinity) passes, as Welford's does.
+    const double variance = sum_sq / count - mu * mu;
+    v[c] = static_cast<T>(count > 0 ? (variance < 0.0 ? 0.0 : variance) : NAN);
   };
   if (l.channels_last) {
     const T* shifts = shift.data();
@@ -177,8 +174,10 @@ Tensor apply_typed(const Tensor& x, const Layout& l, const T* mean, const T* inv
   Tensor y = empty_like(x);
   std::vector<T> scale(l.c), shift(l.c);
   for (int64_t c = 0; c < l.c; ++c) {
-    scale[c] = invstd[c] * (weight ? weight[c] : T(1));
-    shift[c] = (bias ? bias[c] : T(0)) - mean[c] * scale[c];
+    const formula::BatchNormAffine<T> affine =
+        formula::batch_norm_affine(mean[c], invstd[c], weight ? weight[c] : T(1), bias ? bias[c] : T(0));
+    scale[c] = affine.scale;
+    shift[c] = affine.shift;
   }
   const T* in = x.data_ptr<T>();
   T* out = y.data_ptr<T>();
@@ -190,15 +189,13 @@ Tensor apply_typed(const Tensor& x, const Layout& l, const T* mean, const T* inv
     });
   } else {
     const int64_t channels = l.c, plane_size = l.s;
-    parallel_for(0, l.n * channels, std::max<int64_t>(1, 16384 / plane_size), [&](int64_t lo, int64_t hi) {
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, plane_size));  // planes may be empty
+    parallel_for(0, l.n * channels, grain, [&](int64_t lo, int64_t hi) {
       for (int64_t plane = lo; plane < hi; ++plane) {
         const T a = scale[plane % channels], b = shift[plane % channels];
         const T* __restrict x = in + plane * plane_size;
         T* __restrict o = out + plane * plane_size;
-        for (int64_t i = 0; i < plane_size; ++i) {
-          const T v = x[i] * a + b;
-          o[i] = kRelu ? relu_value(v) : v;
-        }
+        for (int64_t i = 0; i < plane_size; ++i) o[i] = formula::batch_norm_output(x[i], a, b, kRelu);
       }
     });
   }
@@ -249,15 +246,14 @@ template <typename T, bool kMask>
 Tensor backward_input_typed(const Tensor& dy, const Tensor& x, const Layout& l, const T* mean, const T* invstd,
                             const T* weight, const T* sum_dy, const T* sum_dy_xmu, int64_t count, const T* y) {
   Tensor dx = empty_like(x);
-  // dx = dy * k - x * a - b per channel, with k = invstd * w, a = k * invstd^2 * sum_dy_xmu / count,
-  // b = k * (sum_dy / count) - mean * a.
+  // dx = dy * k - x * a - b per channel (formula::batch_norm_input_grad).
   std::vector<T> k(l.c), a(l.c), b(l.c);
   for (int64_t c = 0; c < l.c; ++c) {
-    double kc = static_cast<double>(invstd[c]) * (weight ? weight[c] : 1.0);
-    double ac = kc * invstd[c] * invstd[c] * sum_dy_xmu[c] / static_cast<double>(count);
-    k[c] = static_cast<T>(kc);
-    a[c] = static_cast<T>(ac);
-    b[c] = static_cast<T>(kc * sum_dy[c] / static_cast<double>(count) - mean[c] * ac);
+    const formula::BatchNormInputGrad<T> coefficients = formula::batch_norm_input_grad<T>(
+        mean[c], invstd[c], weight ? weight[c] : 1.0, sum_dy[c], sum_dy_xmu[c], count);
+    k[c] = coefficients.k;
+    a[c] = coefficients.a;
+    b[c] = coefficients.b;
   }
   const T* g = dy.data_ptr<T>();
   const T* in = x.data_ptr<T>();
@@ -273,7 +269,8 @@ Tensor backward_input_typed(const Tensor& dy, const Tensor& x, const Layout& l, 
     });
   } else {
     const int64_t channels = l.c, plane_size = l.s;
-    parallel_for(0, l.n * channels, std::max<int64_t>(1, 16384 / plane_size), [&](int64_t lo, int64_t hi) {
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, plane_size));  // planes may be empty
+    parallel_for(0, l.n * channels, grain, [&](int64_t lo, int64_t hi) {
       for (int64_t plane = lo; plane < hi; ++plane) {
         const int64_t c = plane % channels, at = plane * plane_size;
         const T kc = k[c], ac = a[c], bc = b[c];
@@ -282,7 +279,8 @@ Tensor backward_input_typed(const Tensor& dy, const Tensor& x, const Layout& l, 
         const T* __restrict xp = in + at;
         T* __restrict o = out + at;
         for (int64_t i = 0; i < plane_size; ++i)
-          o[i] = masked<T, kMask>(gp[i], kMask ? yp[i] : T(0)) * kc - xp[i] * ac - bc;
+          o[i] = formula::batch_norm_input_grad_element(masked<T, kMask>(gp[i], kMask ? yp[i] : T(0)), xp[i], kc, ac,
+                                                        bc);
       }
     });
   }

@@ -1,6 +1,5 @@
 // CPU pooling: max (with PyTorch-style flat H*W indices), average, adaptive average; forward
 // and backward side by side. Planes (n, c) are independent and run in parallel.
-#include <cmath>
 #include <limits>
 
 #include "core/cpu/nn_kernels.h"
@@ -8,6 +7,7 @@
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
+#include "core/pool_math.h"
 
 namespace ember::cpu {
 
@@ -15,9 +15,8 @@ namespace {
 
 DType compute_dtype(DType d) { return d == kFloat64 ? kFloat64 : kFloat32; }
 
-// Window [start, end) of output index o along one axis, PyTorch's adaptive rule.
-inline int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
-inline int64_t adaptive_end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }
+using formula::adaptive_end;
+using formula::adaptive_start;
 
 template <typename T>
 void max_pool_typed(const T* x, T* y, int64_t* idx, int64_t planes, int64_t h, int64_t w, const PoolParams& p) {
@@ -29,16 +28,15 @@ void max_pool_typed(const T* x, T* y, int64_t* idx, int64_t planes, int64_t h, i
           T best = -std::numeric_limits<T>::infinity();
           int64_t best_index = -1;
           for (int64_t ki = 0; ki < p.kernel_h; ++ki) {
-            int64_t iy = oy * p.stride_h - p.pad_h + ki * p.dilation_h;
+            int64_t iy = formula::max_pool_position(oy, ki, p.stride_h, p.pad_h, p.dilation_h);
             if (iy < 0 || iy >= h) continue;
             for (int64_t kj = 0; kj < p.kernel_w; ++kj) {
-              int64_t ix = ox * p.stride_w - p.pad_w + kj * p.dilation_w;
+              int64_t ix = formula::max_pool_position(ox, kj, p.stride_w, p.pad_w, p.dilation_w);
               if (ix < 0 || ix >= w) continue;
               T v = in[iy * w + ix];
-              if (v > best || std::isnan(v) || best_index < 0) {
+              if (formula::max_pool_takes(v, best, best_index >= 0)) {
                 best = v;
                 best_index = iy * w + ix;
-                if (std::isnan(v)) break;
               }
             }
           }
@@ -57,17 +55,12 @@ void avg_pool_typed(const T* x, T* y, int64_t planes, int64_t h, int64_t w, cons
       const T* in = x + plane * h * w;
       for (int64_t oy = 0; oy < p.out_h; ++oy)
         for (int64_t ox = 0; ox < p.out_w; ++ox) {
-          int64_t y0 = oy * p.stride_h - p.pad_h, x0 = ox * p.stride_w - p.pad_w;
-          int64_t y1 = std::min(y0 + p.kernel_h, h + p.pad_h), x1 = std::min(x0 + p.kernel_w, w + p.pad_w);
-          int64_t padded_count = (y1 - y0) * (x1 - x0);
-          y0 = std::max<int64_t>(y0, 0);
-          x0 = std::max<int64_t>(x0, 0);
-          y1 = std::min(y1, h);
-          x1 = std::min(x1, w);
+          const formula::PoolSpan sy = formula::avg_pool_span(oy, h, p.kernel_h, p.stride_h, p.pad_h);
+          const formula::PoolSpan sx = formula::avg_pool_span(ox, w, p.kernel_w, p.stride_w, p.pad_w);
           double total = 0;
-          for (int64_t iy = y0; iy < y1; ++iy)
-            for (int64_t ix = x0; ix < x1; ++ix) total += in[iy * w + ix];
-          int64_t count = p.count_include_pad ? padded_count : (y1 - y0) * (x1 - x0);
+          for (int64_t iy = sy.start; iy < sy.end; ++iy)
+            for (int64_t ix = sx.start; ix < sx.end; ++ix) total += in[iy * w + ix];
+          int64_t count = formula::avg_pool_divisor(sy, sx, p.count_include_pad);
           y[(plane * p.out_h + oy) * p.out_w + ox] = static_cast<T>(count > 0 ? total / count : 0.0);
         }
     }
@@ -81,18 +74,13 @@ void avg_pool_backward_typed(const T* dy, T* dx, int64_t planes, int64_t h, int6
       T* out = dx + plane * h * w;
       for (int64_t oy = 0; oy < p.out_h; ++oy)
         for (int64_t ox = 0; ox < p.out_w; ++ox) {
-          int64_t y0 = oy * p.stride_h - p.pad_h, x0 = ox * p.stride_w - p.pad_w;
-          int64_t y1 = std::min(y0 + p.kernel_h, h + p.pad_h), x1 = std::min(x0 + p.kernel_w, w + p.pad_w);
-          int64_t padded_count = (y1 - y0) * (x1 - x0);
-          y0 = std::max<int64_t>(y0, 0);
-          x0 = std::max<int64_t>(x0, 0);
-          y1 = std::min(y1, h);
-          x1 = std::min(x1, w);
-          int64_t count = p.count_include_pad ? padded_count : (y1 - y0) * (x1 - x0);
+          const formula::PoolSpan sy = formula::avg_pool_span(oy, h, p.kernel_h, p.stride_h, p.pad_h);
+          const formula::PoolSpan sx = formula::avg_pool_span(ox, w, p.kernel_w, p.stride_w, p.pad_w);
+          int64_t count = formula::avg_pool_divisor(sy, sx, p.count_include_pad);
           if (count == 0) continue;
           T share = static_cast<T>(dy[(plane * p.out_h + oy) * p.out_w + ox] / static_cast<T>(count));
-          for (int64_t iy = y0; iy < y1; ++iy)
-            for (int64_t ix = x0; ix < x1; ++ix) out[iy * w + ix] += share;
+          for (int64_t iy = sy.start; iy < sy.end; ++iy)
+            for (int64_t ix = sx.start; ix < sx.end; ++ix) out[iy * w + ix] += share;
         }
     }
   });

@@ -1,5 +1,5 @@
 // CPU softmax / log-softmax along one dim, viewing the input as [outer, size, inner], and their
-// backward from the forward output. Max-subtracted, accumulated in double for the sums.
+// backward from the forward output. The formulas are core/softmax_math.h's.
 #include <cmath>
 #include <limits>
 
@@ -8,6 +8,7 @@
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
+#include "core/softmax_math.h"
 
 namespace ember::cpu {
 
@@ -36,17 +37,18 @@ void softmax_typed(const T* x, T* y, const Slices& s, bool log) {
       const T* in = x + o * s.size * s.inner + i;
       T* out = y + o * s.size * s.inner + i;
       T max = -std::numeric_limits<T>::infinity();
-      for (int64_t k = 0; k < s.size; ++k) max = std::max(max, in[k * s.inner]);
-      if (std::isinf(max) && max < 0) max = 0;  // an all -inf row: keep exp() finite
+      for (int64_t k = 0; k < s.size; ++k) max = formula::softmax_max(max, in[k * s.inner]);
+      const T shift = formula::softmax_shift(max);
       double total = 0;
-      for (int64_t k = 0; k < s.size; ++k) total += std::exp(static_cast<double>(in[k * s.inner] - max));
+      for (int64_t k = 0; k < s.size; ++k) total += formula::softmax_term(in[k * s.inner], shift);
       if (log) {
         const T log_total = static_cast<T>(std::log(total));
-        for (int64_t k = 0; k < s.size; ++k) out[k * s.inner] = in[k * s.inner] - max - log_total;
-      } else {
-        const double scale = 1.0 / total;
         for (int64_t k = 0; k < s.size; ++k)
-          out[k * s.inner] = static_cast<T>(std::exp(static_cast<double>(in[k * s.inner] - max)) * scale);
+          out[k * s.inner] = formula::log_softmax_output(in[k * s.inner], shift, log_total);
+      } else {
+        const double inverse_total = 1.0 / total;
+        for (int64_t k = 0; k < s.size; ++k)
+          out[k * s.inner] = formula::softmax_output(in[k * s.inner], shift, inverse_total);
       }
     }
   });
@@ -58,16 +60,14 @@ void softmax_backward_typed(const T* g, const T* y, T* dx, const Slices& s, bool
                [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const int64_t base = (r / s.inner) * s.size * s.inner + r % s.inner;
-      double dot = 0;
+      double sum = 0;
       for (int64_t k = 0; k < s.size; ++k) {
         int64_t j = base + k * s.inner;
-        dot += log ? static_cast<double>(g[j]) : static_cast<double>(g[j]) * y[j];
+        sum += formula::softmax_backward_term(g[j], y[j], log);
       }
       for (int64_t k = 0; k < s.size; ++k) {
         int64_t j = base + k * s.inner;
-        // softmax: y (g - <g, y>); log-softmax: g - exp(y) sum(g).
-        dx[j] = log ? static_cast<T>(g[j] - std::exp(static_cast<double>(y[j])) * dot)
-                    : static_cast<T>(y[j] * (g[j] - dot));
+        dx[j] = formula::softmax_backward_element(g[j], y[j], sum, log);
       }
     }
   });

@@ -44,7 +44,10 @@ void add_matmul(std::vector<GradCase>& cases) {
                    .inputs = {{.shape = {3, 2, 4}, .layout = Layout::Strided}, {.shape = {3, 4, 1}}}});
   // One operand a constant: only the other one's gradient is computed and saved.
   cases.push_back({.name = "matmul.constant_operand",
-                   .fn = [](const Inputs& x) { return x[0].matmul(full({4, 2}, 0.5, kFloat64)); },
+                   .fn =
+                       [](const Inputs& x) {
+                         return x[0].matmul(full({4, 2}, 0.5, TensorOptions(kFloat64).device(x[0].device())));
+                       },
                    .inputs = {{.shape = {3, 4}}}});
 }
 

@@ -13,6 +13,10 @@ std::vector<OpCase> binary_cases();       // arithmetic (with alpha and scalars)
 std::vector<OpCase> reduction_cases();    // reductions over dim subsets, max/min with indices, arg*
 std::vector<OpCase> structural_cases();   // matmul, cat/stack/split/chunk
 std::vector<OpCase> copy_cases();         // to(dtype), clone, contiguous, in-place ops and copy_
+std::vector<OpCase> pool_cases();         // max (with indices), average and adaptive average pooling
+std::vector<OpCase> index_cases();        // gather, scatter_add, embedding
+std::vector<OpCase> normalization_cases();  // batch norm (train and eval, fused ReLU), softmax, log-softmax
+std::vector<OpCase> conv_cases();         // conv2d: stride, padding, dilation, groups, channels-last
 std::vector<OpCase> all_op_cases();
 
 // The dtype a floating-only op gives: integers compute in float32, like PyTorch's exp or sqrt.

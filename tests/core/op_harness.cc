@@ -253,6 +253,7 @@ std::string shape_text(const Shape& s) { return shape_str(s); }
 std::string args_text(const OpArgs& args) {
   std::ostringstream out;
   out << "dims=" << shape_str(args.dims) << " keepdim=" << (args.keepdim ? "true" : "false") << " count=" << args.count;
+  if (!args.params.empty()) out << " params=" << shape_str(args.params);
   return out.str();
 }
 

@@ -84,6 +84,7 @@ struct OpArgs {
   std::vector<int64_t> dims;  // reductions: the dims (empty = all); single-dim ops: dims[0]
   bool keepdim = false;
   int64_t count = 1;          // split size, number of chunks
+  std::vector<int64_t> params;  // op-specific integers drawn with the shapes (a convolution's geometry)
 };
 
 // Draws the logical input shapes (and the args that go with them) of one trial.

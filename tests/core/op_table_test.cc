@@ -42,6 +42,10 @@ TEST_CASE("matmul, cat, stack, split and chunk match the float64 reference on th
   check_family(structural_cases());
 }
 TEST_CASE("conversions and in-place ops match the float64 reference on the CPU") { check_family(copy_cases()); }
+TEST_CASE("pooling matches the float64 reference on the CPU") { check_family(pool_cases()); }
+TEST_CASE("gather, scatter_add and embedding match the float64 reference on the CPU") { check_family(index_cases()); }
+TEST_CASE("batch norm and softmax match the float64 reference on the CPU") { check_family(normalization_cases()); }
+TEST_CASE("conv2d matches the float64 reference on the CPU") { check_family(conv_cases()); }
 
 // Large inputs reach the kernels' parallel and blocked paths (row chunks starting mid-row,
 // reductions split across threads, tiled row sums). Three threads split the work differently

@@ -195,9 +195,8 @@ TEST_CASE("device errors name the op, the devices and the argument") {
   CHECK_THROWS_WITH(zeros({2}, TensorOptions(kFloat32).device(Device::cuda(7))),
                     Contains("cuda:7 does not exist") && Contains("available"));
   CHECK_THROWS_WITH(cuda::set_device(9), Contains("cuda:9 does not exist"));
-  // A kernel this backend does not have yet is an error, not a call through a null entry.
-  CHECK_THROWS_WITH(ones({2, 2}, TensorOptions(kFloat32).device(kCuda0)).matmul(ones({2, 2}, TensorOptions(kFloat32).device(kCuda0))),
-                    Contains("matmul: the CUDA backend has no kernel for this yet"));
+  CHECK_THROWS_WITH(x.view({1, 3}).matmul(ones({3, 2}, TensorOptions(kFloat32).device(kCuda1))),
+                    Contains("matmul: expected both operands on the same device, but found cuda:0 and cuda:1"));
 }
 
 TEST_CASE("memory statistics follow tensors, and empty_cache returns cached segments") {

@@ -1,0 +1,210 @@
+// Each chunk of images is unfolded into columns [images, C * KH * KW, OH * OW], and each group's
+// product is one batched GEMM over the chunk's images (the weight shared, stride 0). The chunk
+// bounds the column buffer; a 1x1 convolution with stride 1 and no padding needs no columns.
+#include "cuda/conv.h"
+
+#include <algorithm>
+
+#include "core/factory.h"
+#include "core/grad_mode.h"
+#include "core/ops.h"
+#include "cuda/blas.h"
+#include "cuda/kernels/im2col.cuh"
+
+namespace ember::cuda {
+
+namespace {
+
+// Column-buffer elements per chunk: 128 MB of float32.
+constexpr int64_t kColumnBudget = int64_t{32} << 20;
+
+struct Plan {
+  ConvGeometry g;
+  int64_t out_channels = 0, groups = 1;
+  int64_t group_in = 0, group_out = 0;  // channels per group
+  int64_t rows = 0;                     // C * KH * KW: column rows per image
+  int64_t pixels = 0;                   // OH * OW
+  int64_t group_rows = 0;               // C / groups * KH * KW
+  bool direct = false;                  // 1x1, stride 1, no padding: the input is its own columns
+  int64_t chunk = 1;                    // images per column buffer
+};
+
+Plan plan_for(const Shape& input, const Shape& weight, const ConvParams& p) {
+  Plan plan;
+  ConvGeometry& g = plan.g;
+  g.images = input[0];
+  g.channels = input[1];
+  g.height = input[2];
+  g.width = input[3];
+  g.kernel_h = weight[2];
+  g.kernel_w = weight[3];
+  g.stride_h = p.stride_h;
+  g.stride_w = p.stride_w;
+  g.pad_h = p.pad_h;
+  g.pad_w = p.pad_w;
+  g.dilation_h = p.dilation_h;
+  g.dilation_w = p.dilation_w;
+  g.out_h = (g.height + 2 * p.pad_h - p.dilation_h * (g.kernel_h - 1) - 1) / p.stride_h + 1;
+  g.out_w = (g.width + 2 * p.pad_w - p.dilation_w * (g.kernel_w - 1) - 1) / p.stride_w + 1;
+  plan.out_channels = weight[0];
+  plan.groups = p.groups;
+  plan.group_in = g.channels / p.groups;
+  plan.group_out = plan.out_channels / p.groups;
+  plan.rows = g.channels * g.kernel_h * g.kernel_w;
+  plan.group_rows = plan.group_in * g.kernel_h * g.kernel_w;
+  plan.pixels = g.out_h * g.out_w;
+  plan.direct = g.kernel_h == 1 && g.kernel_w == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 &&
+                p.pad_w == 0;
+  plan.chunk = std::clamp<int64_t>(kColumnBudget / std::max<int64_t>(1, plan.rows * plan.pixels), 1,
+                                   std::max<int64_t>(1, g.images));
+  return plan;
+}
+
+// Pointer to element `offset` of a buffer of `dtype`.
+const void* at(const void* base, DType dtype, int64_t offset) {
+  return static_cast<const char*>(base) + offset * static_cast<int64_t>(element_size(dtype));
+}
+void* at(void* base, DType dtype, int64_t offset) {
+  return static_cast<char*>(base) + offset * static_cast<int64_t>(element_size(dtype));
+}
+
+// Columns of images [first, first + count): the input itself when direct, else unfolded into `buffer`.
+const void* columns(const Plan& plan, const Tensor& x, int64_t first, int64_t count, const Tensor& buffer) {
+  const int64_t image = plan.g.channels * plan.g.height * plan.g.width;
+  const void* images = at(x.data_ptr(), x.dtype(), first * image);
+  if (plan.direct) return images;
+  ConvGeometry g = plan.g;
+  g.images = count;
+  im2col(g, x.dtype(), x.device(), images, buffer.data_ptr());
+  return buffer.data_ptr();
+}
+
+Tensor column_buffer(const Plan& plan, const Tensor& like) {
+  if (plan.direct) return Tensor();
+  return empty({std::min(plan.chunk, plan.g.images), plan.rows, plan.pixels}, like.options());
+}
+
+GemmArgs batched(const Tensor& like, int64_t batch) {
+  GemmArgs a;
+  a.device = like.device();
+  a.dtype = like.dtype();
+  a.batch = batch;
+  return a;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvParams& p) {
+  NoGradGuard no_grad;
+  const Plan plan = plan_for(input.sizes(), weight.sizes(), p);
+  Tensor x = input.contiguous(), w = weight.contiguous();
+  Tensor out = empty({plan.g.images, plan.out_channels, plan.g.out_h, plan.g.out_w}, input.options());
+  if (out.numel() == 0) return out;
+  Tensor buffer = column_buffer(plan, x);
+  const DType dt = x.dtype();
+  for (int64_t first = 0; first < plan.g.images; first += plan.chunk) {
+    const int64_t count = std::min(plan.chunk, plan.g.images - first);
+    const void* col = columns(plan, x, first, count, buffer);
+    for (int64_t group = 0; group < plan.groups; ++group) {
+      // out[i][group rows] = w[group] [group_out, group_rows] x col[i][group rows] [group_rows, pixels]
+      GemmArgs a = batched(x, count);
+      a.m = plan.group_out;
+      a.n = plan.pixels;
+      a.k = plan.group_rows;
+      a.a = at(w.data_ptr(), dt, group * plan.group_out * plan.group_rows);
+      a.lda = plan.group_rows;
+      a.stride_a = 0;
+      a.b = at(col, dt, group * plan.group_rows * plan.pixels);
+      a.ldb = plan.pixels;
+      a.stride_b = plan.rows * plan.pixels;
+      a.c = at(out.data_ptr(), dt, (first * plan.out_channels + group * plan.group_out) * plan.pixels);
+      a.ldc = plan.pixels;
+      a.stride_c = plan.out_channels * plan.pixels;
+      gemm(a);
+    }
+  }
+  if (bias.defined()) out.add_(bias.to(out.dtype()).view({1, plan.out_channels, 1, 1}));
+  return out;
+}
+
+Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,
+                             const ConvParams& p) {
+  NoGradGuard no_grad;
+  const Plan plan = plan_for(input_shape, weight.sizes(), p);
+  Tensor dy = grad_output.contiguous(), w = weight.contiguous();
+  Tensor grad_input = empty(input_shape, dy.options());
+  if (grad_input.numel() == 0) return grad_input;
+  if (dy.numel() == 0 || plan.group_out == 0) return grad_input.zero_();
+  Tensor buffer = column_buffer(plan, dy);
+  const DType dt = dy.dtype();
+  const int64_t image = plan.g.channels * plan.g.height * plan.g.width;
+  for (int64_t first = 0; first < plan.g.images; first += plan.chunk) {
+    const int64_t count = std::min(plan.chunk, plan.g.images - first);
+    void* col = plan.direct ? at(grad_input.data_ptr(), dt, first * image) : buffer.data_ptr();
+    for (int64_t group = 0; group < plan.groups; ++group) {
+      // col[i][group rows] = w[group]^T [group_rows, group_out] x dy[i][group] [group_out, pixels]
+      GemmArgs a = batched(dy, count);
+      a.trans_a = true;
+      a.m = plan.group_rows;
+      a.n = plan.pixels;
+      a.k = plan.group_out;
+      a.a = at(w.data_ptr(), dt, group * plan.group_out * plan.group_rows);
+      a.lda = plan.group_rows;
+      a.stride_a = 0;
+      a.b = at(dy.data_ptr(), dt, (first * plan.out_channels + group * plan.group_out) * plan.pixels);
+      a.ldb = plan.pixels;
+      a.stride_b = plan.out_channels * plan.pixels;
+      a.c = at(col, dt, group * plan.group_rows * plan.pixels);
+      a.ldc = plan.pixels;
+      a.stride_c = plan.rows * plan.pixels;
+      gemm(a);
+    }
+    if (!plan.direct) {
+      ConvGeometry g = plan.g;
+      g.images = count;
+      col2im(g, dt, dy.device(), col, at(grad_input.data_ptr(), dt, first * image));
+    }
+  }
+  return grad_input;
+}
+
+std::pair<Tensor, Tensor> conv2d_backward_weight(const Tensor& grad_output, const Tensor& input,
+                                                 const Shape& weight_shape, bool want_bias, const ConvParams& p) {
+  NoGradGuard no_grad;
+  const Plan plan = plan_for(input.sizes(), weight_shape, p);
+  Tensor dy = grad_output.contiguous(), x = input.contiguous();
+  Tensor grad_bias = want_bias ? dy.sum({0, 2, 3}) : Tensor();
+  Tensor grad_weight = zeros(weight_shape, x.options());
+  if (dy.numel() == 0 || grad_weight.numel() == 0) return {grad_weight, grad_bias};
+  Tensor buffer = column_buffer(plan, x);
+  // Per-image products, summed over the chunk's images afterwards: no accumulation order depends
+  // on scheduling, and each GEMM stays one batched launch.
+  Tensor partial = empty({std::min(plan.chunk, plan.g.images), plan.out_channels, plan.group_rows}, x.options());
+  const DType dt = x.dtype();
+  for (int64_t first = 0; first < plan.g.images; first += plan.chunk) {
+    const int64_t count = std::min(plan.chunk, plan.g.images - first);
+    const void* col = columns(plan, x, first, count, buffer);
+    for (int64_t group = 0; group < plan.groups; ++group) {
+      // partial[i][group] = dy[i][group] [group_out, pixels] x col[i][group rows]^T [pixels, group_rows]
+      GemmArgs a = batched(x, count);
+      a.trans_b = true;
+      a.m = plan.group_out;
+      a.n = plan.group_rows;
+      a.k = plan.pixels;
+      a.a = at(dy.data_ptr(), dt, (first * plan.out_channels + group * plan.group_out) * plan.pixels);
+      a.lda = plan.pixels;
+      a.stride_a = plan.out_channels * plan.pixels;
+      a.b = at(col, dt, group * plan.group_rows * plan.pixels);
+      a.ldb = plan.pixels;
+      a.stride_b = plan.rows * plan.pixels;
+      a.c = at(partial.data_ptr(), dt, group * plan.group_out * plan.group_rows);
+      a.ldc = plan.group_rows;
+      a.stride_c = plan.out_channels * plan.group_rows;
+      gemm(a);
+    }
+    grad_weight.add_(partial.slice(0, 0, count).sum({0}).view(weight_shape));
+  }
+  return {grad_weight, grad_bias};
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,216 @@
+// gather and scatter_add kernels, a thread per index element. Operands keep their strides (an
+// embedding table is never copied); gather moves raw words of the element's size, scatter_add
+// adds atomically because index entries may name the same destination, so the order in which
+// duplicates add up (and a float sum's rounding) varies from run to run.
+//
+// Out-of-range indices: the CPU kernels raise from the call itself, naming the first bad index in
+// row-major order. cuda/emu has no device-side assert, and a trap on a GPU would surface later as
+// "unspecified launch failure", without the op, the index or the size. So a kernel skips a bad
+// index (writing nothing for it) and records the lowest position holding one in a device word,
+// which the host reads back before returning: the same error, from the same call, as on the CPU,
+// for the price of one wait on the stream per call.
+#include <type_traits>
+
+#include "core/error.h"
+#include "core/factory.h"
+#include "cuda/kernels/index.cuh"
+#include "cuda/kernels/loops.cuh"
+
+namespace ember::cuda {
+
+namespace {
+
+// The operands, in element strides over the index's shape (innermost first, size-1 dims
+// dropped). The indexed tensor (gather's input, scatter_add's out) has stride 0 along `dim`:
+// there the index value picks the element, dim_stride apart.
+enum Operand { kIndexed, kOther, kIndex };
+
+struct IndexLoop {
+  int ndim;
+  int64_t numel;
+  int64_t dim_size, dim_stride;
+  int64_t sizes[kMaxLoopDims];
+  int64_t strides[3][kMaxLoopDims];
+
+  __device__ __forceinline__ void offsets(int64_t i, int64_t (&off)[3]) const {
+    off[0] = off[1] = off[2] = 0;
+    for (int d = 0; d < ndim; ++d) {
+      const int64_t at = i % sizes[d];
+      i /= sizes[d];
+      EMBER_UNROLL
+      for (int k = 0; k < 3; ++k) off[k] += at * strides[k][d];
+    }
+  }
+};
+
+IndexLoop index_loop(const Tensor& indexed, const Tensor& other, const Tensor& index, int64_t dim, const char* op) {
+  IndexLoop loop{};
+  loop.numel = index.numel();
+  loop.dim_size = indexed.size(dim);
+  loop.dim_stride = indexed.stride(dim);
+  for (int64_t d = index.dim() - 1; d >= 0; --d) {
+    if (index.size(d) == 1) continue;
+    EMBER_CHECK(loop.ndim < kMaxLoopDims, op, ": the CUDA kernel takes at most ", kMaxLoopDims,
+                " dims of size > 1, got index ", shape_str(index.sizes()));
+    loop.sizes[loop.ndim] = index.size(d);
+    loop.strides[kIndexed][loop.ndim] = d == dim ? 0 : indexed.stride(d);
+    loop.strides[kOther][loop.ndim] = other.stride(d);
+    loop.strides[kIndex][loop.ndim] = index.stride(d);
+    ++loop.ndim;
+  }
+  return loop;
+}
+
+// "No bad index": all ones, above every position when compared unsigned.
+constexpr int64_t kNoBadIndex = -1;
+
+// Lowers *slot to `position` unless it already holds a lower one.
+__device__ __forceinline__ void record_bad_index(unsigned long long* slot, int64_t position) {
+  const auto mine = static_cast<unsigned long long>(position);
+  unsigned long long seen = static_cast<unsigned long long>(kNoBadIndex);
+  while (mine < seen) {
+    const unsigned long long prior = atomicCAS(slot, seen, mine);
+    if (prior == seen) return;
+    seen = prior;
+  }
+}
+
+template <typename Word>
+__global__ void __launch_bounds__(kBlockThreads) gather_elements(Word* out, const Word* input, const int64_t* index,
+                                                                const __grid_constant__ IndexLoop loop,
+                                                                unsigned long long* bad_index) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < loop.numel; i += step) {
+    int64_t off[3];
+    loop.offsets(i, off);
+    const int64_t j = index[off[kIndex]];
+    if (j < 0 || j >= loop.dim_size) {
+      record_bad_index(bad_index, i);
+      continue;
+    }
+    out[off[kOther]] = input[off[kIndexed] + j * loop.dim_stride];
+  }
+}
+
+// The bits of an 8-bit integer or a 16-bit float (ember::BFloat16 and Half keep theirs in `bits`).
+template <typename T>
+__device__ __forceinline__ T from_bits(unsigned word) {
+  if constexpr (sizeof(T) == 1) {
+    return static_cast<T>(word & 0xffu);
+  } else {
+    T value;
+    value.bits = static_cast<uint16_t>(word);
+    return value;
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ unsigned to_bits(T value) {
+  if constexpr (sizeof(T) == 1) return value;
+  else return value.bits;
+}
+
+// *address += value, atomically, rounded to T as the CPU rounds each addition. 8- and 16-bit
+// types have no atomic add of their own: they swap the aligned 32-bit word holding them, retrying
+// until no other thread changed it in between (the first read may be stale; that costs a retry).
+template <typename T>
+__device__ __forceinline__ void atomic_accumulate(T* address, T value) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int32_t>) {
+    atomicAdd(address, value);
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    // Two's complement: the unsigned sum has the signed sum's bits.
+    atomicAdd(reinterpret_cast<unsigned long long*>(address), static_cast<unsigned long long>(value));
+  } else {
+    static_assert(sizeof(T) < 4, "atomic_accumulate: no atomic for this type");
+    using C = ComputeType<T>;
+    const uintptr_t at = reinterpret_cast<uintptr_t>(address);
+    unsigned* word = reinterpret_cast<unsigned*>(at & ~uintptr_t{3});
+    const unsigned shift = static_cast<unsigned>(at & 3u) * 8u;
+    constexpr unsigned kMask = sizeof(T) == 1 ? 0xffu : 0xffffu;
+    unsigned seen = *static_cast<volatile unsigned*>(word);
+    for (;;) {
+      const T sum = static_cast<T>(static_cast<C>(from_bits<T>(seen >> shift)) + static_cast<C>(value));
+      const unsigned updated = (seen & ~(kMask << shift)) | (to_bits(sum) << shift);
+      const unsigned prior = atomicCAS(word, seen, updated);
+      if (prior == seen) return;
+      seen = prior;
+    }
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads) scatter_add_elements(T* out, const T* src, const int64_t* index,
+                                                                     const __grid_constant__ IndexLoop loop,
+                                                                     unsigned long long* bad_index) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < loop.numel; i += step) {
+    int64_t off[3];
+    loop.offsets(i, off);
+    const int64_t j = index[off[kIndex]];
+    if (j < 0 || j >= loop.dim_size) {
+      record_bad_index(bad_index, i);
+      continue;
+    }
+    atomic_accumulate(out + off[kIndexed] + j * loop.dim_stride, src[off[kOther]]);
+  }
+}
+
+// The device word a kernel records its first bad index position in, and the host's check of it.
+class BadIndex {
+ public:
+  explicit BadIndex(Device device) : first_(full({1}, kNoBadIndex, TensorOptions(kInt64).device(device))) {}
+
+  unsigned long long* slot() const { return reinterpret_cast<unsigned long long*>(first_.data_ptr<int64_t>()); }
+
+  // Waits for the kernel (item copies to the host); raises the CPU kernel's error when it saw one.
+  void raise_if_any(const char* op, const Tensor& index, int64_t dim, int64_t limit) const {
+    const int64_t position = first_.item<int64_t>();
+    if (position == kNoBadIndex) return;
+    const int64_t value = index.reshape({-1}).select(0, position).item<int64_t>();
+    EMBER_FAIL(op, ": index ", value, " is out of bounds for dimension ", dim, " with size ", limit);
+  }
+
+ private:
+  Tensor first_;
+};
+
+template <typename Word>
+void launch_gather(const Tensor& out, const Tensor& input, const Tensor& index, const IndexLoop& loop,
+                   const BadIndex& bad) {
+  EMBER_LAUNCH(gather_elements<Word>, dim3(grid_for(loop.numel)), dim3(kBlockThreads), 0, current_stream().handle(),
+               static_cast<Word*>(out.data_ptr()), static_cast<const Word*>(input.data_ptr()),
+               index.data_ptr<int64_t>(), loop, bad.slot());
+}
+
+}  // namespace
+
+void gather_kernel(const Tensor& out, const Tensor& input, int64_t dim, const Tensor& index) {
+  if (index.numel() == 0) return;
+  DeviceGuard guard(input.device().index);
+  const IndexLoop loop = index_loop(input, out, index, dim, "gather");
+  const BadIndex bad(input.device());
+  switch (input.element_size()) {
+    case 1: launch_gather<uint8_t>(out, input, index, loop, bad); break;
+    case 2: launch_gather<uint16_t>(out, input, index, loop, bad); break;
+    case 4: launch_gather<uint32_t>(out, input, index, loop, bad); break;
+    default: launch_gather<uint64_t>(out, input, index, loop, bad); break;
+  }
+  check_launch("gather");
+  bad.raise_if_any("gather", index, dim, loop.dim_size);
+}
+
+void scatter_add_kernel(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  if (index.numel() == 0) return;
+  DeviceGuard guard(out.device().index);
+  const IndexLoop loop = index_loop(out, src, index, dim, "scatter_add");
+  const BadIndex bad(out.device());
+  EMBER_DISPATCH_NUMERIC(out.dtype(), "scatter_add", [&] {
+    EMBER_LAUNCH(scatter_add_elements<scalar_t>, dim3(grid_for(loop.numel)), dim3(kBlockThreads), 0,
+                 current_stream().handle(), out.data_ptr<scalar_t>(), src.data_ptr<scalar_t>(),
+                 index.data_ptr<int64_t>(), loop, bad.slot());
+  });
+  check_launch("scatter_add");
+  bad.raise_if_any("scatter_add", index, dim, loop.dim_size);
+}
+
+}  // namespace ember::cuda
