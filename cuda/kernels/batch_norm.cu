@@ -281,8 +281,7 @@ template <typename T>
 __global__ void __launch_bounds__(kBlockThreads) apply_kernel(const ElementGeometry g, const T* x,
                                                              const ComputeType<T>* scale_shift, bool relu, T* y) {
   using C = ComputeType<T>;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t m = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; m < g.numel; m += step) {
+  for (const int64_t m : grid_stride(g.numel)) {
     const int64_t c = g.channel(m);
     y[m] = static_cast<T>(
         formula::batch_norm_output(static_cast<C>(x[m]), scale_shift[c], scale_shift[g.channels + c], relu));
@@ -308,8 +307,7 @@ __global__ void __launch_bounds__(kBlockThreads) input_grad_kernel(const Element
                                                                   const T* relu_output,
                                                                   const ComputeType<T>* kab, T* dx) {
   using C = ComputeType<T>;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t m = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; m < g.numel; m += step) {
+  for (const int64_t m : grid_stride(g.numel)) {
     const int64_t c = g.channel(m);
     C grad = static_cast<C>(dy[m]);
     if (relu_output != nullptr) grad = formula::keep_where_positive(grad, static_cast<C>(relu_output[m]));

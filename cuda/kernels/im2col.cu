@@ -13,8 +13,7 @@ __global__ void __launch_bounds__(kBlockThreads) im2col_kernel(const __grid_cons
                                                                const T* __restrict__ input, T* __restrict__ col) {
   const int64_t pixels = g.out_h * g.out_w, window = g.kernel_h * g.kernel_w;
   const int64_t total = g.images * g.channels * window * pixels;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+  for (const int64_t i : grid_stride(total)) {
     const int64_t ow = i % g.out_w, oh = i / g.out_w % g.out_h;
     const int64_t kw = i / pixels % g.kernel_w, kh = i / (pixels * g.kernel_w) % g.kernel_h;
     const int64_t plane = i / (pixels * window);  // image * channels + channel
@@ -31,8 +30,7 @@ __global__ void __launch_bounds__(kBlockThreads) col2im_kernel(const __grid_cons
   using C = ComputeType<T>;
   const int64_t pixels = g.out_h * g.out_w, window = g.kernel_h * g.kernel_w;
   const int64_t total = g.images * g.channels * g.height * g.width;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+  for (const int64_t i : grid_stride(total)) {
     const int64_t w = i % g.width, h = i / g.width % g.height, plane = i / (g.width * g.height);
     const T* plane_col = col + plane * window * pixels;
     C sum = C(0);

@@ -79,8 +79,7 @@ template <typename Word>
 __global__ void __launch_bounds__(kBlockThreads) gather_elements(Word* out, const Word* input, const int64_t* index,
                                                                 const __grid_constant__ IndexLoop loop,
                                                                 unsigned long long* bad_index) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < loop.numel; i += step) {
+  for (const int64_t i : grid_stride(loop.numel)) {
     int64_t off[3];
     loop.offsets(i, off);
     const int64_t j = index[off[kIndex]];
@@ -142,8 +141,7 @@ template <typename T>
 __global__ void __launch_bounds__(kBlockThreads) scatter_add_elements(T* out, const T* src, const int64_t* index,
                                                                      const __grid_constant__ IndexLoop loop,
                                                                      unsigned long long* bad_index) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < loop.numel; i += step) {
+  for (const int64_t i : grid_stride(loop.numel)) {
     int64_t off[3];
     loop.offsets(i, off);
     const int64_t j = index[off[kIndex]];

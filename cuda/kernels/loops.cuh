@@ -67,12 +67,34 @@ __device__ __forceinline__ T load_operand(const char* base, int64_t off, T scala
   return base != nullptr ? *reinterpret_cast<const T*>(base + off) : scalar;
 }
 
+// The linear indices [0, total) this thread takes in a grid-stride loop: its global index, then
+// strides of the whole grid's thread count.
+//   for (const int64_t i : grid_stride(n)) out[i] = f(in[i]);
+struct GridStride {
+  struct Iterator {
+    int64_t i, step;
+    __device__ __forceinline__ int64_t operator*() const { return i; }
+    __device__ __forceinline__ Iterator& operator++() {
+      i += step;
+      return *this;
+    }
+    __device__ __forceinline__ bool operator!=(const Iterator& end) const { return i < end.i; }
+  };
+  int64_t first, step, total;
+  __device__ __forceinline__ Iterator begin() const { return {first, step}; }
+  __device__ __forceinline__ Iterator end() const { return {total, step}; }
+};
+
+__device__ __forceinline__ GridStride grid_stride(int64_t total) {
+  return {static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, static_cast<int64_t>(gridDim.x) * blockDim.x,
+          total};
+}
+
 // Calls op(loop.data, offsets) for every element; op is a functor with a __device__ operator().
 template <int N, class Op>
 __global__ void __launch_bounds__(kBlockThreads) elementwise_kernel(const __grid_constant__ DeviceLoop<N> loop,
                                                                     const Op op) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < loop.numel; i += step) {
+  for (const int64_t i : grid_stride(loop.numel)) {
     int64_t off[N];
     loop.offsets(i, off);
     op(loop.data, off);

@@ -20,8 +20,7 @@ using formula::WeightDecay;
 template <typename T, bool kWeightDecay, bool kMomentum, bool kNesterov, bool kFirstStep>
 __global__ void __launch_bounds__(kBlockThreads) sgd_kernel(T* param, const T* grad, T* buf, int64_t n,
                                                            SgdScalars<T> s) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+  for (const int64_t i : grid_stride(n))
     formula::sgd_element<T, kWeightDecay, kMomentum, kNesterov, kFirstStep>(param[i], grad[i],
                                                                             kMomentum ? buf + i : nullptr, s);
 }
@@ -29,8 +28,7 @@ __global__ void __launch_bounds__(kBlockThreads) sgd_kernel(T* param, const T* g
 template <typename T, WeightDecay kDecay, bool kAmsgrad>
 __global__ void __launch_bounds__(kBlockThreads) adam_kernel(T* param, const T* grad, T* exp_avg, T* exp_avg_sq,
                                                             T* max_exp_avg_sq, int64_t n, AdamScalars<T> s) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+  for (const int64_t i : grid_stride(n))
     formula::adam_element<T, kDecay, kAmsgrad>(param[i], grad[i], exp_avg[i], exp_avg_sq[i],
                                                kAmsgrad ? max_exp_avg_sq + i : nullptr, s);
 }

@@ -35,8 +35,7 @@ __global__ void __launch_bounds__(kBlockThreads) max_pool_kernel(const T* x, T* 
                                                                 const __grid_constant__ Planes g) {
   using C = ComputeType<T>;
   const PoolParams& p = g.p;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += step) {
+  for (const int64_t o : grid_stride(total)) {
     const PlaneIndex at = split(o, p.out_h, p.out_w);
     const T* in = x + at.plane * g.h * g.w;
     C best = -std::numeric_limits<C>::infinity();
@@ -68,8 +67,7 @@ __global__ void __launch_bounds__(kBlockThreads) max_pool_backward_kernel(const 
                                                                          const __grid_constant__ Planes g) {
   using C = ComputeType<T>;
   const PoolParams& p = g.p;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+  for (const int64_t i : grid_stride(total)) {
     const PlaneIndex at = split(i, g.h, g.w);
     const int64_t target = at.y * g.w + at.x, first = at.plane * p.out_h * p.out_w;
     T sum = static_cast<T>(C(0));
@@ -92,8 +90,7 @@ __global__ void __launch_bounds__(kBlockThreads) avg_pool_kernel(const T* x, T* 
                                                                 const __grid_constant__ Planes g) {
   using C = ComputeType<T>;
   const PoolParams& p = g.p;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += step) {
+  for (const int64_t o : grid_stride(total)) {
     const PlaneIndex at = split(o, p.out_h, p.out_w);
     const T* in = x + at.plane * g.h * g.w;
     const formula::PoolSpan sy = formula::avg_pool_span(at.y, g.h, p.kernel_h, p.stride_h, p.pad_h);
@@ -111,8 +108,7 @@ __global__ void __launch_bounds__(kBlockThreads) avg_pool_backward_kernel(const 
                                                                          const __grid_constant__ Planes g) {
   using C = ComputeType<T>;
   const PoolParams& p = g.p;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+  for (const int64_t i : grid_stride(total)) {
     const PlaneIndex at = split(i, g.h, g.w);
     const T* grads = dy + at.plane * p.out_h * p.out_w;
     const formula::OutputRange ry = formula::avg_pool_outputs_covering(at.y, p.out_h, p.kernel_h, p.stride_h, p.pad_h);
@@ -135,8 +131,7 @@ __global__ void __launch_bounds__(kBlockThreads) adaptive_avg_pool_kernel(const 
                                                                          const __grid_constant__ Planes g) {
   using C = ComputeType<T>;
   const int64_t oh = g.p.out_h, ow = g.p.out_w;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += step) {
+  for (const int64_t o : grid_stride(total)) {
     const PlaneIndex at = split(o, oh, ow);
     const T* in = x + at.plane * g.h * g.w;
     const int64_t y0 = formula::adaptive_start(at.y, g.h, oh), y1 = formula::adaptive_end(at.y, g.h, oh);
@@ -153,8 +148,7 @@ __global__ void __launch_bounds__(kBlockThreads) adaptive_avg_pool_backward_kern
                                                                                   const __grid_constant__ Planes g) {
   using C = ComputeType<T>;
   const int64_t oh = g.p.out_h, ow = g.p.out_w;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+  for (const int64_t i : grid_stride(total)) {
     const PlaneIndex at = split(i, g.h, g.w);
     const T* grads = dy + at.plane * oh * ow;
     const formula::OutputRange ry = formula::adaptive_outputs_covering(at.y, g.h, oh);

@@ -10,8 +10,7 @@ namespace {
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads) random_fill_kernel(T* out, int64_t numel, RandomKind kind,
                                                                    PhiloxState state, double a, double b) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < numel; i += step)
+  for (const int64_t i : grid_stride(numel))
     out[i] = random_element<T>(kind, state.seed, state.offset + static_cast<uint64_t>(i), a, b);
 }
 

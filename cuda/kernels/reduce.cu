@@ -85,8 +85,7 @@ __global__ void __launch_bounds__(kBlockThreads) reduce_thread_kernel(const __gr
   using C = typename R::C;
   R r;
   r.p = p;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < loop.kept_numel; k += step) {
+  for (const int64_t k : grid_stride(loop.kept_numel)) {
     int64_t in_off, out_off, out2_off;
     kept_offsets(loop, k, in_off, out_off, out2_off);
     typename R::Acc acc = r.init();

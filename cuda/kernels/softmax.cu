@@ -147,8 +147,7 @@ __global__ void __launch_bounds__(kBlockThreads) softmax_rows_kernel(const Rows 
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads) softmax_columns_kernel(const Rows rows, const T* x, T* y, bool log) {
   const RowShare share{rows.size, rows.inner, 0, 1};
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows.count(); r += step) {
+  for (const int64_t r : grid_stride(rows.count())) {
     const int64_t base = rows.base(r);
     const ComputeType<T> shift = formula::softmax_shift(share_max(x + base, share));
     write_share(x + base, y + base, share, shift, share_total(x + base, share, shift), log);
@@ -174,8 +173,7 @@ template <typename T>
 __global__ void __launch_bounds__(kBlockThreads) softmax_backward_columns_kernel(const Rows rows, const T* g,
                                                                                 const T* y, T* dx, bool log) {
   const RowShare share{rows.size, rows.inner, 0, 1};
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows.count(); r += step) {
+  for (const int64_t r : grid_stride(rows.count())) {
     const int64_t base = rows.base(r);
     write_backward_share(g + base, y + base, dx + base, share, share_backward_sum(g + base, y + base, share, log), log);
   }
