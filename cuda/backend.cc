@@ -159,8 +159,16 @@ void memcpy_device(void* dst, Device dst_device, const void* src, Device src_dev
 }
 
 // The stream a node's forward ran on, kept alive with the node (a created stream lives while a
-// copy of its handle does).
-std::shared_ptr<void> capture_stream(Device device) { return std::make_shared<Stream>(current_stream(device.index)); }
+// copy of its handle does). Every op recorded on a GPU asks, so a thread reuses its token while
+// its current stream stays the same: no allocation per op.
+std::shared_ptr<void> capture_stream(Device device) {
+  thread_local std::vector<std::shared_ptr<Stream>> tokens;
+  if (tokens.size() <= static_cast<size_t>(device.index)) tokens.resize(device.index + 1);
+  std::shared_ptr<Stream>& token = tokens[device.index];
+  const Stream current = current_stream(device.index);
+  if (!token || *token != current) token = std::make_shared<Stream>(current);
+  return token;
+}
 
 void wait_for_captured(const std::shared_ptr<void>& captured) {
   const Stream& producer = *static_cast<const Stream*>(captured.get());

@@ -33,18 +33,12 @@ void check_cublas(cublasStatus_t status, const char* call, const GemmArgs& g) {
 }
 
 cublasHandle_t handle_for(const GemmArgs& g) {
-  // Destroyed with the thread: cuBLAS handles are cheap to keep and costly to create per call.
-  struct Handles {
-    std::vector<cublasHandle_t> per_device;
-    ~Handles() {
-      for (cublasHandle_t h : per_device)
-        if (h) cublasDestroy(h);
-    }
-  };
-  thread_local Handles handles;
+  // Kept for the thread's life and never destroyed: creating one costs far more than a call, and
+  // at exit the CUDA runtime may already be torn down (the device allocators are kept the same way).
+  thread_local std::vector<cublasHandle_t> handles;
   const int device = g.device.index;
-  if (handles.per_device.size() <= static_cast<size_t>(device)) handles.per_device.resize(device + 1, nullptr);
-  cublasHandle_t& h = handles.per_device[device];
+  if (handles.size() <= static_cast<size_t>(device)) handles.resize(device + 1, nullptr);
+  cublasHandle_t& h = handles[device];
   if (!h) check_cublas(cublasCreate(&h), "cublasCreate", g);
   return h;
 }

@@ -174,13 +174,13 @@ std::pair<Tensor, Tensor> conv2d_backward_weight(const Tensor& grad_output, cons
   const Plan plan = plan_for(input.sizes(), weight_shape, p);
   Tensor dy = grad_output.contiguous(), x = input.contiguous();
   Tensor grad_bias = want_bias ? dy.sum({0, 2, 3}) : Tensor();
-  Tensor grad_weight = zeros(weight_shape, x.options());
-  if (dy.numel() == 0 || grad_weight.numel() == 0) return {grad_weight, grad_bias};
+  if (dy.numel() == 0 || shape_numel(weight_shape) == 0) return {zeros(weight_shape, x.options()), grad_bias};
   Tensor buffer = column_buffer(plan, x);
   // Per-image products, summed over the chunk's images afterwards: no accumulation order depends
   // on scheduling, and each GEMM stays one batched launch.
   Tensor partial = empty({std::min(plan.chunk, plan.g.images), plan.out_channels, plan.group_rows}, x.options());
   const DType dt = x.dtype();
+  Tensor grad_weight;
   for (int64_t first = 0; first < plan.g.images; first += plan.chunk) {
     const int64_t count = std::min(plan.chunk, plan.g.images - first);
     const void* col = columns(plan, x, first, count, buffer);
@@ -202,7 +202,9 @@ std::pair<Tensor, Tensor> conv2d_backward_weight(const Tensor& grad_output, cons
       a.stride_c = plan.out_channels * plan.group_rows;
       gemm(a);
     }
-    grad_weight.add_(partial.slice(0, 0, count).sum({0}).view(weight_shape));
+    Tensor chunk_sum = partial.slice(0, 0, count).sum({0}).view(weight_shape);
+    if (grad_weight.defined()) grad_weight.add_(chunk_sum);
+    else grad_weight = chunk_sum;
   }
   return {grad_weight, grad_bias};
 }

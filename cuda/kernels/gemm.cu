@@ -18,17 +18,13 @@ constexpr int kThreads = 256;  // 16 x 16 threads, each 4 x 4 outputs
 constexpr int kLoads = kTileM * kTileK / kThreads;  // elements of each operand a thread stages per slice
 static_assert(kTileM * kTileK == kTileN * kTileK, "A and B slices are staged with the same loop");
 
-struct GemmShape {
-  bool trans_a, trans_b;
-  int64_t m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c;
-  double alpha, beta;
-};
-
 // Thread t covers rows ty + 16 i and columns tx + 16 j: a warp's stores to C are coalesced, and
 // its shared-memory reads are broadcasts or touch distinct banks.
 template <typename T, typename Acc>
-__global__ void __launch_bounds__(kThreads) gemm_tile_kernel(const __grid_constant__ GemmShape s, const T* a,
-                                                              const T* b, T* c) {
+__global__ void __launch_bounds__(kThreads) gemm_tile_kernel(const __grid_constant__ GemmArgs s) {
+  const T* a = static_cast<const T*>(s.a);
+  const T* b = static_cast<const T*>(s.b);
+  T* c = static_cast<T*>(s.c);
   __shared__ Acc tile_a[kTileK][kTileM];
   __shared__ Acc tile_b[kTileK][kTileN];
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
@@ -104,20 +100,16 @@ __global__ void __launch_bounds__(kThreads) gemm_tile_kernel(const __grid_consta
 
 template <typename T, typename Acc>
 void launch_gemm(const GemmArgs& g) {
-  const GemmShape s{g.trans_a, g.trans_b, g.m,     g.n,        g.k,        g.lda,      g.ldb,
-                    g.ldc,     g.batch,   g.stride_a, g.stride_b, g.stride_c, g.alpha, g.beta};
   const dim3 grid(static_cast<unsigned>((g.n + kTileN - 1) / kTileN), static_cast<unsigned>((g.m + kTileM - 1) / kTileM),
                   static_cast<unsigned>(std::min<int64_t>(g.batch, 65535)));
   constexpr auto kernel = &gemm_tile_kernel<T, Acc>;
-  EMBER_LAUNCH(kernel, grid, dim3(kThreads), 0, current_stream().handle(), s, static_cast<const T*>(g.a),
-               static_cast<const T*>(g.b), static_cast<T*>(g.c));
+  EMBER_LAUNCH(kernel, grid, dim3(kThreads), 0, current_stream().handle(), g);
   check_launch("matmul");
 }
 
 }  // namespace
 
 void ember_gemm(const GemmArgs& g) {
-  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   EMBER_CHECK((g.n + kTileN - 1) / kTileN <= 0x7fffffff && (g.m + kTileM - 1) / kTileM <= 65535, "matmul: ",
               g.m, " x ", g.n, " is more than a CUDA grid of 64 x 64 tiles holds (at most 65535 x 2^31 - 1)");
   DeviceGuard guard(g.device.index);
