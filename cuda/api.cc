@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "cuda/check.h"
+#include "cuda/deferred_check.h"
 
 namespace ember::cuda {
 
@@ -50,8 +51,10 @@ void set_device(int device) {
 }
 
 void synchronize(int device) {
-  DeviceGuard guard(resolve(device));
+  device = resolve(device);
+  DeviceGuard guard(device);
   check(cudaDeviceSynchronize(), "cuda::synchronize");
+  raise_finished_checks(device);
 }
 
 DeviceGuard::DeviceGuard(int device) {
@@ -88,6 +91,7 @@ Stream Stream::create(int device) {
 void Stream::synchronize() const {
   DeviceGuard guard(device_);
   check(cudaStreamSynchronize(handle_), "cuda::Stream::synchronize");
+  raise_finished_checks(device_);
 }
 
 bool Stream::query() const {
@@ -98,6 +102,7 @@ bool Stream::query() const {
     return false;
   }
   check(e, "cuda::Stream::query");
+  raise_finished_checks(device_);
   return true;
 }
 
@@ -175,6 +180,7 @@ bool Event::query() const {
     return false;
   }
   check(e, "cuda::Event::query");
+  raise_finished_checks(state_->device);
   return true;
 }
 
@@ -182,6 +188,7 @@ void Event::synchronize() const {
   if (!recorded()) return;
   DeviceGuard guard(state_->device);
   check(cudaEventSynchronize(state_->event), "cuda::Event::synchronize");
+  raise_finished_checks(state_->device);
 }
 
 float Event::elapsed_ms(const Event& end) const {

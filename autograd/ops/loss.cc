@@ -48,20 +48,20 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
   // Scalars are 0-dim CPU tensors: they join a target on any device without a device allocation.
   const Tensor zero = zeros({}, TensorOptions(kInt64));
   Tensor ignore = target == full({}, ignore_index, TensorOptions(kInt64));
-  Tensor bad = ((target < zero) + (target >= full({}, classes, TensorOptions(kInt64)))) * ~ignore;
   if (target.device().is_cpu()) {
+    Tensor bad = ((target < zero) + (target >= full({}, classes, TensorOptions(kInt64)))) * ~ignore;
     EMBER_CHECK(bad.sum().item<int64_t>() == 0, "nll_loss: target values must lie in [0, ", classes,
                 ") or equal ignore_index (", ignore_index, ")");
   }
-  // On a GPU the check would cost a host synchronisation every step: an out-of-range target
-  // instead makes its loss NaN (reading class 0 in its place keeps the gather in bounds).
-  Tensor safe_target = where(ignore + bad, zero, target);
+  // On a GPU that check would synchronise every step. There the gathers below check the targets
+  // on the device instead, and an out-of-range class surfaces as gather's error (naming the
+  // value) at the next synchronisation, such as the loss's item().
+  Tensor safe_target = where(ignore, zero, target);
   Tensor picked = gather(input, 1, safe_target.unsqueeze(1)).squeeze(1);
   Tensor keep = (~ignore).to(input.dtype());
   Tensor w = weight.defined() ? gather(weight.to(input.dtype()), 0, safe_target.reshape({-1})).view(target.sizes()) * keep
                               : keep;
   Tensor loss = -picked * w;
-  if (!target.device().is_cpu()) loss = where(bad, full({}, NAN, TensorOptions(loss.dtype())), loss);
   if (reduction == Reduction::Mean) return loss.sum() / w.sum();
   return reduce_loss(loss, reduction);
 }

@@ -47,6 +47,11 @@ constexpr unsigned cudaStreamDefault = 0x0;
 constexpr unsigned cudaStreamNonBlocking = 0x1;
 constexpr unsigned cudaEventDefault = 0x0;
 constexpr unsigned cudaEventDisableTiming = 0x2;
+constexpr unsigned cudaHostAllocDefault = 0x0;
+constexpr unsigned cudaHostAllocPortable = 0x1;
+constexpr unsigned cudaHostAllocMapped = 0x2;
+
+using cudaHostFn_t = void (*)(void* user_data);
 
 struct cudaDeviceProp {
   char name[256];
@@ -73,7 +78,10 @@ cudaError_t cudaDeviceDisablePeerAccess(int peer_device);
 cudaError_t cudaMalloc(void** ptr, size_t bytes);
 cudaError_t cudaFree(void* ptr);
 cudaError_t cudaMallocHost(void** ptr, size_t bytes);
+cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned flags);
 cudaError_t cudaFreeHost(void* ptr);
+// Pinned host memory is the same address for kernels (unified addressing, as on every 64-bit GPU).
+cudaError_t cudaHostGetDevicePointer(void** device_ptr, void* host_ptr, unsigned flags);
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes);
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream = nullptr);
@@ -89,6 +97,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 cudaError_t cudaStreamQuery(cudaStream_t stream);
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags = 0);
+// Runs fn(user_data) on the host when the stream reaches this point; later work waits for it.
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data);
 
 cudaError_t cudaEventCreate(cudaEvent_t* event);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <vector>
 
@@ -309,6 +310,24 @@ cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
   return cudaSuccess;
 }
 
+cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned flags) {
+  if ((flags & ~(cudaHostAllocPortable | cudaHostAllocMapped)) != 0) return fail(cudaErrorInvalidValue);
+  return cudaMallocHost(ptr, bytes);
+}
+
+cudaError_t cudaHostGetDevicePointer(void** device_ptr, void* host_ptr, unsigned flags) {
+  if (flags != 0 || device_ptr == nullptr) return fail(cudaErrorInvalidValue);
+  std::lock_guard<std::mutex> lock(pinned_mutex);
+  // Any address inside a pinned block maps, as CUDA's does.
+  auto after = pinned.upper_bound(static_cast<const char*>(host_ptr));
+  if (after == pinned.begin()) return fail(cudaErrorInvalidValue);
+  auto block = std::prev(after);
+  if (static_cast<const char*>(host_ptr) >= block->first + std::max<size_t>(block->second, 1))
+    return fail(cudaErrorInvalidValue);
+  *device_ptr = host_ptr;
+  return cudaSuccess;
+}
+
 cudaError_t cudaFreeHost(void* ptr) {
   {
     std::lock_guard<std::mutex> lock(pinned_mutex);
@@ -444,6 +463,16 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   if (!mark) return cudaSuccess;  // never recorded: nothing to wait for
   stream_or_default(stream)->enqueue([mark] {
     mark->wait();
+    return std::string();
+  });
+  return cudaSuccess;
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data) {
+  if (cudaError_t e = initialised(); e != cudaSuccess) return e;
+  if (fn == nullptr) return fail(cudaErrorInvalidValue);
+  stream_or_default(stream)->enqueue([fn, user_data] {
+    fn(user_data);
     return std::string();
   });
   return cudaSuccess;

@@ -4,15 +4,16 @@
 // duplicates add up (and a float sum's rounding) varies from run to run.
 //
 // Out-of-range indices: the CPU kernels raise from the call itself, naming the first bad index in
-// row-major order. cuda/emu has no device-side assert, and a trap on a GPU would surface later as
-// "unspecified launch failure", without the op, the index or the size. So a kernel skips a bad
-// index (writing nothing for it) and records the lowest position holding one in a device word,
-// which the host reads back before returning: the same error, from the same call, as on the CPU,
-// for the price of one wait on the stream per call.
+// row-major order. A kernel cannot raise, and waiting for its verdict after each call would cost
+// a host round trip per training step (cross_entropy's gather). So a kernel skips a bad index
+// (writing nothing for it) and sets a deferred check's flag (cuda/deferred_check.h); the host
+// raises the CPU's error, found by scanning a copy of the index, at its next synchronisation.
+#include <string>
 #include <type_traits>
 
 #include "core/error.h"
 #include "core/factory.h"
+#include "cuda/deferred_check.h"
 #include "cuda/kernels/index.cuh"
 #include "cuda/kernels/loops.cuh"
 
@@ -61,30 +62,16 @@ IndexLoop index_loop(const Tensor& indexed, const Tensor& other, const Tensor& i
   return loop;
 }
 
-// "No bad index": all ones, above every position when compared unsigned.
-constexpr int64_t kNoBadIndex = -1;
-
-// Lowers *slot to `position` unless it already holds a lower one.
-__device__ __forceinline__ void record_bad_index(unsigned long long* slot, int64_t position) {
-  const auto mine = static_cast<unsigned long long>(position);
-  unsigned long long seen = static_cast<unsigned long long>(kNoBadIndex);
-  while (mine < seen) {
-    const unsigned long long prior = atomicCAS(slot, seen, mine);
-    if (prior == seen) return;
-    seen = prior;
-  }
-}
-
 template <typename Word>
 __global__ void __launch_bounds__(kBlockThreads) gather_elements(Word* out, const Word* input, const int64_t* index,
                                                                 const __grid_constant__ IndexLoop loop,
-                                                                unsigned long long* bad_index) {
+                                                                unsigned* bad_index) {
   for (const int64_t i : grid_stride(loop.numel)) {
     int64_t off[3];
     loop.offsets(i, off);
     const int64_t j = index[off[kIndex]];
     if (j < 0 || j >= loop.dim_size) {
-      record_bad_index(bad_index, i);
+      *bad_index = 1;
       continue;
     }
     out[off[kOther]] = input[off[kIndexed] + j * loop.dim_stride];
@@ -140,44 +127,46 @@ __device__ __forceinline__ void atomic_accumulate(T* address, T value) {
 template <typename T>
 __global__ void __launch_bounds__(kBlockThreads) scatter_add_elements(T* out, const T* src, const int64_t* index,
                                                                      const __grid_constant__ IndexLoop loop,
-                                                                     unsigned long long* bad_index) {
+                                                                     unsigned* bad_index) {
   for (const int64_t i : grid_stride(loop.numel)) {
     int64_t off[3];
     loop.offsets(i, off);
     const int64_t j = index[off[kIndex]];
     if (j < 0 || j >= loop.dim_size) {
-      record_bad_index(bad_index, i);
+      *bad_index = 1;
       continue;
     }
     atomic_accumulate(out + off[kIndexed] + j * loop.dim_stride, src[off[kOther]]);
   }
 }
 
-// The device word a kernel records its first bad index position in, and the host's check of it.
-class BadIndex {
- public:
-  explicit BadIndex(Device device) : first_(full({1}, kNoBadIndex, TensorOptions(kInt64).device(device))) {}
+// The CPU's error for the first index outside [0, limit) in row-major order, from a host copy.
+// The index is the caller's tensor, read after the kernel: if it was overwritten since, the
+// message says so rather than naming a value.
+std::string first_bad_index(const char* op, const Tensor& index, int64_t dim, int64_t limit) {
+  for (const int64_t value : index.cpu().to_vector<int64_t>())
+    if (value < 0 || value >= limit)
+      return detail::concat(op, ": index ", value, " is out of bounds for dimension ", dim, " with size ", limit);
+  return detail::concat(op, ": an index was out of bounds for dimension ", dim, " with size ", limit,
+                " (the index tensor has been overwritten since)");
+}
 
-  unsigned long long* slot() const { return reinterpret_cast<unsigned long long*>(first_.data_ptr<int64_t>()); }
+DeferredCheck begin_check(Device device) {
+  raise_finished_checks(device.index);
+  return DeferredCheck::begin(device.index);
+}
 
-  // Waits for the kernel (item copies to the host); raises the CPU kernel's error when it saw one.
-  void raise_if_any(const char* op, const Tensor& index, int64_t dim, int64_t limit) const {
-    const int64_t position = first_.item<int64_t>();
-    if (position == kNoBadIndex) return;
-    const int64_t value = index.reshape({-1}).select(0, position).item<int64_t>();
-    EMBER_FAIL(op, ": index ", value, " is out of bounds for dimension ", dim, " with size ", limit);
-  }
-
- private:
-  Tensor first_;
-};
+void submit_check(DeferredCheck check, const char* op, const Tensor& index, int64_t dim, int64_t limit) {
+  std::move(check).submit(current_stream().handle(),
+                          [op, index, dim, limit] { return first_bad_index(op, index, dim, limit); });
+}
 
 template <typename Word>
 void launch_gather(const Tensor& out, const Tensor& input, const Tensor& index, const IndexLoop& loop,
-                   const BadIndex& bad) {
+                   unsigned* bad) {
   EMBER_LAUNCH(gather_elements<Word>, dim3(grid_for(loop.numel)), dim3(kBlockThreads), 0, current_stream().handle(),
                static_cast<Word*>(out.data_ptr()), static_cast<const Word*>(input.data_ptr()),
-               index.data_ptr<int64_t>(), loop, bad.slot());
+               index.data_ptr<int64_t>(), loop, bad);
 }
 
 }  // namespace
@@ -186,29 +175,29 @@ void gather_kernel(const Tensor& out, const Tensor& input, int64_t dim, const Te
   if (index.numel() == 0) return;
   DeviceGuard guard(input.device().index);
   const IndexLoop loop = index_loop(input, out, index, dim, "gather");
-  const BadIndex bad(input.device());
+  DeferredCheck check = begin_check(input.device());
   switch (input.element_size()) {
-    case 1: launch_gather<uint8_t>(out, input, index, loop, bad); break;
-    case 2: launch_gather<uint16_t>(out, input, index, loop, bad); break;
-    case 4: launch_gather<uint32_t>(out, input, index, loop, bad); break;
-    default: launch_gather<uint64_t>(out, input, index, loop, bad); break;
+    case 1: launch_gather<uint8_t>(out, input, index, loop, check.flag()); break;
+    case 2: launch_gather<uint16_t>(out, input, index, loop, check.flag()); break;
+    case 4: launch_gather<uint32_t>(out, input, index, loop, check.flag()); break;
+    default: launch_gather<uint64_t>(out, input, index, loop, check.flag()); break;
   }
   check_launch("gather");
-  bad.raise_if_any("gather", index, dim, loop.dim_size);
+  submit_check(std::move(check), "gather", index, dim, loop.dim_size);
 }
 
 void scatter_add_kernel(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
   if (index.numel() == 0) return;
   DeviceGuard guard(out.device().index);
   const IndexLoop loop = index_loop(out, src, index, dim, "scatter_add");
-  const BadIndex bad(out.device());
+  DeferredCheck check = begin_check(out.device());
   EMBER_DISPATCH_NUMERIC(out.dtype(), "scatter_add", [&] {
     EMBER_LAUNCH(scatter_add_elements<scalar_t>, dim3(grid_for(loop.numel)), dim3(kBlockThreads), 0,
                  current_stream().handle(), out.data_ptr<scalar_t>(), src.data_ptr<scalar_t>(),
-                 index.data_ptr<int64_t>(), loop, bad.slot());
+                 index.data_ptr<int64_t>(), loop, check.flag());
   });
   check_launch("scatter_add");
-  bad.raise_if_any("scatter_add", index, dim, loop.dim_size);
+  submit_check(std::move(check), "scatter_add", index, dim, loop.dim_size);
 }
 
 }  // namespace ember::cuda
