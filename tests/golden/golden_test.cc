@@ -1,19 +1,28 @@
 // Ember vs PyTorch 1.13 on the reference cases of tools/golden/make_golden.py: outputs, running
-// statistics and every gradient must match to rtol 1e-4 in float32.
+// statistics and every gradient must match to rtol 1e-4 in float32. The cases run on
+// tests/test_device.h's device: the CPU (golden_test) or emulated cuda:0 (golden_cuda_test).
 #include <catch2/catch.hpp>
 
 #include "autograd/functional.h"
 #include "core/ember_core.h"
 #include "core/io/safetensors.h"
+#include "tests/test_device.h"
 
 using namespace ember;
+using test::kTestDevice;
 
 namespace {
+
+// A copy of the file's tensor on the test device that the case owns: it may become a leaf or be
+// updated in place (running statistics), which must not reach the file's tensor.
+Tensor owned_copy(const Tensor& reference) { return reference.clone().to(kTestDevice); }
 
 // max |a - b| / (atol + rtol |b|) <= 1, reported with the worst element.
 void require_close(const Tensor& actual, const Tensor& expected, const std::string& what, double rtol = 1e-4,
                    double atol = 1e-5) {
-  INFO(what << ": shapes " << shape_str(actual.sizes()) << " vs " << shape_str(expected.sizes()));
+  INFO(what << ": shapes " << shape_str(actual.sizes()) << " vs " << shape_str(expected.sizes()) << ", on "
+              << actual.device());
+  REQUIRE(actual.device() == kTestDevice);
   REQUIRE(actual.sizes() == expected.sizes());
   std::vector<double> a = actual.to_vector<double>(), b = expected.to_vector<double>();
   double worst = 0;
@@ -33,13 +42,13 @@ void require_close(const Tensor& actual, const Tensor& expected, const std::stri
 
 TEST_CASE("conv2d + batch_norm + relu + max_pool2d match PyTorch", "[golden]") {
   SafetensorsFile ref = load_safetensors("tests/golden/conv_bn_relu_pool.safetensors");
-  Tensor x = ref.at("input").clone().requires_grad_();
-  Tensor w = ref.at("weight").clone().requires_grad_();
-  Tensor b = ref.at("bias").clone().requires_grad_();
-  Tensor gamma = ref.at("gamma").clone().requires_grad_();
-  Tensor beta = ref.at("beta").clone().requires_grad_();
-  Tensor running_mean = ref.at("running_mean_before").clone();
-  Tensor running_var = ref.at("running_var_before").clone();
+  Tensor x = owned_copy(ref.at("input")).requires_grad_();
+  Tensor w = owned_copy(ref.at("weight")).requires_grad_();
+  Tensor b = owned_copy(ref.at("bias")).requires_grad_();
+  Tensor gamma = owned_copy(ref.at("gamma")).requires_grad_();
+  Tensor beta = owned_copy(ref.at("beta")).requires_grad_();
+  Tensor running_mean = owned_copy(ref.at("running_mean_before"));
+  Tensor running_var = owned_copy(ref.at("running_var_before"));
 
   Tensor h = conv2d(x, w, b, 1, 1);
   h = batch_norm(h, running_mean, running_var, gamma, beta, true, 0.1, 1e-5);
@@ -49,7 +58,7 @@ TEST_CASE("conv2d + batch_norm + relu + max_pool2d match PyTorch", "[golden]") {
   require_close(running_mean, ref.at("running_mean_after"), "running_mean");
   require_close(running_var, ref.at("running_var_after"), "running_var");
 
-  (out * ref.at("upstream")).sum().backward();
+  (out * ref.at("upstream").to(kTestDevice)).sum().backward();
   require_close(x.grad(), ref.at("grad_input"), "grad input");
   require_close(w.grad(), ref.at("grad_weight"), "grad weight");
   require_close(b.grad(), ref.at("grad_bias"), "grad bias");
@@ -59,32 +68,32 @@ TEST_CASE("conv2d + batch_norm + relu + max_pool2d match PyTorch", "[golden]") {
 
 TEST_CASE("cross_entropy with label smoothing matches PyTorch", "[golden]") {
   SafetensorsFile ref = load_safetensors("tests/golden/cross_entropy_label_smoothing.safetensors");
-  const Tensor& target = ref.at("target");
+  const Tensor target = ref.at("target").to(kTestDevice);
 
   SECTION("mean, ignore_index") {
-    Tensor logits = ref.at("logits").clone().requires_grad_();
+    Tensor logits = owned_copy(ref.at("logits")).requires_grad_();
     Tensor loss = cross_entropy(logits, target, {}, Reduction::Mean, -100, 0.1);
     require_close(loss, ref.at("loss_mean"), "loss");
     loss.backward();
     require_close(logits.grad(), ref.at("grad_mean"), "grad");
   }
   SECTION("class weights") {
-    Tensor logits = ref.at("logits").clone().requires_grad_();
-    Tensor loss = cross_entropy(logits, target, ref.at("weight"), Reduction::Mean, -100, 0.1);
+    Tensor logits = owned_copy(ref.at("logits")).requires_grad_();
+    Tensor loss = cross_entropy(logits, target, ref.at("weight").to(kTestDevice), Reduction::Mean, -100, 0.1);
     require_close(loss, ref.at("loss_weighted"), "loss");
     loss.backward();
     require_close(logits.grad(), ref.at("grad_weighted"), "grad");
   }
   SECTION("no reduction") {
-    Tensor logits = ref.at("logits").clone().requires_grad_();
+    Tensor logits = owned_copy(ref.at("logits")).requires_grad_();
     Tensor loss = cross_entropy(logits, target, {}, Reduction::None, -100, 0.1);
     require_close(loss, ref.at("loss_none"), "loss");
-    (loss * ref.at("upstream")).sum().backward();
+    (loss * ref.at("upstream").to(kTestDevice)).sum().backward();
     require_close(logits.grad(), ref.at("grad_none"), "grad");
   }
   SECTION("spatial targets") {
-    Tensor logits = ref.at("spatial").clone().requires_grad_();
-    Tensor loss = cross_entropy(logits, ref.at("spatial_target"), {}, Reduction::Mean, -100, 0.2);
+    Tensor logits = owned_copy(ref.at("spatial")).requires_grad_();
+    Tensor loss = cross_entropy(logits, ref.at("spatial_target").to(kTestDevice), {}, Reduction::Mean, -100, 0.2);
     require_close(loss, ref.at("loss_spatial"), "loss");
     loss.backward();
     require_close(logits.grad(), ref.at("grad_spatial"), "grad");

@@ -1,15 +1,18 @@
 // ResNet-20 (option A) forward and backward on a fixed batch vs PyTorch 1.13 (data from
 // tools/golden/make_golden.py resnet20). Weights and inputs are rebuilt here from the same
 // integer hash (the input's key is read from the file); outputs and gradients must agree to rtol
-// 1e-4 in float32.
+// 1e-4 in float32. The network runs on tests/test_device.h's device: the CPU
+// (resnet20_golden_test) or emulated cuda:0 (resnet20_golden_cuda_test).
 #include <catch2/catch.hpp>
 #include <cmath>
 
 #include "core/ember_core.h"
 #include "core/io/safetensors.h"
 #include "models/resnet.h"
+#include "tests/test_device.h"
 
 using namespace ember;
+using test::kTestDevice;
 
 namespace {
 
@@ -29,6 +32,8 @@ Tensor from_doubles(const std::vector<double>& values, const Shape& shape) {
 }
 
 void require_close(const Tensor& actual, const Tensor& expected, const std::string& what) {
+  INFO(what << " on " << actual.device());
+  REQUIRE(actual.device() == kTestDevice);
   REQUIRE(actual.sizes() == expected.sizes());
   std::vector<double> a = actual.to_vector<double>(), b = expected.to_vector<double>();
   for (size_t i = 0; i < a.size(); ++i) {
@@ -58,16 +63,17 @@ TEST_CASE("ResNet-20 forward and backward match PyTorch", "[golden][models]") {
       p.copy_(from_doubles(u, p.sizes()));
     }
   }
+  net->to(kTestDevice);  // moves each parameter's data: the handles in `params` stay valid
   // The script chose the input key so that no ReLU input lies within float32 rounding of zero.
   const Tensor& reference_input = ref.at("input");
   std::vector<double> pixels = hashed_uniform(reference_input.numel(), ref.at("input_key").item<int64_t>());
   for (double& v : pixels) v *= 2.0;
-  Tensor x = from_doubles(pixels, reference_input.sizes());
+  Tensor x = from_doubles(pixels, reference_input.sizes()).to(kTestDevice);
   require_close(x, ref.at("input"), "input");
 
   Tensor logits = net->forward(x);
   require_close(logits, ref.at("logits"), "logits");
-  Tensor loss = cross_entropy(logits, ref.at("labels"));
+  Tensor loss = cross_entropy(logits, ref.at("labels").to(kTestDevice));
   require_close(loss, ref.at("loss"), "loss");
   require_close(net->bn1->running_mean, ref.at("running_mean_bn1"), "bn1.running_mean");
   require_close(net->bn1->running_var, ref.at("running_var_bn1"), "bn1.running_var");
@@ -84,6 +90,7 @@ TEST_CASE("ResNet-20 forward and backward match PyTorch", "[golden][models]") {
       continue;
     }
     // Large gradients: compare 8 signed projections, each to 1e-4 of sum |g|.
+    REQUIRE(p.grad().device() == kTestDevice);
     std::vector<double> g = p.grad().to_vector<double>();
     std::vector<double> expected = ref.at("proj." + name).to_vector<double>();
     std::vector<double> scale = ref.at("absproj." + name).to_vector<double>();

@@ -1,0 +1,21 @@
+// The device a test source runs its cases on, so that one source serves every backend: the CPU,
+// unless its BUILD target names another with local_defines = ["EMBER_TEST_DEVICE=cuda:0"] (a
+// cuda_test, which also links //cuda). Include it in test sources only: the value is per target.
+#pragma once
+
+#include "core/device.h"
+
+#ifndef EMBER_TEST_DEVICE
+#define EMBER_TEST_DEVICE cpu
+#endif
+
+// The define is a bare token sequence because a quoted one would need shell escapes in BUILD.
+#define EMBER_TEST_STRINGIFY_IMPL(text) #text
+#define EMBER_TEST_STRINGIFY(text) EMBER_TEST_STRINGIFY_IMPL(text)
+#define EMBER_TEST_DEVICE_NAME EMBER_TEST_STRINGIFY(EMBER_TEST_DEVICE)
+
+namespace ember::test {
+
+inline const Device kTestDevice = Device::parse(EMBER_TEST_DEVICE_NAME);
+
+}  // namespace ember::test
