@@ -18,10 +18,12 @@ namespace ember::data {
 class EpochRun {
  public:
   EpochRun(DatasetPtr dataset, TransformPtr transform, uint64_t seed, int64_t epoch, std::vector<int64_t> order,
-           int64_t batch_size, int64_t first_batch, int64_t end_batch, int workers, int prefetch, bool channels_last)
+           int64_t batch_size, int64_t first_batch, int64_t end_batch, int workers, int prefetch, bool channels_last,
+           bool pin_memory)
       : dataset_(std::move(dataset)),
         transform_(std::move(transform)),
         channels_last_(channels_last),
+        pin_memory_(pin_memory),
         seed_(seed),
         epoch_(epoch),
         order_(std::move(order)),
@@ -71,6 +73,10 @@ class EpochRun {
                                  order_.begin() + static_cast<std::ptrdiff_t>(stop));
     Batch out = assemble_batch(*dataset_, std::move(indices), transform_.get(), seed_, epoch_);
     if (channels_last_ && out.data.dim() == 4) out.data = channels_last_copy(out.data);
+    if (pin_memory_) {
+      out.data = out.data.pin_memory();
+      if (out.target.defined()) out.target = out.target.pin_memory();
+    }
     return out;
   }
 
@@ -115,6 +121,7 @@ class EpochRun {
   const DatasetPtr dataset_;
   const TransformPtr transform_;
   const bool channels_last_;
+  const bool pin_memory_;
   const uint64_t seed_;
   const int64_t epoch_;
   const std::vector<int64_t> order_;
@@ -188,7 +195,7 @@ DataLoader::Iterator DataLoader::begin() {
   int prefetch = options_.prefetch() > 0 ? options_.prefetch() : 2 * options_.workers();
   run_ = std::make_unique<EpochRun>(dataset_, options_.transform(), options_.seed(), epoch_, std::move(order),
                                     options_.batch_size(), position_, size(), options_.workers(), prefetch,
-                                    options_.channels_last());
+                                    options_.channels_last(), options_.pin_memory());
   return Iterator(this);
 }
 

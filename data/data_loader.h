@@ -55,6 +55,10 @@ class DataLoaderOptions {
   // activations are: the transpose happens once per batch, on the loader's thread, instead of in
   // the first convolution's forward and weight-gradient passes.
   DataLoaderOptions& channels_last(bool value) { channels_last_ = value; return *this; }
+  // Batches in page-locked host memory (needs the CUDA backend linked), assembled on the loader's
+  // threads, so that `batch.data.to(cuda, /*non_blocking=*/true)` is queued on the GPU's stream
+  // without the host waiting for it. A pinned tensor is contiguous: this undoes channels_last.
+  DataLoaderOptions& pin_memory(bool value) { pin_memory_ = value; return *this; }
 
   int64_t batch_size() const { return batch_size_; }
   bool shuffle() const { return shuffle_; }
@@ -65,6 +69,7 @@ class DataLoaderOptions {
   const TransformPtr& transform() const { return transform_; }
   const SamplerPtr& sampler() const { return sampler_; }
   bool channels_last() const { return channels_last_; }
+  bool pin_memory() const { return pin_memory_; }
 
  private:
   int64_t batch_size_;
@@ -76,6 +81,7 @@ class DataLoaderOptions {
   TransformPtr transform_;
   SamplerPtr sampler_;
   bool channels_last_ = false;
+  bool pin_memory_ = false;
 };
 
 // Where a loader stands: in `epoch`, `batches` batches have been handed to the consumer.

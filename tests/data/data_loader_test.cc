@@ -334,3 +334,11 @@ TEST_CASE("channels_last batches hold the same values with NHWC memory", "[loade
   DataLoader loader(flat_ds, DataLoaderOptions(3).channels_last(true));
   for (Batch& batch : loader) CHECK(batch.data.is_contiguous());
 }
+
+TEST_CASE("pin_memory without the CUDA backend linked names what is missing", "[loader]") {
+  auto ds = std::make_shared<SyntheticDataset>(8, Shape{3, 4, 4}, 10, 1);
+  for (int workers : {0, 2}) {
+    DataLoader loader(ds, DataLoaderOptions(4).workers(workers).pin_memory(true));
+    CHECK_THROWS_WITH(loader.begin(), Catch::Matchers::Contains("pin_memory: pinned memory needs the CUDA backend"));
+  }
+}

@@ -1,12 +1,55 @@
 // Flag definitions and their translation into a TrainConfig.
 #include "tools/train/config.h"
 
+#include "comm/init.h"
 #include "core/backend.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "models/zoo.h"
 
 namespace ember::train {
+
+namespace {
+
+// The device a run trains on, checked before any set-up: a device this build or machine lacks
+// is bad input (exit status 2), not a failure halfway into loading data.
+std::string resolve_device(const std::string& text) {
+  Device device;
+  try {
+    device = Device::parse(text);
+  } catch (const Error& e) {
+    throw FlagError(std::string("--device: ") + e.what());
+  }
+  if (!has_backend(device.type))
+    throw FlagError("--device: this build has no backend for '" + text + "'; use --device cpu");
+  if (!device.is_cuda()) return device.str();
+  comm::LaunchEnvironment launch;
+  try {
+    launch = comm::read_environment();
+  } catch (const Error& e) {
+    throw FlagError(std::string("--device ") + text + ": " + e.what());
+  }
+  // Bare "cuda" under a launcher: one device per process on the node, as torchrun users expect.
+  if (text == "cuda" && launch.launched) device = Device::cuda(launch.local_rank);
+  const int count = find_backend(kCUDA)->device_count();
+  if (device.index >= count) {
+    std::string message = "--device " + text + ": ";
+    if (launch.launched && text == "cuda")
+      message += "rank " + std::to_string(launch.rank) + " has LOCAL_RANK " + std::to_string(launch.local_rank) +
+                 " and so takes " + device.str() + ", but ";
+    else
+      message += device.str() + " does not exist: ";
+    message += count == 0 ? std::string("no CUDA device is available (no GPU, and EMBER_EMULATED_GPUS is unset)")
+                          : "this machine has " + std::to_string(count) + " CUDA device" + (count == 1 ? "" : "s") +
+                                (count == 1 ? std::string(" (cuda:0)") : " (cuda:0 to cuda:" + std::to_string(count - 1) + ")");
+    if (launch.launched && text == "cuda" && count > 0)
+      message += "; start at most " + std::to_string(count) + " processes per node";
+    throw FlagError(message);
+  }
+  return device.str();
+}
+
+}  // namespace
 
 Flags make_flags() {
   Flags f("train", "Trains a model with Ember, alone or under `mpirun -np N` (one process per rank; --batch-size is\n"
@@ -28,7 +71,8 @@ Flags make_flags() {
   f.add_double("label-smoothing", 0.0, "label smoothing of the cross-entropy loss", 0.0);
   f.add_int("workers", 1, "data-loader worker threads (0: load on the training thread)", 0);
   f.add_int("seed", 0, "seed of initialisation, shuffling, augmentation and dropout", 0);
-  f.add_string("device", "cpu", "device to train on (cpu; cuda:N once the CUDA backend is built)");
+  f.add_string("device", "cpu", "device to train on: cpu, cuda:N, or cuda (cuda:LOCAL_RANK under mpirun/srun, "
+               "else cuda:0)");
   f.add_int("threads", 0, "compute threads per process (0: EMBER_NUM_THREADS, else every core)", 0);
   f.add_string("checkpoint-dir", "", "write a checkpoint here after every epoch (and on Ctrl-C)");
   f.add_int("keep-checkpoints", 2, "how many epoch checkpoints to keep, besides best.safetensors", 1);
@@ -70,17 +114,7 @@ TrainConfig config_from(const Flags& f) {
   if (c.label_smoothing > 1.0) throw FlagError("--label-smoothing: expected a value in [0, 1]");
   c.workers = f.get_int("workers");
   c.seed = static_cast<uint64_t>(f.get_int("seed"));
-  c.device = f.get_string("device");
-  Device device;
-  try {
-    device = Device::parse(c.device);
-  } catch (const Error& e) {
-    throw FlagError(std::string("--device: ") + e.what());
-  }
-  // A well-formed device this build cannot run on is bad input too (exit status 2, not a failure
-  // halfway into set-up).
-  if (!has_backend(device.type))
-    throw FlagError("--device: this build has no backend for '" + c.device + "'; use --device cpu");
+  c.device = resolve_device(f.get_string("device"));
   c.threads = f.get_int("threads");
   c.checkpoint_dir = f.get_string("checkpoint-dir");
   c.keep_checkpoints = f.get_int("keep-checkpoints");

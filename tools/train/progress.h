@@ -16,6 +16,8 @@ class Progress {
   // After each step: the step index inside the epoch (1-based), its loss and batch size.
   void step(int64_t step, double loss, int64_t batch_size);
   void end_epoch();
+  // The training device's peak allocated memory, shown from then on (GPUs only).
+  void set_device_peak(int64_t bytes) { device_peak_ = bytes; }
   bool interactive() const { return interactive_; }
 
  private:
@@ -29,6 +31,7 @@ class Progress {
   std::chrono::steady_clock::time_point epoch_start_, window_start_;
   int64_t window_images_ = 0;
   double rate_ = 0;
+  int64_t device_peak_ = -1;
 };
 
 }  // namespace ember::train

@@ -18,6 +18,7 @@
 
 #include "autograd/functional.h"
 #include "comm/init.h"
+#include "cuda/api.h"
 #include "core/cpu/thread_pool.h"
 #include "core/ember_core.h"
 #include "models/zoo.h"
@@ -54,20 +55,21 @@ struct Evaluation {
 
 // Loss and accuracy over the whole test set; with several ranks each evaluates its shard.
 Evaluation evaluate(nn::Module& model, data::DataLoader& loader, data::DataLoader* flipped,
-                    const std::shared_ptr<comm::ProcessGroup>& world) {
+                    const std::shared_ptr<comm::ProcessGroup>& world, Device device) {
   model.eval();
   NoGradGuard no_grad;
   double loss_sum = 0, correct = 0, count = 0;
   std::vector<Tensor> mirror_logits;
   if (flipped) {
-    for (data::Batch& batch : *flipped) mirror_logits.push_back(model.forward(batch.data));
+    for (data::Batch& batch : *flipped) mirror_logits.push_back(model.forward(batch.data.to(device, true)));
   }
   size_t index = 0;
   for (data::Batch& batch : loader) {
-    Tensor logits = model.forward(batch.data);
+    Tensor logits = model.forward(batch.data.to(device, true));
+    Tensor target = batch.target.to(device, true);
     if (flipped) logits = (logits + mirror_logits[index++]) * 0.5;
-    loss_sum += cross_entropy(logits, batch.target, {}, Reduction::Sum).item<double>();
-    correct += (logits.argmax(1) == batch.target).to(kInt64).sum().item<double>();
+    loss_sum += cross_entropy(logits, target, {}, Reduction::Sum).item<double>();
+    correct += (logits.argmax(1) == target).to(kInt64).sum().item<double>();
     count += static_cast<double>(batch.size());
   }
   Tensor sums = tensor(std::vector<double>{loss_sum, correct, count});
@@ -173,8 +175,10 @@ void prune_checkpoints(const std::string& dir, int64_t current_epoch, int64_t ke
 TrainResult run_training(const TrainConfig& config) {
   auto run_start = std::chrono::steady_clock::now();
   if (config.threads > 0) cpu::set_num_threads(static_cast<int>(config.threads));
-  EMBER_CHECK(Device::parse(config.device).is_cpu(), "--device ", config.device,
-              ": this build has no CUDA backend; use --device cpu");
+  const Device device = Device::parse(config.device);
+  EMBER_CHECK(!(device.is_cuda() && comm::read_environment().launched), "--device ", config.device,
+              " under a launcher: DDP on CUDA devices needs the NCCL process group, which Ember does not have yet "
+              "(the MPI backend carries CPU tensors only). Train on one GPU without mpirun, or on CPUs under mpirun");
 
   std::shared_ptr<comm::ProcessGroup> world;
   if (comm::read_environment().launched) world = comm::init();
@@ -187,34 +191,35 @@ TrainResult run_training(const TrainConfig& config) {
                   data_setup.train->size(), rank, world_size, data::DistributedSamplerOptions().seed(config.seed)))
             : std::static_pointer_cast<data::Sampler>(std::make_shared<data::RandomSampler>(data_setup.train->size(),
                                                                                             config.seed));
-  data::DataLoader train_loader(data_setup.train, data::DataLoaderOptions(config.batch_size)
-                                                      .sampler(train_sampler)
-                                                      .seed(config.seed)
-                                                      .workers(static_cast<int>(config.workers))
-                                                      .transform(data_setup.train_transform)
-                                                      .channels_last(true));
+  // On the CPU, convolutions want channels-last images; a GPU gets pinned (contiguous) batches,
+  // copied without the host waiting.
+  auto loader_options = [&](int64_t batch, data::SamplerPtr sampler, data::TransformPtr transform) {
+    return data::DataLoaderOptions(batch)
+        .sampler(std::move(sampler))
+        .seed(config.seed)
+        .workers(static_cast<int>(config.workers))
+        .transform(std::move(transform))
+        .channels_last(device.is_cpu())
+        .pin_memory(device.is_cuda());
+  };
+  data::DataLoader train_loader(data_setup.train,
+                                loader_options(config.batch_size, train_sampler, data_setup.train_transform));
   auto test_sampler = [&]() -> data::SamplerPtr {
     if (!world) return std::make_shared<data::SequentialSampler>(data_setup.test->size());
     return std::make_shared<data::DistributedSampler>(data_setup.test->size(), rank, world_size,
                                                       data::DistributedSamplerOptions().shuffle(false).unpadded(true));
   };
   const int64_t eval_batch = std::max<int64_t>(config.batch_size, 256);
-  data::DataLoader test_loader(data_setup.test, data::DataLoaderOptions(eval_batch)
-                                                    .sampler(test_sampler())
-                                                    .workers(static_cast<int>(config.workers))
-                                                    .transform(data_setup.test_transform)
-                                                    .channels_last(true));
+  data::DataLoader test_loader(data_setup.test, loader_options(eval_batch, test_sampler(), data_setup.test_transform));
   std::unique_ptr<data::DataLoader> flipped_loader;
   if (config.flip_tta)
-    flipped_loader = std::make_unique<data::DataLoader>(data_setup.test, data::DataLoaderOptions(eval_batch)
-                                                                             .sampler(test_sampler())
-                                                                             .workers(static_cast<int>(config.workers))
-                                                                             .transform(data_setup.test_flip_transform)
-                                                                             .channels_last(true));
+    flipped_loader = std::make_unique<data::DataLoader>(
+        data_setup.test, loader_options(eval_batch, test_sampler(), data_setup.test_flip_transform));
 
   manual_seed(config.seed);
   std::shared_ptr<nn::Module> model =
       models::make_model(config.model, data_setup.channels, data_setup.image_size, data_setup.classes);
+  model->to(device);
   // The only change for distributed training: the DDP wrapper (same state_dict keys).
   std::shared_ptr<nn::Module> trained = model;
   if (world) trained = std::make_shared<parallel::DistributedDataParallel>(model, world);
@@ -253,15 +258,15 @@ TrainResult run_training(const TrainConfig& config) {
   int64_t parameters = 0;
   for (const Tensor& p : model->parameters()) parameters += p.numel();
   if (leader) {
-    std::printf("train: %s (%.3fM parameters) on %s; %d process%s x %d thread%s, batch %lld per process\n",
-                config.model.c_str(), parameters / 1e6, data_setup.description.c_str(), world_size,
+    std::printf("train: %s (%.3fM parameters) on %s, %s; %d process%s x %d thread%s, batch %lld per process\n",
+                config.model.c_str(), parameters / 1e6, data_setup.description.c_str(), device.str().c_str(), world_size,
                 world_size > 1 ? "es" : "", cpu::num_threads(), cpu::num_threads() > 1 ? "s" : "",
                 static_cast<long long>(config.batch_size));
     std::fflush(stdout);
   }
 
   if (config.eval_only) {
-    Evaluation e = evaluate(*model, test_loader, flipped_loader.get(), world);
+    Evaluation e = evaluate(*model, test_loader, flipped_loader.get(), world, device);
     result.test_accuracy = e.accuracy;
     result.test_loss = e.loss;
     result.train_seconds = seconds_since(run_start);
@@ -305,8 +310,9 @@ TrainResult run_training(const TrainConfig& config) {
     int64_t window_images = 0;
     for (data::Batch& batch : train_loader) {
       optimizer->zero_grad();
-      Tensor logits = trained->forward(batch.data);
-      Tensor loss = cross_entropy(logits, batch.target, {}, Reduction::Mean, -100, config.label_smoothing);
+      Tensor target = batch.target.to(device, true);
+      Tensor logits = trained->forward(batch.data.to(device, true));
+      Tensor loss = cross_entropy(logits, target, {}, Reduction::Mean, -100, config.label_smoothing);
       loss.backward();
       optimizer->step();
       schedule->step();
@@ -316,8 +322,9 @@ TrainResult run_training(const TrainConfig& config) {
       loss_sum += loss_value * static_cast<double>(batch.size());
       {
         NoGradGuard no_grad;
-        correct += (logits.argmax(1) == batch.target).to(kInt64).sum().item<double>();
+        correct += (logits.argmax(1) == target).to(kInt64).sum().item<double>();
       }
+      if (device.is_cuda()) progress.set_device_peak(cuda::memory_stats(device.index).peak_allocated_bytes);
       seen += static_cast<double>(batch.size());
       window_images += batch.size();
       progress.step(done_in_epoch, loss_value, batch.size() * world_size);
@@ -353,7 +360,7 @@ TrainResult run_training(const TrainConfig& config) {
     // Every rank evaluates with rank 0's batch-norm statistics, the ones its checkpoint holds
     // (in evaluation mode DDP's forward does not broadcast them).
     if (auto* ddp = dynamic_cast<parallel::DistributedDataParallel*>(trained.get())) ddp->sync_buffers();
-    Evaluation test = evaluate(*trained, test_loader, final_evaluation ? flipped_loader.get() : nullptr, world);
+    Evaluation test = evaluate(*trained, test_loader, final_evaluation ? flipped_loader.get() : nullptr, world, device);
     Tensor train_sums = tensor(std::vector<double>{loss_sum, correct, seen});
     if (world) world->all_reduce(train_sums)->wait();
     std::vector<double> ts = train_sums.to_vector<double>();

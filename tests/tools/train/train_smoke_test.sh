@@ -35,7 +35,7 @@ expect_usage_error "train: --lr: expected a finite number, got 'nan'" --lr nan
 expect_usage_error "train: --data: expected one of {fashion-mnist, cifar10, cifar100, synthetic}, got 'mnist'" --data mnist
 expect_usage_error "train: --model: unknown model 'resnet19'" --model resnet19
 expect_usage_error "train: --device: " --device gpu
-expect_usage_error "train: --device: this build has no backend for 'cuda:0'; use --device cpu" --device cuda:0
+expect_usage_error "train: --device cuda:0: cuda:0 does not exist: no CUDA device is available" --device cuda:0
 expect_usage_error "train: --eval-only needs --resume" --eval-only
 expect_usage_error "train: --batch-size: missing value" --batch-size
 

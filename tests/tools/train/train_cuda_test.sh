@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The train binary on emulated GPUs (EMBER_EMULATED_GPUS=2): a few LeNet steps on cuda:1 end with
+# the CPU run's test loss; the progress lines show the device's peak memory; a checkpoint written
+# on the GPU resumes there and evaluates with --eval-only; bare `--device cuda` takes cuda:0 alone
+# and cuda:LOCAL_RANK under a launcher; a device beyond the machine's is exit status 2, named.
+set -uo pipefail
+train="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+work="${TEST_TMPDIR:-$(mktemp -d)}/train_cuda"
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+fail() { echo "FAIL: $*"; exit 1; }
+export EMBER_EMULATED_GPUS=2
+tiny=(--model lenet --data synthetic --synthetic-size 96 --batch-size 16 --threads 1 --workers 1 --epochs 2
+      --progress lines --log-every 1)
+
+"$train" "${tiny[@]}" --max-steps 3 --device cpu > cpu.txt 2>&1 || fail "CPU run exited $?: $(cat cpu.txt)"
+"$train" "${tiny[@]}" --max-steps 3 --device cuda:1 --checkpoint-dir ck > gpu.txt 2>&1 ||
+  fail "cuda:1 run exited $?: $(cat gpu.txt)"
+grep -q "lenet .* on synthetic .*, cuda:1;" gpu.txt || fail "the header does not name cuda:1: $(head -1 gpu.txt)"
+grep -q "step 3/6 .* peak mem [0-9.]* GiB" gpu.txt || fail "no peak memory in the progress lines: $(cat gpu.txt)"
+grep -q "peak mem" cpu.txt && fail "the CPU run shows a device peak"
+loss() { sed -n 's/.*test_loss=\([0-9.]*\).*/\1/p' "$1"; }
+cpu_loss=$(loss cpu.txt) gpu_loss=$(loss gpu.txt)
+[ -n "$cpu_loss" ] && [ -n "$gpu_loss" ] || fail "no summary line: $(tail -2 cpu.txt gpu.txt)"
+awk -v a="$cpu_loss" -v b="$gpu_loss" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 2e-4 * (1 + a)) }' ||
+  fail "test loss on cuda:1 ($gpu_loss) differs from the CPU's ($cpu_loss)"
+
+# Resumed on the GPU from the GPU's checkpoint: continues at step 3 and runs to 5.
+"$train" "${tiny[@]}" --max-steps 5 --device cuda:1 --checkpoint-dir ck --resume latest > resumed.txt 2>&1 ||
+  fail "resume exited $?: $(cat resumed.txt)"
+grep -q "resumed from ck/epoch-1.safetensors (epoch 0, step 3)" resumed.txt || fail "not resumed at step 3: $(cat resumed.txt)"
+grep -q "steps=5 " resumed.txt || fail "resumed run did not end at step 5: $(tail -1 resumed.txt)"
+"$train" "${tiny[@]}" --device cuda:0 --eval-only --resume ck/epoch-1.safetensors > eval.txt 2>&1 ||
+  fail "--eval-only exited $?: $(cat eval.txt)"
+grep -q "eval: 19 examples, loss $(printf '%.4f' "$(loss resumed.txt)")" eval.txt ||
+  fail "--eval-only on cuda:0 does not give the resumed run's test loss: $(cat eval.txt) vs $(tail -1 resumed.txt)"
+
+"$train" "${tiny[@]}" --max-steps 1 --device cuda > bare.txt 2>&1 || fail "--device cuda exited $?: $(cat bare.txt)"
+grep -q ", cuda:0;" bare.txt || fail "--device cuda alone did not take cuda:0: $(head -1 bare.txt)"
+
+expect_usage_error() {
+  local want="$1"; shift
+  "$@" > out.txt 2> err.txt
+  local status=$?
+  [ $status -eq 2 ] || fail "'$*' exited $status, expected 2: $(cat err.txt)"
+  grep -qF -- "$want" err.txt || fail "'$*': stderr lacks '$want': $(cat err.txt)"
+}
+expect_usage_error "train: --device cuda:2: cuda:2 does not exist: this machine has 2 CUDA devices (cuda:0 to cuda:1)" \
+  "$train" "${tiny[@]}" --device cuda:2
+expect_usage_error "train: --device cuda: rank 2 has LOCAL_RANK 2 and so takes cuda:2, but this machine has 2 CUDA devices (cuda:0 to cuda:1); start at most 2 processes per node" \
+  env RANK=2 WORLD_SIZE=3 LOCAL_RANK=2 "$train" "${tiny[@]}" --device cuda
+expect_usage_error "cuda:0 does not exist: no CUDA device is available" \
+  env EMBER_EMULATED_GPUS=0 "$train" "${tiny[@]}" --device cuda:0
+echo PASS
