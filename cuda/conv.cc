@@ -1,9 +1,11 @@
 // Each chunk of images is unfolded into columns [images, C * KH * KW, OH * OW], and each group's
 // product is one batched GEMM over the chunk's images (the weight shared, stride 0). The chunk
 // bounds the column buffer; a 1x1 convolution with stride 1 and no padding needs no columns.
+// On real GPUs cuDNN goes first; this path runs what it declines and what it is not asked to run.
 #include "cuda/conv.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "core/factory.h"
 #include "core/grad_mode.h"
@@ -11,9 +13,16 @@
 #include "cuda/blas.h"
 #include "cuda/kernels/im2col.cuh"
 
+#if defined(EMBER_CUDA)
+#include "cuda/cudnn_conv.h"
+#endif
+
 namespace ember::cuda {
 
 namespace {
+
+std::atomic<int> kernel_choice{static_cast<int>(ConvKernel::Auto)};
+std::atomic<bool> allow_tf32{true};
 
 // Column-buffer elements per chunk: 128 MB of float32.
 constexpr int64_t kColumnBudget = int64_t{32} << 20;
@@ -92,14 +101,7 @@ GemmArgs batched(const Tensor& like, int64_t batch) {
   return a;
 }
 
-}  // namespace
-
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvParams& p) {
-  NoGradGuard no_grad;
-  const Plan plan = plan_for(input.sizes(), weight.sizes(), p);
-  Tensor x = input.contiguous(), w = weight.contiguous();
-  Tensor out = empty({plan.g.images, plan.out_channels, plan.g.out_h, plan.g.out_w}, input.options());
-  if (out.numel() == 0) return out;
+void ember_forward(const Plan& plan, const Tensor& x, const Tensor& w, const Tensor& out) {
   Tensor buffer = column_buffer(plan, x);
   const DType dt = x.dtype();
   for (int64_t first = 0; first < plan.g.images; first += plan.chunk) {
@@ -123,18 +125,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
       gemm(a);
     }
   }
-  if (bias.defined()) out.add_(bias.to(out.dtype()).view({1, plan.out_channels, 1, 1}));
-  return out;
 }
 
-Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,
-                             const ConvParams& p) {
-  NoGradGuard no_grad;
-  const Plan plan = plan_for(input_shape, weight.sizes(), p);
-  Tensor dy = grad_output.contiguous(), w = weight.contiguous();
-  Tensor grad_input = empty(input_shape, dy.options());
-  if (grad_input.numel() == 0) return grad_input;
-  if (dy.numel() == 0 || plan.group_out == 0) return grad_input.zero_();
+void ember_backward_input(const Plan& plan, const Tensor& dy, const Tensor& w, const Tensor& grad_input) {
   Tensor buffer = column_buffer(plan, dy);
   const DType dt = dy.dtype();
   const int64_t image = plan.g.channels * plan.g.height * plan.g.width;
@@ -165,16 +158,9 @@ Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, co
       col2im(g, dt, dy.device(), col, at(grad_input.data_ptr(), dt, first * image));
     }
   }
-  return grad_input;
 }
 
-std::pair<Tensor, Tensor> conv2d_backward_weight(const Tensor& grad_output, const Tensor& input,
-                                                 const Shape& weight_shape, bool want_bias, const ConvParams& p) {
-  NoGradGuard no_grad;
-  const Plan plan = plan_for(input.sizes(), weight_shape, p);
-  Tensor dy = grad_output.contiguous(), x = input.contiguous();
-  Tensor grad_bias = want_bias ? dy.sum({0, 2, 3}) : Tensor();
-  if (dy.numel() == 0 || shape_numel(weight_shape) == 0) return {zeros(weight_shape, x.options()), grad_bias};
+Tensor ember_backward_weight(const Plan& plan, const Tensor& dy, const Tensor& x, const Shape& weight_shape) {
   Tensor buffer = column_buffer(plan, x);
   // Per-image products, summed over the chunk's images afterwards: no accumulation order depends
   // on scheduling, and each GEMM stays one batched launch.
@@ -206,6 +192,76 @@ std::pair<Tensor, Tensor> conv2d_backward_weight(const Tensor& grad_output, cons
     if (grad_weight.defined()) grad_weight.add_(chunk_sum);
     else grad_weight = chunk_sum;
   }
+  return grad_weight;
+}
+
+// cuDNN runs a pass on real GPUs unless Ember's kernels are asked for; false (or an undefined
+// tensor) when Ember's kernels are to run, cuDNN having declined or not been asked.
+bool cudnn_forward(const Tensor& x, const Tensor& w, const Tensor& out, const ConvParams& p) {
+#if defined(EMBER_CUDA)
+  return conv_kernel_choice() == ConvKernel::Auto && cudnn_conv_forward(x, w, out, p, cudnn_allow_tf32());
+#else
+  return false;
+#endif
+}
+
+bool cudnn_backward_input(const Tensor& dy, const Tensor& w, const Tensor& grad_input, const ConvParams& p) {
+#if defined(EMBER_CUDA)
+  return conv_kernel_choice() == ConvKernel::Auto && cudnn_conv_backward_data(dy, w, grad_input, p, cudnn_allow_tf32());
+#else
+  return false;
+#endif
+}
+
+Tensor cudnn_backward_weight(const Tensor& dy, const Tensor& x, const Shape& weight_shape, const ConvParams& p) {
+#if defined(EMBER_CUDA)
+  if (conv_kernel_choice() == ConvKernel::Auto) {
+    Tensor grad_weight = empty(weight_shape, x.options());
+    if (cudnn_conv_backward_filter(dy, x, grad_weight, p, cudnn_allow_tf32())) return grad_weight;
+  }
+#endif
+  return Tensor();
+}
+
+}  // namespace
+
+void set_conv_kernel(ConvKernel kernel) { kernel_choice.store(static_cast<int>(kernel)); }
+ConvKernel conv_kernel_choice() { return static_cast<ConvKernel>(kernel_choice.load()); }
+void set_cudnn_allow_tf32(bool allow) { allow_tf32.store(allow); }
+bool cudnn_allow_tf32() { return allow_tf32.load(); }
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvParams& p) {
+  NoGradGuard no_grad;
+  const Plan plan = plan_for(input.sizes(), weight.sizes(), p);
+  Tensor x = input.contiguous(), w = weight.contiguous();
+  Tensor out = empty({plan.g.images, plan.out_channels, plan.g.out_h, plan.g.out_w}, input.options());
+  if (out.numel() == 0) return out;
+  if (!cudnn_forward(x, w, out, p)) ember_forward(plan, x, w, out);
+  if (bias.defined()) out.add_(bias.to(out.dtype()).view({1, plan.out_channels, 1, 1}));
+  return out;
+}
+
+Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,
+                             const ConvParams& p) {
+  NoGradGuard no_grad;
+  const Plan plan = plan_for(input_shape, weight.sizes(), p);
+  Tensor dy = grad_output.contiguous(), w = weight.contiguous();
+  Tensor grad_input = empty(input_shape, dy.options());
+  if (grad_input.numel() == 0) return grad_input;
+  if (dy.numel() == 0 || plan.group_out == 0) return grad_input.zero_();
+  if (!cudnn_backward_input(dy, w, grad_input, p)) ember_backward_input(plan, dy, w, grad_input);
+  return grad_input;
+}
+
+std::pair<Tensor, Tensor> conv2d_backward_weight(const Tensor& grad_output, const Tensor& input,
+                                                 const Shape& weight_shape, bool want_bias, const ConvParams& p) {
+  NoGradGuard no_grad;
+  const Plan plan = plan_for(input.sizes(), weight_shape, p);
+  Tensor dy = grad_output.contiguous(), x = input.contiguous();
+  Tensor grad_bias = want_bias ? dy.sum({0, 2, 3}) : Tensor();
+  if (dy.numel() == 0 || shape_numel(weight_shape) == 0) return {zeros(weight_shape, x.options()), grad_bias};
+  Tensor grad_weight = cudnn_backward_weight(dy, x, weight_shape, p);
+  if (!grad_weight.defined()) grad_weight = ember_backward_weight(plan, dy, x, weight_shape);
   return {grad_weight, grad_bias};
 }
 

@@ -1,6 +1,7 @@
-// conv2d on CUDA devices as im2col + GEMM (cuda/kernels/im2col.cuh, cuda/blas.h): forward,
-// backward-data and backward-weight, with stride, padding, dilation and groups. Inputs of any
-// layout are read as contiguous NCHW; outputs are NCHW.
+// conv2d on CUDA devices: forward, backward-data and backward-weight, with stride, padding,
+// dilation and groups. On real GPUs cuDNN runs them (cuda/cudnn_conv.h); on emulated devices, when
+// asked, and for what cuDNN does not take, Ember's im2col + GEMM (cuda/kernels/im2col.cuh,
+// cuda/blas.h). Inputs of any layout are read as contiguous NCHW; outputs are NCHW.
 #pragma once
 
 #include <utility>
@@ -8,6 +9,17 @@
 #include "core/backend.h"
 
 namespace ember::cuda {
+
+// Which kernels compute conv2d on a real GPU: cuDNN (Auto) or Ember's im2col + GEMM (Ember), for
+// comparison and as a fallback. Emulated devices always run Ember's.
+enum class ConvKernel { Auto, Ember };
+void set_conv_kernel(ConvKernel kernel);
+ConvKernel conv_kernel_choice();
+
+// torch.backends.cudnn.allow_tf32: on by default, unlike matmul's switch (cuda/blas.h), as in
+// PyTorch. Lets cuDNN run float32 convolutions on TF32 tensor cores (10-bit mantissa inputs).
+void set_cudnn_allow_tf32(bool allow);
+bool cudnn_allow_tf32();
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvParams& p);
 Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,

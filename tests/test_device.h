@@ -5,6 +5,12 @@
 
 #include "core/device.h"
 
+// A target that names a device is a cuda_test, linked with //cuda.
+#ifdef EMBER_TEST_DEVICE
+#include "cuda/conv.h"
+#define EMBER_TEST_ON_CUDA 1
+#endif
+
 #ifndef EMBER_TEST_DEVICE
 #define EMBER_TEST_DEVICE cpu
 #endif
@@ -16,6 +22,13 @@
 
 namespace ember::test {
 
-inline const Device kTestDevice = Device::parse(EMBER_TEST_DEVICE_NAME);
+// Reference data is exact float32 (PyTorch on a CPU), so on a GPU the convolutions are too: cuDNN's
+// default TF32 would miss the tests' rtol 1e-4.
+inline const Device kTestDevice = [] {
+#ifdef EMBER_TEST_ON_CUDA
+  cuda::set_cudnn_allow_tf32(false);
+#endif
+  return Device::parse(EMBER_TEST_DEVICE_NAME);
+}();
 
 }  // namespace ember::test
