@@ -62,10 +62,11 @@ IndexLoop index_loop(const Tensor& indexed, const Tensor& other, const Tensor& i
   return loop;
 }
 
-template <typename Word>
-__global__ void __launch_bounds__(kBlockThreads) gather_elements(Word* out, const Word* input, const int64_t* index,
-                                                                const __grid_constant__ IndexLoop loop,
-                                                                unsigned* bad_index) {
+// Calls visit(off, at) for each index element in range, `at` being the indexed tensor's element
+// it names; an element out of range is skipped and sets the deferred check's flag.
+template <typename Visit>
+__device__ __forceinline__ void for_each_in_range(const IndexLoop& loop, const int64_t* index, unsigned* bad_index,
+                                                  Visit visit) {
   for (const int64_t i : grid_stride(loop.numel)) {
     int64_t off[3];
     loop.offsets(i, off);
@@ -74,8 +75,15 @@ __global__ void __launch_bounds__(kBlockThreads) gather_elements(Word* out, cons
       *bad_index = 1;
       continue;
     }
-    out[off[kOther]] = input[off[kIndexed] + j * loop.dim_stride];
+    visit(off, off[kIndexed] + j * loop.dim_stride);
   }
+}
+
+template <typename Word>
+__global__ void __launch_bounds__(kBlockThreads) gather_elements(Word* out, const Word* input, const int64_t* index,
+                                                                const __grid_constant__ IndexLoop loop,
+                                                                unsigned* bad_index) {
+  for_each_in_range(loop, index, bad_index, [&](const int64_t (&off)[3], int64_t at) { out[off[kOther]] = input[at]; });
 }
 
 // The bits of an 8-bit integer or a 16-bit float (ember::BFloat16 and Half keep theirs in `bits`).
@@ -128,16 +136,8 @@ template <typename T>
 __global__ void __launch_bounds__(kBlockThreads) scatter_add_elements(T* out, const T* src, const int64_t* index,
                                                                      const __grid_constant__ IndexLoop loop,
                                                                      unsigned* bad_index) {
-  for (const int64_t i : grid_stride(loop.numel)) {
-    int64_t off[3];
-    loop.offsets(i, off);
-    const int64_t j = index[off[kIndex]];
-    if (j < 0 || j >= loop.dim_size) {
-      *bad_index = 1;
-      continue;
-    }
-    atomic_accumulate(out + off[kIndexed] + j * loop.dim_stride, src[off[kOther]]);
-  }
+  for_each_in_range(loop, index, bad_index,
+                    [&](const int64_t (&off)[3], int64_t at) { atomic_accumulate(out + at, src[off[kOther]]); });
 }
 
 // The CPU's error for the first index outside [0, limit) in row-major order, from a host copy.
