@@ -36,7 +36,7 @@
 #include "models/zoo.h"
 #include "nn/nn.h"
 #include "nn/optim/sgd.h"
-#include "tools/bench/gpu_census.h"
+#include "tools/bench/census.h"
 #include "tools/bench/gpu_peak.h"
 #include "tools/bench/gpu_yardstick.h"
 #include "tools/bench/timing.h"
@@ -411,8 +411,8 @@ int main(int argc, char** argv) {
   manual_seed(0);
   auto resnet50 = models::make_model("resnet50", 3, f.image_size, 1000);
   auto resnet18 = models::make_model("resnet18", 3, f.cifar_size, 10);
-  const Census census50 = bench::take_census(*resnet50, f.image_size);
-  const Census census18 = bench::take_census(*resnet18, f.cifar_size);
+  const Census census50 = bench::take_census(*resnet50, {3, f.image_size, f.image_size});
+  const Census census18 = bench::take_census(*resnet18, {3, f.cifar_size, f.cifar_size});
   cuda::set_matmul_allow_tf32(f.tf32);
 
   std::vector<PassTimes> conv_times(census50.convs.size());

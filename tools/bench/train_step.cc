@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "autograd/functional.h"
-#include "core/backend.h"
 #include "core/cpu/thread_pool.h"
 #include "core/ember_core.h"
+#include "tools/bench/census.h"
 #include "tools/bench/openblas_core.h"
 #include "tools/bench/timing.h"
 #include "models/zoo.h"
@@ -33,36 +33,6 @@ using namespace ember;
 constexpr int kThreads = 2;
 constexpr int64_t kBatch = 128;
 
-// Forward FLOPs, counted by the kernel table: a counting copy wraps conv2d and gemm.
-const KernelTable* original_table = nullptr;
-double counted_flops = 0;
-
-Tensor counting_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvParams& p) {
-  Tensor out = original_table->conv2d(input, weight, bias, p);
-  counted_flops += 2.0 * out.numel() * weight.size(1) * weight.size(2) * weight.size(3);
-  return out;
-}
-
-void counting_gemm(const GemmArgs& g) {
-  counted_flops += 2.0 * g.batch * g.m * g.n * g.k;
-  original_table->gemm(g);
-}
-
-double forward_flops(nn::Module& model, const Tensor& images) {
-  original_table = &kernels_for(Device(kCPU), "train_step");
-  KernelTable counting = *original_table;
-  counting.conv2d = counting_conv2d;
-  counting.gemm = counting_gemm;
-  counted_flops = 0;
-  register_backend(kCPU, &counting);
-  {
-    NoGradGuard no_grad;
-    model.forward(images);
-  }
-  register_backend(kCPU, original_table);
-  return counted_flops;
-}
-
 struct Result {
   double images_per_second, gflops;
 };
@@ -72,7 +42,7 @@ Result time_model(const std::string& name, int steps) {
   auto model = models::make_model(name, 3, 32, 10);
   model->train();
   Tensor images = randn({kBatch, 3, 32, 32}), labels = randint(0, 10, {kBatch});
-  const double step_flops = 3.0 * forward_flops(*model, images);
+  const double step_flops = 3.0 * kBatch * bench::take_census(*model, {3, 32, 32}).forward_flops_per_image;
   optim::SGD optimizer(model->parameters(), optim::SGDOptions(0.1).momentum(0.9).weight_decay(5e-4));
   std::vector<double> times;
   for (int step = 0; step < steps + 3; ++step) {

@@ -1,7 +1,7 @@
-// A network's convolutions and FLOPs per image, for //tools/bench:gpu: one forward of a single
-// image on the CPU, through a copy of the CPU kernel table that records each conv2d call.
+// A network's convolutions and FLOPs per image, for the benchmarks' rates and MFU: one forward of a
+// single image on the CPU, through a copy of the CPU kernel table that records each conv2d call.
 //
-//   Census c = take_census(*models::make_model("resnet50", 3, 224, 1000), 224);
+//   Census c = take_census(*models::make_model("resnet50", 3, 224, 1000), {3, 224, 224});
 //   // c.convs: 23 distinct shapes with their counts; c.forward_flops_per_image: 8.18e9
 #pragma once
 
@@ -35,7 +35,8 @@ struct Census {
   double forward_flops_per_image = 0;
 };
 
-// Leaves `model` in evaluation mode (batch norm cannot train on one value per channel).
-Census take_census(nn::Module& model, int64_t image_size);
+// `image` is one example's shape, [C, H, W]. The forward runs in evaluation mode (batch norm
+// cannot train on one value per channel); the model's mode is restored afterwards.
+Census take_census(nn::Module& model, const Shape& image);
 
 }  // namespace ember::bench

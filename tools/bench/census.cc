@@ -1,6 +1,6 @@
 // The kernel table holds plain function pointers, so the recording conv2d reaches its census and
 // the original table through file-level pointers; one census runs at a time.
-#include "tools/bench/gpu_census.h"
+#include "tools/bench/census.h"
 
 #include <sstream>
 
@@ -50,22 +50,27 @@ Tensor recording_conv2d(const Tensor& input, const Tensor& weight, const Tensor&
 
 }  // namespace
 
-Census take_census(nn::Module& model, int64_t image_size) {
+Census take_census(nn::Module& model, const Shape& image) {
   Census census;
   cpu_table = &kernels_for(Device(kCPU), "gpu bench census");
   KernelTable table = *cpu_table;
   table.conv2d = recording_conv2d;
   recording = &census;
+  const bool training = model.is_training();
   model.eval();
   register_backend(kCPU, &table);
   try {
     NoGradGuard no_grad;
-    model.forward(randn({1, 3, image_size, image_size}));
+    Shape batch{1};
+    batch.insert(batch.end(), image.begin(), image.end());
+    model.forward(randn(batch));
   } catch (...) {
     register_backend(kCPU, cpu_table);
+    model.train(training);
     throw;
   }
   register_backend(kCPU, cpu_table);
+  model.train(training);
   model.apply([&](nn::Module& m) {
     if (auto* linear = dynamic_cast<nn::LinearImpl*>(&m))
       census.forward_flops_per_image += 2.0 * linear->weight.numel();
