@@ -46,6 +46,11 @@ std::string resolve_device(const std::string& text) {
       message += "; start at most " + std::to_string(count) + " processes per node";
     throw FlagError(message);
   }
+  if (launch.launched)
+    throw FlagError("--device " + text + " under a launcher: rank " + std::to_string(launch.rank) + " would train on " +
+                    device.str() + ", but DDP on CUDA devices needs the NCCL process group, which Ember does not have "
+                    "yet (the MPI backend carries CPU tensors only). Train on one GPU without mpirun, or on CPUs "
+                    "under mpirun");
   return device.str();
 }
 

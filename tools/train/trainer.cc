@@ -176,9 +176,6 @@ TrainResult run_training(const TrainConfig& config) {
   auto run_start = std::chrono::steady_clock::now();
   if (config.threads > 0) cpu::set_num_threads(static_cast<int>(config.threads));
   const Device device = Device::parse(config.device);
-  EMBER_CHECK(!(device.is_cuda() && comm::read_environment().launched), "--device ", config.device,
-              " under a launcher: DDP on CUDA devices needs the NCCL process group, which Ember does not have yet "
-              "(the MPI backend carries CPU tensors only). Train on one GPU without mpirun, or on CPUs under mpirun");
 
   std::shared_ptr<comm::ProcessGroup> world;
   if (comm::read_environment().launched) world = comm::init();
