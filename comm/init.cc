@@ -1,11 +1,14 @@
 // init(): environment parsing and backend selection.
 #include "comm/init.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
 
+#include "comm/device_backend.h"
+#include "comm/mixed_process_group.h"
 #include "comm/mpi/mpi_process_group.h"
 #include "comm/mpi/runtime.h"
 #include "core/error.h"
@@ -14,8 +17,20 @@ namespace ember::comm {
 
 namespace {
 
+constexpr const char* kMixedBackend = "cpu:mpi,cuda:nccl";
+
 std::mutex init_mutex;
 std::shared_ptr<ProcessGroup> world_group;
+std::atomic<int> world_rank{-1};  // for abort_job's prefix, without MPI too
+
+// MPI_Init is the rendezvous; the environment only said that (and as which rank) we were launched.
+std::shared_ptr<ProcessGroup> mpi_world(const LaunchEnvironment& env) {
+  auto group = mpi::MpiProcessGroup::world();
+  EMBER_CHECK(!env.launched || (group->rank() == env.rank && group->size() == env.world_size), "comm::init: MPI says "
+              "rank ", group->rank(), " of ", group->size(), " but ", env.source, " says rank ", env.rank, " of ",
+              env.world_size, " (start the ranks with mpirun, or srun --mpi=pmix / pmi2 with an MPI built for it)");
+  return group;
+}
 
 // The variable's value, or nothing when it is unset or empty; raises when it is not an integer.
 std::optional<int> read_int(const char* name) {
@@ -89,9 +104,11 @@ LaunchEnvironment read_environment() {
               " is outside a world of size ", env.world_size, env.source.empty() ? "" : " (from " + env.source + ")");
   EMBER_CHECK(env.local_rank < env.world_size, "comm::init: local rank ", env.local_rank,
               " is outside a world of size ", env.world_size);
+  env.backend = device_backend("nccl") ? kMixedBackend : "mpi";
   if (const char* backend = std::getenv("EMBER_BACKEND"); backend != nullptr && *backend != '\0') env.backend = backend;
-  EMBER_CHECK(env.backend == "mpi" || env.backend == "nccl", "comm::init: EMBER_BACKEND='", env.backend,
-              "' is not a backend; expected 'mpi' (the default) or 'nccl' (CUDA tensors, with the CUDA backend)");
+  EMBER_CHECK(env.backend == "mpi" || env.backend == "nccl" || env.backend == kMixedBackend, "comm::init: "
+              "EMBER_BACKEND='", env.backend, "' is not a backend; expected 'mpi' (the default without //comm/nccl), "
+              "'nccl' (CUDA tensors only) or '", kMixedBackend, "' (the default with //comm/nccl)");
   return env;
 }
 
@@ -99,14 +116,33 @@ std::shared_ptr<ProcessGroup> init() {
   std::lock_guard<std::mutex> lock(init_mutex);
   if (world_group) return world_group;
   LaunchEnvironment env = read_environment();
-  EMBER_CHECK(env.backend == "mpi", "comm::init: EMBER_BACKEND='", env.backend,
-              "' is not available in this build (it has: mpi; nccl comes with the CUDA backend)");
-  // MPI_Init is the rendezvous; the environment only said that (and as which rank) we were launched.
-  auto group = mpi::MpiProcessGroup::world();
-  EMBER_CHECK(!env.launched || (group->rank() == env.rank && group->size() == env.world_size), "comm::init: MPI says "
-              "rank ", group->rank(), " of ", group->size(), " but ", env.source, " says rank ", env.rank, " of ",
-              env.world_size, " (start the ranks with mpirun, or srun --mpi=pmix / pmi2 with an MPI built for it)");
-  world_group = group;
+  world_rank = env.rank;
+  if (env.backend == "mpi") {
+    world_group = mpi_world(env);
+    return world_group;
+  }
+  DeviceGroupFactory nccl = device_backend("nccl");
+  EMBER_CHECK(nccl, "comm::init: EMBER_BACKEND='", env.backend, "' is not available in this build (it has: mpi; "
+              "link //comm/nccl for NCCL)");
+  if (env.backend == kMixedBackend) {
+    world_group = std::make_shared<MixedProcessGroup>(mpi_world(env), nccl);
+    return world_group;
+  }
+  // NCCL alone: the world is made now, on this rank's device, and CPU tensors are refused.
+  DeviceGroupSpec spec;
+  spec.rank = env.rank;
+  spec.size = env.world_size;
+  spec.device = Device::cuda(env.local_rank);
+  spec.name = "WORLD";
+  for (int r = 0; r < env.world_size; ++r) spec.world_ranks.push_back(r);
+  const char* id_file = std::getenv("EMBER_NCCL_ID_FILE");
+  const bool use_file = id_file != nullptr && *id_file != '\0';
+  if (use_file) spec.share = share_through_file(id_file, env.rank);
+  else if (env.world_size == 1) spec.share = [](std::vector<uint8_t>&) {};
+  else spec.share = share_through(mpi_world(env), Device(kCPU));
+  world_group = nccl(spec);
+  // The communicator formed, so every rank has read the id: the file would only mislead a later job.
+  if (use_file && env.rank == 0) std::remove(id_file);
   return world_group;
 }
 
@@ -118,9 +154,13 @@ std::shared_ptr<ProcessGroup> world() {
 bool is_initialized() { return world() != nullptr; }
 
 void abort_job(const std::string& message) {
-  if (is_initialized()) mpi::Runtime::get().abort(message);
-  std::fprintf(stderr, "ember: %s\n", message.c_str());
-  std::exit(1);
+  // Under MPI, MPI_Abort takes every rank down; otherwise the peers' own watchdogs see this one go.
+  if (mpi::Runtime::started()) mpi::Runtime::get().abort(message);
+  const int rank = world_rank.load();
+  std::string line = (rank >= 0 ? "[rank " + std::to_string(rank) + "] " : std::string()) + "ember: " + message + "\n";
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+  std::_Exit(1);
 }
 
 }  // namespace ember::comm

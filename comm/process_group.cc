@@ -54,6 +54,22 @@ std::string CollectiveInfo::describe() const {
   return out.str();
 }
 
+CollectiveInfo CollectiveInfo::of(CollectiveKind kind, uint64_t sequence, const std::string& group,
+                                  const Tensor* tensor, ReduceOp op, int peer, int tag) {
+  CollectiveInfo i;
+  i.kind = kind;
+  i.sequence = sequence;
+  i.group = group;
+  if (tensor) {
+    i.dtype = tensor->dtype();
+    i.shape = tensor->sizes();
+  }
+  i.op = op;
+  i.peer = peer;
+  i.tag = tag;
+  return i;
+}
+
 std::chrono::milliseconds collective_timeout() {
   static const std::chrono::milliseconds timeout = [] {
     const char* env = std::getenv("EMBER_COLLECTIVE_TIMEOUT");

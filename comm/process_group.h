@@ -46,14 +46,20 @@ struct CollectiveInfo {
   bool non_blocking = false;
   // "all_reduce #17 (sum) on WORLD, float32 [1024]"; "recv #2 on WORLD, float32 [8], from rank 1, tag 5"
   std::string describe() const;
+  // A collective's description (`tensor` may be null, as for a barrier).
+  static CollectiveInfo of(CollectiveKind kind, uint64_t sequence, const std::string& group, const Tensor* tensor,
+                           ReduceOp op = ReduceOp::Sum, int peer = -1, int tag = -1);
 };
 
 class Work {
  public:
   virtual ~Work() = default;
-  // Blocks until the collective finished; raises ember::Error if it failed, or did not finish
-  // within an explicit `timeout`. Without one, a collective that never finishes is left to the
-  // backend's watchdog, which names it and ends the job after EMBER_COLLECTIVE_TIMEOUT.
+  // Raises ember::Error if the collective failed, or did not finish within an explicit `timeout`.
+  // With a timeout it blocks the host until the collective finished. Without one, the MPI backend
+  // blocks too; the NCCL backend instead makes the caller's current stream wait for the collective
+  // (later work on it, including reading the result back, comes after) and returns at once, as
+  // PyTorch's does. A collective that never finishes is left to the backend's watchdog, which
+  // names it and ends the job after EMBER_COLLECTIVE_TIMEOUT.
   virtual void wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) = 0;
   virtual bool is_completed() const = 0;
   // Empty while running or after success; the failure text otherwise.

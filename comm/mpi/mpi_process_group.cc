@@ -7,6 +7,7 @@
 
 #include "comm/mpi/mpi_types.h"
 #include "comm/mpi/runtime.h"
+#include "comm/signature.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
@@ -58,51 +59,6 @@ void divide(const Tensor& t, int size) {
   view.div_(scalar_tensor(static_cast<double>(size), t.dtype()));
 }
 
-// Fixed-size description exchanged in debug mode.
-struct Signature {
-  int32_t kind, op, dtype, ndim;
-  int64_t shape[8];
-  int64_t numel;
-  int32_t peer, tag;
-  uint64_t sequence;
-  int32_t non_blocking;
-};
-
-Signature signature_of(const CollectiveInfo& info) {
-  Signature s;
-  std::memset(&s, 0, sizeof(s));
-  s.kind = static_cast<int32_t>(info.kind);
-  s.op = static_cast<int32_t>(info.op);
-  s.dtype = static_cast<int32_t>(info.dtype);
-  s.ndim = static_cast<int32_t>(info.shape.size());
-  for (size_t i = 0; i < info.shape.size() && i < 8; ++i) s.shape[i] = info.shape[i];
-  s.numel = shape_numel(info.shape);
-  s.peer = info.peer;
-  s.tag = info.tag;
-  s.sequence = info.sequence;
-  s.non_blocking = info.non_blocking;
-  return s;
-}
-
-std::string describe_signature(const Signature& s, const std::string& group) {
-  CollectiveInfo info;
-  info.kind = static_cast<CollectiveKind>(s.kind);
-  info.op = static_cast<ReduceOp>(s.op);
-  info.dtype = static_cast<DType>(s.dtype);
-  for (int i = 0; i < s.ndim && i < 8; ++i) info.shape.push_back(s.shape[i]);
-  info.peer = s.peer;
-  info.tag = s.tag;
-  info.sequence = s.sequence;
-  info.non_blocking = s.non_blocking != 0;
-  info.group = group;
-  return info.describe();
-}
-
-// Whether two signatures describe the same payload (dtype and shape).
-bool same_payload(const Signature& a, const Signature& b) {
-  return a.dtype == b.dtype && a.ndim == b.ndim && a.numel == b.numel && std::memcmp(a.shape, b.shape, sizeof(a.shape)) == 0;
-}
-
 // A duplicate of `comm` for debug-mode send/recv signatures, or MPI_COMM_NULL without debug
 // (collective over `comm`: on the communication thread).
 MPI_Comm make_check_comm(MPI_Comm comm) {
@@ -141,32 +97,16 @@ void MpiProcessGroup::check_rank(int r, const char* what, const char* op) const 
 }
 
 CollectiveInfo MpiProcessGroup::info(CollectiveKind kind, const Tensor* tensor, ReduceOp op, int peer) {
-  CollectiveInfo i;
-  i.kind = kind;
-  i.sequence = ++sequence_;
-  i.group = name_;
-  if (tensor) {
-    i.dtype = tensor->dtype();
-    i.shape = tensor->sizes();
-  }
-  i.op = op;
-  i.peer = peer;
-  return i;
+  return CollectiveInfo::of(kind, ++sequence_, name_, tensor, op, peer);
 }
 
 CollectiveInfo MpiProcessGroup::p2p_info(CollectiveKind kind, const Tensor& tensor, int peer, int tag) {
-  CollectiveInfo i;
-  i.kind = kind;
+  uint64_t sequence = 0;
   {
     std::lock_guard<std::mutex> lock(p2p_mutex_);
-    i.sequence = ++p2p_sequence_[{kind, peer, tag}];
+    sequence = ++p2p_sequence_[{kind, peer, tag}];
   }
-  i.group = name_;
-  i.dtype = tensor.dtype();
-  i.shape = tensor.sizes();
-  i.peer = peer;
-  i.tag = tag;
-  return i;
+  return CollectiveInfo::of(kind, sequence, name_, &tensor, ReduceOp::Sum, peer, tag);
 }
 
 void MpiProcessGroup::fail_mpi(const CollectiveInfo& info, int code) {
@@ -182,12 +122,7 @@ void MpiProcessGroup::check_signatures(const CollectiveInfo& info) {
   std::vector<Signature> all(size_);
   int rc = MPI_Allgather(&mine, sizeof(Signature), MPI_BYTE, all.data(), sizeof(Signature), MPI_BYTE, comm_);
   if (rc != MPI_SUCCESS) fail_mpi(info, rc);
-  for (int r = 0; r < size_; ++r) {
-    if (std::memcmp(&all[r], &mine, sizeof(Signature)) == 0) continue;
-    EMBER_FAIL("collective mismatch on ", name_, ": rank ", rank_, " called ", info.describe(), " but rank ", r,
-               " called ", describe_signature(all[r], name_),
-               " (ranks must issue the same collectives, in the same order, with the same shapes)");
-  }
+  check_same_collective(info, all, rank_);
 }
 
 WorkPtr MpiProcessGroup::submit(CollectiveInfo info, std::function<void()> run) {
@@ -455,12 +390,7 @@ WorkPtr MpiProcessGroup::recv(const Tensor& tensor, int src, int tag) {
       [this, s, i, theirs](int code) {
         // A larger send also fails the data receive (truncation): the signatures explain it better.
         const bool arrived = theirs->kind == static_cast<int32_t>(CollectiveKind::Send) && theirs->sequence > 0;
-        if (check_comm_ != MPI_COMM_NULL && arrived && !same_payload(*theirs, signature_of(i))) {
-          EMBER_FAIL("send/recv mismatch on ", name_, ": rank ", rank_, " called ", i.describe(), " but rank ", i.peer,
-                     " sent ", describe_signature(*theirs, name_),
-                     " (a recv must match its send's dtype and shape; sends and recvs pair up in order per peer and "
-                     "tag)");
-        }
+        if (check_comm_ != MPI_COMM_NULL && arrived) check_sent_payload(i, *theirs, rank_);
         if (code != MPI_SUCCESS) fail_mpi(i, code);
         s.finish();
       },

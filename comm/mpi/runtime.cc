@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "comm/mpi/mpi_types.h"
+#include "comm/terminate_message.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/shape.h"
@@ -21,35 +22,6 @@
 namespace ember::comm::mpi {
 
 namespace {
-
-// What the SIGTERM handler prints. Two buffers: a writer fills the one not published, then
-// publishes it, so a signal never prints a line being rewritten (async-signal-safe read).
-struct SignalMessage {
-  char text[1024];
-  std::atomic<int> length{0};
-};
-SignalMessage signal_messages[2];
-std::atomic<int> published_message{0};
-
-void on_terminate(int signal_number) {
-  const SignalMessage& message = signal_messages[published_message.load()];
-  int n = message.length.load();
-  if (n > 0) {
-    ssize_t ignored = ::write(2, message.text, static_cast<size_t>(n));
-    (void)ignored;
-  }
-  ::signal(signal_number, SIG_DFL);
-  ::raise(signal_number);
-}
-
-void publish_signal_message(const std::string& text) {
-  SignalMessage& spare = signal_messages[1 - published_message.load()];
-  const size_t n = std::min(text.size(), sizeof(spare.text));
-  spare.length.store(0);
-  std::memcpy(spare.text, text.data(), n);
-  spare.length.store(static_cast<int>(n));
-  published_message.store(&spare == &signal_messages[0] ? 0 : 1);
-}
 
 std::string seconds(std::chrono::milliseconds ms) {
   char buf[32];
@@ -108,10 +80,17 @@ void MpiWork::complete(const std::string& error) {
   done_cv_.notify_all();
 }
 
+namespace {
+std::atomic<bool> runtime_started{false};
+}  // namespace
+
 Runtime& Runtime::get() {
   static Runtime runtime;
+  runtime_started.store(true);
   return runtime;
 }
+
+bool Runtime::started() { return runtime_started.load(); }
 
 Runtime::Runtime() {
   comm_thread_ = std::thread([this] { communication_loop(); });
@@ -123,10 +102,7 @@ Runtime::Runtime() {
     EMBER_FAIL(init_error_);
   }
   watchdog_thread_ = std::thread([this] { watchdog_loop(); });
-  struct sigaction action;
-  std::memset(&action, 0, sizeof(action));
-  action.sa_handler = &on_terminate;
-  ::sigaction(SIGTERM, &action, nullptr);
+  install_terminate_handler();
 }
 
 Runtime::~Runtime() {
@@ -183,13 +159,14 @@ void Runtime::publish_in_flight() {
   // Called at every collective's start and end: the usual single work costs one line, no sort.
   const size_t count = (current_ ? 1 : 0) + posted_.size();
   if (count == 0) {
-    publish_signal_message("");
+    publish_terminate_message(TerminateSource::Mpi, "");
     return;
   }
   const std::string prefix = "[rank " + std::to_string(world_rank_) + "] ember: terminated while in ";
   const char* suffix = "; another rank probably failed or exited early (see its output)\n";
   if (count == 1) {
-    publish_signal_message(prefix + (current_ ? current_ : posted_.front())->description_ + suffix);
+    publish_terminate_message(TerminateSource::Mpi,
+                              prefix + (current_ ? current_ : posted_.front())->description_ + suffix);
     return;
   }
   std::vector<const MpiWork*> active;
@@ -201,7 +178,7 @@ void Runtime::publish_in_flight() {
   std::string text = prefix + active[0]->description_ + " (also in flight:";
   for (size_t i = 1; i < active.size() && i < 6; ++i) text += (i > 1 ? ", " : " ") + active[i]->description_;
   if (active.size() > 6) text += ", and " + std::to_string(active.size() - 6) + " more";
-  publish_signal_message(text + ")" + suffix);
+  publish_terminate_message(TerminateSource::Mpi, text + ")" + suffix);
 }
 
 void Runtime::communication_loop() {

@@ -61,6 +61,8 @@ class Runtime {
  public:
   // Initialises MPI on first use (on the communication thread).
   static Runtime& get();
+  // Whether get() has started MPI in this process (abort_job must not start it just to abort).
+  static bool started();
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
   // `prompt`: the caller will not wait soon (comm::OverlapScope), so the communication thread
