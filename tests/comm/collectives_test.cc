@@ -13,6 +13,19 @@ namespace {
 
 std::shared_ptr<comm::ProcessGroup> world() { return comm::init(); }
 
+// Where each rank's tensors live: the CPU (MPI), or the rank's own device (the NCCL targets,
+// with EMBER_EMULATED_GPUS set, build this source with EMBER_COMM_TEST_ON_CUDA).
+Device dev() {
+#ifdef EMBER_COMM_TEST_ON_CUDA
+  static const Device device = Device::cuda(comm::read_environment().local_rank);
+  return device;
+#else
+  return Device(kCPU);
+#endif
+}
+
+TensorOptions on_dev(DType dtype = kFloat32) { return TensorOptions(dtype).device(dev()); }
+
 // A rank-dependent value for element i, exactly representable in every dtype tested (uint8
 // shifted to stay non-negative, bool thresholded).
 double value(int rank, int64_t i, DType dtype = kFloat64) {
@@ -26,7 +39,7 @@ Tensor rank_tensor(int rank, const Shape& shape, DType dtype) {
   int64_t n = shape_numel(shape);
   std::vector<double> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = value(rank, i, dtype);
-  return tensor(v, shape).to(dtype);
+  return tensor(v, shape).to(dtype).to(dev());
 }
 
 const std::vector<DType> kAllDTypes = {kFloat32, kFloat64, kBFloat16, kFloat16, kInt64, kInt32, kUInt8, kBool};
@@ -86,7 +99,7 @@ TEST_CASE("all_reduce: every op and dtype", "[comm]") {
 
 TEST_CASE("all_reduce on a non-contiguous tensor writes back through the view", "[comm]") {
   auto g = world();
-  Tensor base = zeros({4, 6});
+  Tensor base = zeros({4, 6}, on_dev());
   Tensor view = base.t().slice(0, 1, 6, 2);  // [3, 4], strided
   {
     NoGradGuard no_grad;
@@ -123,10 +136,10 @@ TEST_CASE("all_gather into a list and into one tensor, every dtype", "[comm]") {
     INFO("dtype " << dtype_name(dtype));
     Tensor input = rank_tensor(g->rank(), {2, 3}, dtype);
     std::vector<Tensor> outputs;
-    for (int r = 0; r < g->size(); ++r) outputs.push_back(empty({2, 3}, TensorOptions(dtype)));
+    for (int r = 0; r < g->size(); ++r) outputs.push_back(empty({2, 3}, on_dev(dtype)));
     g->all_gather(outputs, input)->wait();
     for (int r = 0; r < g->size(); ++r) require_values(outputs[r], [&](int64_t i) { return value(r, i, dtype); });
-    Tensor flat = empty({g->size() * 2, 3}, TensorOptions(dtype));
+    Tensor flat = empty({g->size() * 2, 3}, on_dev(dtype));
     g->all_gather_into_tensor(flat, input)->wait();
     for (int r = 0; r < g->size(); ++r)
       require_values(flat.narrow(0, 2 * r, 2), [&](int64_t i) { return value(r, i, dtype); });
@@ -144,12 +157,12 @@ TEST_CASE("reduce_scatter from a list and from one tensor, every op and dtype", 
       // Element i of chunk r is element r * m + i of the rank's values.
       Tensor packed = rank_tensor(me, {n, m}, dtype);
       auto expected = [&](int64_t i) { return reduce_expected(op, n, me * m + i, dtype); };
-      Tensor out = empty({m}, TensorOptions(dtype));
+      Tensor out = empty({m}, on_dev(dtype));
       g->reduce_scatter_tensor(out, packed, op)->wait();
       require_values(out, expected);
       std::vector<Tensor> inputs;
       for (int r = 0; r < n; ++r) inputs.push_back(packed.select(0, r));
-      Tensor out_list = empty({m}, TensorOptions(dtype));
+      Tensor out_list = empty({m}, on_dev(dtype));
       g->reduce_scatter(out_list, inputs, op)->wait();
       require_values(out_list, expected);
     }
@@ -165,11 +178,11 @@ TEST_CASE("all_to_all with lists and with one tensor, every dtype", "[comm]") {
     std::vector<Tensor> inputs, outputs;
     for (int r = 0; r < n; ++r) {
       inputs.push_back(rank_tensor(me * n + r, {2}, dtype));
-      outputs.push_back(empty({2}, TensorOptions(dtype)));
+      outputs.push_back(empty({2}, on_dev(dtype)));
     }
     g->all_to_all(outputs, inputs)->wait();
     for (int r = 0; r < n; ++r) require_values(outputs[r], [&](int64_t i) { return value(r * n + me, i, dtype); });
-    Tensor in = stack(inputs), out = empty({n, 2}, TensorOptions(dtype));
+    Tensor in = stack(inputs), out = empty({n, 2}, on_dev(dtype));
     g->all_to_all_single(out, in)->wait();
     for (int r = 0; r < n; ++r) require_values(out.select(0, r), [&](int64_t i) { return value(r * n + me, i, dtype); });
   }
@@ -185,10 +198,24 @@ TEST_CASE("send and recv around a ring, both orders, without deadlock, every dty
   for (DType dtype : kAllDTypes) {
     INFO("dtype " << dtype_name(dtype));
     Tensor out = rank_tensor(me, {1000}, dtype);
-    Tensor in = empty({1000}, TensorOptions(dtype));
+    Tensor in = empty({1000}, on_dev(dtype));
+#ifdef EMBER_COMM_TEST_ON_CUDA
+    // NCCL's send completes only once its receiver has the data, and one stream runs a rank's
+    // traffic in order: around a ring of even length, even ranks send first and odd ones receive.
+    REQUIRE(n % 2 == 0);
+    comm::WorkPtr s, r;
+    if (me % 2 == 0) {
+      s = g->send(out, next, 5);
+      r = g->recv(in, previous, 5);
+    } else {
+      r = g->recv(in, previous, 5);
+      s = g->send(out, next, 5);
+    }
+#else
     // Everyone posts the send first: with blocking semantics this would deadlock on large messages.
     auto s = g->send(out, next, 5);
     auto r = g->recv(in, previous, 5);
+#endif
     s->wait();
     r->wait();
     require_values(in, [&](int64_t i) { return value(previous, i, dtype); });
@@ -205,9 +232,11 @@ TEST_CASE("send and recv around a ring, both orders, without deadlock, every dty
 
 TEST_CASE("a finished Work reports completion and no error", "[comm]") {
   auto g = world();
-  Tensor t = ones({3});
+  Tensor t = ones({3}, on_dev());
   comm::WorkPtr work = g->all_reduce(t);
-  work->wait();
+  // A bounded wait blocks the host on every backend (a plain one does not on NCCL: it orders the
+  // caller's stream after the collective, see nccl_ordering_test).
+  work->wait(std::chrono::seconds(60));
   REQUIRE(work->is_completed());
   REQUIRE(work->error().empty());
   // Polling alone sees it complete too.
@@ -220,7 +249,7 @@ TEST_CASE("a finished Work reports completion and no error", "[comm]") {
 TEST_CASE("a collective submitted in an OverlapScope completes while its caller keeps computing", "[comm]") {
   auto g = world();
   REQUIRE_FALSE(comm::OverlapScope::active());
-  Tensor t = full({4096}, static_cast<double>(g->rank() + 1));
+  Tensor t = full({4096}, static_cast<double>(g->rank() + 1), on_dev());
   comm::WorkPtr work;
   {
     comm::OverlapScope outer;
@@ -252,7 +281,7 @@ TEST_CASE("barrier, sub-groups and their sequence numbers", "[comm]") {
   if (sub) {
     REQUIRE(sub->size() == static_cast<int>(evens.size()));
     REQUIRE(sub->rank() == g->rank() / 2);
-    Tensor t = ones({3});
+    Tensor t = ones({3}, on_dev());
     auto work = sub->all_reduce(t);
     work->wait();
     REQUIRE(work->info().sequence == 1);
@@ -264,20 +293,20 @@ TEST_CASE("barrier, sub-groups and their sequence numbers", "[comm]") {
 
 TEST_CASE("misuse raises at the call site, naming the collective", "[comm]") {
   auto g = world();
-  REQUIRE_THROWS_WITH(g->broadcast(zeros({2}), g->size()),
+  REQUIRE_THROWS_WITH(g->broadcast(zeros({2}, on_dev()), g->size()),
                       Catch::Contains("broadcast") && Catch::Contains("outside the group"));
-  REQUIRE_THROWS_WITH(g->all_reduce(zeros({2}, TensorOptions(kInt64)), comm::ReduceOp::Avg),
+  REQUIRE_THROWS_WITH(g->all_reduce(zeros({2}, on_dev(kInt64)), comm::ReduceOp::Avg),
                       Catch::Contains("avg needs a floating tensor"));
-  std::vector<Tensor> too_few = {zeros({2})};
+  std::vector<Tensor> too_few = {zeros({2}, on_dev())};
   if (g->size() > 1)
-    REQUIRE_THROWS_WITH(g->all_gather(too_few, zeros({2})), Catch::Contains("expected " + std::to_string(g->size())));
-  REQUIRE_THROWS_WITH(g->send(zeros({2}), g->rank()), Catch::Contains("cannot send to itself"));
+    REQUIRE_THROWS_WITH(g->all_gather(too_few, zeros({2}, on_dev())), Catch::Contains("expected " + std::to_string(g->size())));
+  REQUIRE_THROWS_WITH(g->send(zeros({2}, on_dev()), g->rank()), Catch::Contains("cannot send to itself"));
 }
 
 TEST_CASE("a wait with a timeout raises naming the collective while a rank lags", "[comm]") {
   auto g = world();
   if (g->size() < 2) return;
-  Tensor t = ones({4});
+  Tensor t = ones({4}, on_dev());
   if (g->rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   auto work = g->all_reduce(t);
   if (g->rank() == 0) {

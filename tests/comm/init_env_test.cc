@@ -141,7 +141,7 @@ TEST_CASE("EMBER_BACKEND: unknown names are rejected, nccl is not in this build"
   {
     ScopedEnvironment scope({{"EMBER_BACKEND", "gloo"}});
     REQUIRE_THROWS_WITH(comm::read_environment(),
-                        Catch::Contains("EMBER_BACKEND='gloo' is not a backend; expected 'mpi' (the default) or 'nccl'"));
+                        Catch::Contains("EMBER_BACKEND='gloo' is not a backend; expected 'mpi' (the default without //comm/nccl), 'nccl'"));
   }
   {
     // Rejected before MPI is started.

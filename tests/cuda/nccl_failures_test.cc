@@ -7,6 +7,8 @@
 // a buffer whose operation has not run.
 #include <catch2/catch.hpp>
 
+#include "tests/stream_gate.h"
+
 #include <spawn.h>
 #include <sys/wait.h>
 
@@ -29,24 +31,7 @@ using namespace ember::testing;
 
 namespace {
 
-// Holds a stream (cudaLaunchHostFunc) until opened, as a busy GPU would.
-struct Gate {
-  std::mutex mutex;
-  std::condition_variable cv;
-  bool open = false;
-  static void hold(void* self) {
-    auto* g = static_cast<Gate*>(self);
-    std::unique_lock<std::mutex> lock(g->mutex);
-    g->cv.wait(lock, [&] { return g->open; });
-  }
-  void release() {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      open = true;
-    }
-    cv.notify_all();
-  }
-};
+using Gate = ember::testing::StreamGate;
 
 // Long enough for a wrongly completing operation to have completed.
 void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(slow_mode() ? 100 : 30)); }
