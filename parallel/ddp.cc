@@ -21,6 +21,27 @@ std::vector<std::pair<std::string, Tensor>> trainable(const nn::Module& module) 
   return out;
 }
 
+// The one device holding the module's parameters and buffers (the CPU for a module without any):
+// buckets and collectives need one, and a process group reaches one device per rank.
+Device device_of(const nn::Module& module, int rank) {
+  std::string first;
+  Device device(kCPU);
+  auto visit = [&](const char* kind, const std::string& name, const Tensor& t) {
+    if (!t.defined()) return;
+    if (first.empty()) {
+      first = std::string(kind) + " '" + name + "'";
+      device = t.device();
+      return;
+    }
+    EMBER_CHECK(t.device() == device, "DistributedDataParallel (rank ", rank, "): the module spans several devices: ",
+                first, " is on ", device, " but ", kind, " '", name, "' is on ", t.device(),
+                "; DDP runs one device per process (move the whole module with module->to(device))");
+  };
+  for (auto& [name, p] : module.named_parameters()) visit("parameter", name, p);
+  for (auto& [name, b] : module.named_buffers()) visit("buffer", name, b);
+  return device;
+}
+
 }  // namespace
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module,
@@ -28,6 +49,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     : Module("DistributedDataParallel"), module_(std::move(module)), group_(std::move(group)), options_(options) {
   EMBER_CHECK(module_ != nullptr, "DistributedDataParallel: the module is null");
   EMBER_CHECK(group_ != nullptr, "DistributedDataParallel: the process group is null (call comm::init() first)");
+  device_ = device_of(*module_, group_->rank());
   verify_same_parameters();
   broadcast_state_from(0);
   ReducerOptions r;
@@ -42,23 +64,20 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 DistributedDataParallel::~DistributedDataParallel() = default;
 
 void DistributedDataParallel::verify_same_parameters() {
-  // One text per rank, gathered as fixed-size byte tensors; every rank compares and names the
-  // first parameter where another rank differs.
+  // One text per rank; every rank compares and names the first parameter where another differs.
   std::ostringstream text;
   auto params = module_->named_parameters();
   for (auto& [name, p] : params) text << name << '\t' << shape_str(p.sizes()) << '\t' << dtype_name(p.dtype()) << '\n';
   std::string mine = text.str();
-  Tensor length = full({1}, static_cast<int64_t>(mine.size()), TensorOptions(kInt64));
-  std::vector<Tensor> lengths;
-  for (int r = 0; r < group_->size(); ++r) lengths.push_back(empty({1}, TensorOptions(kInt64)));
-  group_->all_gather(lengths, length)->wait();
-  int64_t longest = 0;
-  for (const Tensor& l : lengths) longest = std::max(longest, l.item<int64_t>());
-  Tensor padded = zeros({longest + 1}, TensorOptions(kUInt8));
-  std::memcpy(padded.data_ptr(), mine.data(), mine.size());
-  std::vector<Tensor> texts;
-  for (int r = 0; r < group_->size(); ++r) texts.push_back(empty({longest + 1}, TensorOptions(kUInt8)));
-  group_->all_gather(texts, padded)->wait();
+  std::vector<std::string> texts;
+  try {
+    texts = gather_texts(mine);
+  } catch (const Error& e) {
+    // The first collective: a group that cannot reach the module's device fails here.
+    EMBER_FAIL("DistributedDataParallel (rank ", group_->rank(), "): the module is on ", device_,
+               params.empty() ? std::string() : " (parameter '" + params.front().first + "')", "; process group ",
+               group_->name(), " failed its first collective there: ", e.what());
+  }
   auto lines = [](const std::string& s) {
     std::vector<std::string> out;
     std::istringstream in(s);
@@ -67,7 +86,7 @@ void DistributedDataParallel::verify_same_parameters() {
   };
   std::vector<std::string> own = lines(mine);
   for (int r = 0; r < group_->size(); ++r) {
-    std::string theirs(static_cast<const char*>(texts[r].data_ptr()));
+    const std::string& theirs = texts[r];
     if (theirs == mine) continue;
     std::vector<std::string> other = lines(theirs);
     size_t k = 0;
@@ -82,6 +101,26 @@ void DistributedDataParallel::verify_same_parameters() {
                ": rank ", group_->rank(), " has ", pretty(k < own.size() ? own[k] : ""), ", rank ", r, " has ",
                pretty(k < other.size() ? other[k] : ""));
   }
+}
+
+std::vector<std::string> DistributedDataParallel::gather_texts(const std::string& text) {
+  // Byte tensors on the module's device, so a group for GPUs needs no host transport. Reading
+  // them goes through copies to the CPU, which order after the gathers on the current stream.
+  const int ranks = group_->size();
+  const TensorOptions lengths_options = TensorOptions(kInt64).device(device_);
+  Tensor lengths = empty({ranks}, lengths_options);
+  group_->all_gather_into_tensor(lengths, full({1}, static_cast<int64_t>(text.size()), lengths_options))->wait();
+  std::vector<int64_t> sizes = lengths.to_vector<int64_t>();
+  const int64_t longest = std::max<int64_t>(1, *std::max_element(sizes.begin(), sizes.end()));
+  Tensor padded = zeros({longest}, TensorOptions(kUInt8));
+  std::memcpy(padded.data_ptr(), text.data(), text.size());
+  Tensor gathered = empty({ranks * longest}, TensorOptions(kUInt8).device(device_));
+  group_->all_gather_into_tensor(gathered, padded.to(device_))->wait();
+  Tensor host = gathered.to(Device(kCPU));
+  const char* bytes = static_cast<const char*>(host.data_ptr());
+  std::vector<std::string> texts;
+  for (int r = 0; r < ranks; ++r) texts.emplace_back(bytes + r * longest, static_cast<size_t>(sizes[r]));
+  return texts;
 }
 
 void DistributedDataParallel::broadcast_state_from(int root) {
@@ -123,10 +162,14 @@ void DistributedDataParallel::sync_buffers() {
   if (!buffers.empty()) broadcast_from(buffers, 0);
 }
 
+int64_t DistributedDataParallel::all_reduce_scalar(int64_t value, comm::ReduceOp op) {
+  Tensor scalar = full({1}, value, TensorOptions(kInt64).device(device_));
+  group_->all_reduce(scalar, op)->wait();
+  return scalar.item<int64_t>();  // a copy to the host, after the all-reduce on the current stream
+}
+
 int64_t DistributedDataParallel::count_active(bool active) {
-  Tensor flag = full({1}, active ? 1 : 0, TensorOptions(kInt64));
-  group_->all_reduce(flag)->wait();
-  return flag.item<int64_t>();
+  return all_reduce_scalar(active ? 1 : 0, comm::ReduceOp::Sum);
 }
 
 void DistributedDataParallel::pre_forward() {

@@ -10,6 +10,11 @@
 // Construction checks that every rank registered the same parameters (names, shapes, dtypes)
 // and broadcasts parameters and buffers from rank 0. state_dict() has exactly the wrapped
 // module's keys (no "module." prefix), so rank 0's checkpoint loads into a bare model.
+//
+// The module lives on one device per process (the CPU, or e.g. cuda:LOCAL_RANK over NCCL): the
+// buckets and every collective DDP issues use tensors on that device, so a group for GPUs never
+// needs host tensors, and nothing here reads a collective's result without a tensor op that
+// orders on the current stream (a device Work's wait() does not block the host).
 #pragma once
 
 #include <memory>
@@ -47,6 +52,8 @@ class DistributedDataParallel : public nn::Module {
 
   const std::shared_ptr<nn::Module>& module() const { return module_; }
   const std::shared_ptr<comm::ProcessGroup>& process_group() const { return group_; }
+  // Where the module's parameters and buffers live, and DDP's collectives run.
+  Device device() const { return device_; }
   Reducer& reducer() { return *reducer_; }
   void register_comm_hook(CommHook hook) { reducer_->register_comm_hook(std::move(hook)); }
 
@@ -77,14 +84,19 @@ class DistributedDataParallel : public nn::Module {
  private:
   friend class Join;
   void verify_same_parameters();
+  // `text` from every rank, on device_ (exchange of construction-time metadata).
+  std::vector<std::string> gather_texts(const std::string& text);
   void broadcast_from(const std::vector<Tensor>& tensors, int root);
   void broadcast_state_from(int root);  // parameters and buffers
   // Join: the per-forward count of ranks still training (0 once all have joined).
   int64_t count_active(bool active);
+  // An int64 scalar all-reduced over the group on device_, read back on the host.
+  int64_t all_reduce_scalar(int64_t value, comm::ReduceOp op);
 
   std::shared_ptr<nn::Module> module_;
   std::shared_ptr<comm::ProcessGroup> group_;
   DDPOptions options_;
+  Device device_;
   std::unique_ptr<Reducer> reducer_;
   bool join_enabled_ = false;
 };

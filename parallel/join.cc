@@ -1,8 +1,6 @@
 // The shadow loop: one "ranks still active" all-reduce per iteration of the others, then their
-// buffer broadcast and bucket all-reduces with zeros.
+// buffer broadcast and bucket all-reduces with zeros, all on the module's device like theirs.
 #include "parallel/join.h"
-
-#include "core/factory.h"
 
 namespace ember::parallel {
 
@@ -27,9 +25,8 @@ int64_t Join::finish() {
   }
   // Joined ranks skipped the last optimizer steps: everyone takes the model of the last rank to
   // join (the one that saw no active rank left on arrival; the highest such rank on a tie).
-  Tensor last = full({1}, shadowed == 0 ? ddp_.group_->rank() : -1, TensorOptions(kInt64));
-  ddp_.group_->all_reduce(last, comm::ReduceOp::Max)->wait();
-  ddp_.broadcast_state_from(static_cast<int>(last.item<int64_t>()));
+  const int64_t last = ddp_.all_reduce_scalar(shadowed == 0 ? ddp_.group_->rank() : -1, comm::ReduceOp::Max);
+  ddp_.broadcast_state_from(static_cast<int>(last));
   ddp_.join_enabled_ = false;
   return shadowed;
 }

@@ -43,11 +43,15 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> parameters, std::sh
                  ReducerOptions options)
     : parameters_(std::move(parameters)), group_(std::move(group)), options_(options), hook_(allreduce_hook) {
   const size_t n = parameters_.size();
+  if (n > 0) device_ = parameters_.front().second.device();
   ready_.assign(n, false);
   unused_.assign(n, false);
   for (const auto& [name, p] : parameters_) {
     EMBER_CHECK(p.is_contiguous(), "DistributedDataParallel: parameter '", name, "' must be contiguous");
     EMBER_CHECK(is_floating(p.dtype()), "DistributedDataParallel: parameter '", name, "' must be floating point");
+    EMBER_CHECK(p.device() == device_, "DistributedDataParallel (rank ", group_->rank(), "): parameter '", name,
+                "' is on ", p.device(), " but '", parameters_.front().first, "' is on ", device_,
+                "; the buckets of one process live on one device");
   }
   // Reverse registration order: the last layers' gradients are ready first.
   std::vector<size_t> order(n);
@@ -159,7 +163,8 @@ void Reducer::mark_grad_ready(size_t index) {
     for (size_t i = 0; i < parameters_.size(); ++i)
       if (unused_[i] && !ready_[i]) mark_grad_ready(i);
   }
-  EMBER_CHECK(!ready_[index], "DistributedDataParallel: parameter '", parameters_[index].first,
+  EMBER_CHECK(!ready_[index], "DistributedDataParallel (rank ", group_->rank(), " on ", device_, "): parameter '",
+              parameters_[index].first,
               "' received its gradient twice in one backward pass (is it shared between modules that DDP "
               "sees separately, or was backward run twice without an optimizer step?)");
   ready_[index] = true;
@@ -216,7 +221,8 @@ void Reducer::finalize() {
     std::ostringstream names;
     for (size_t k = 0; k < missing.size(); ++k) names << (k ? ", " : "") << missing[k];
     reset_iteration();
-    EMBER_FAIL("DistributedDataParallel (rank ", group_->rank(), " of ", group_->name(), "): ", missing.size(),
+    EMBER_FAIL("DistributedDataParallel (rank ", group_->rank(), " of ", group_->name(), " on ", device_, "): ",
+               missing.size(),
                " parameter(s) received no gradient in this backward pass: ", names.str(),
                ". DDP cannot know whether other ranks used them, so it would wait forever; construct "
                "DistributedDataParallel with find_unused_parameters=true, or make every parameter take part in the "
@@ -269,9 +275,13 @@ void Reducer::rebuild_from_first_iteration() {
   }
   for (size_t i = n; i-- > 0;)
     if (!placed[i]) data[k++] = static_cast<int64_t>(i);
-  group_->broadcast(order, 0)->wait();
+  // Broadcast on the parameters' device (a group for GPUs carries no host tensors); the copy back
+  // orders after it on the current stream.
+  Tensor on_device = order.to(device_);
+  group_->broadcast(on_device, 0)->wait();
+  std::vector<int64_t> received = on_device.to_vector<int64_t>();
   std::vector<size_t> agreed(n);
-  for (size_t i = 0; i < n; ++i) agreed[i] = static_cast<size_t>(data[i]);
+  for (size_t i = 0; i < n; ++i) agreed[i] = static_cast<size_t>(received[i]);
   build_buckets(agreed);
   rebuilt_ = true;
   arrival_order_.clear();

@@ -4,6 +4,9 @@
 // still running, and buckets start in index order on every rank. A callback at the end of the
 // backward pass waits for all of them and writes the averaged gradients back. After the first
 // iteration the buckets are rebuilt once, in the order gradients actually arrived (rank 0's).
+// On a GPU the buckets live on the parameters' device: gradients are copied in on the current
+// stream, a device group's all-reduce queues behind them, and the end-of-backward wait makes the
+// current stream (not the host) wait for it before the averages are written back.
 #pragma once
 
 #include <chrono>
@@ -31,9 +34,14 @@ struct ReducerStats {
   std::chrono::nanoseconds first_launch_to_end_of_backward{0};  // > 0: communication overlapped compute
   // Buckets whose communication had already completed (Work::is_completed(), set on the
   // communication thread) when backward's last node finished: work fully hidden behind compute.
+  // Host time: on a GPU the host queues backward ahead of the device, so this says little there
+  // unless the host waited for the device before backward's end.
   size_t completed_before_end_of_backward = 0;
-  std::chrono::nanoseconds wait_time{0};  // spent waiting for all-reduces after backward's last node
-  std::chrono::nanoseconds comm_time{0};  // from first launch until the last bucket completed
+  // Host time spent waiting for all-reduces after backward's last node (near zero for a device
+  // group, whose wait only queues a stream wait), and from the first launch until those waits
+  // returned.
+  std::chrono::nanoseconds wait_time{0};
+  std::chrono::nanoseconds comm_time{0};
 };
 
 class Reducer {
@@ -83,6 +91,7 @@ class Reducer {
   std::vector<std::pair<std::string, Tensor>> parameters_;
   std::shared_ptr<comm::ProcessGroup> group_;
   ReducerOptions options_;
+  Device device_;  // the parameters' (one device: DistributedDataParallel checks)
   CommHook hook_;
   std::vector<size_t> hook_handles_;
   std::vector<Bucket> buckets_;

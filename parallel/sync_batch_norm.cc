@@ -29,6 +29,8 @@ void ProcessGroupBatchNormReducer::reduce_stats(Tensor& mean, Tensor& var, int64
   Tensor deviation = means - global_mean;
   Tensor m2 = (vars * counts).sum({0}) + (deviation * deviation * counts).sum({0});
   Tensor global_var = m2 / total;
+  // The count leaves the device (a host round trip per layer): the unbiased running variance
+  // and the backward's scale are host scalars. item() copies after the gather, on the current stream.
   count = static_cast<int64_t>(total.item<double>());
   mean = global_mean.to(mean.dtype()).view(mean.sizes());
   var = global_var.to(var.dtype()).view(var.sizes());

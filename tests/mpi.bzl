@@ -1,6 +1,8 @@
 """mpi_test: runs a test binary under mpirun with NP ranks through tests/mpi_run.sh."""
 
-def mpi_test(name, binary, np, mpi_args = [], env = {}, size = "medium", tags = []):
+load("//tools/build:cuda.bzl", "EMULATOR_ONLY")
+
+def mpi_test(name, binary, np, mpi_args = [], env = {}, size = "medium", tags = [], **kwargs):
     native.sh_test(
         name = name,
         size = size,
@@ -9,10 +11,17 @@ def mpi_test(name, binary, np, mpi_args = [], env = {}, size = "medium", tags = 
         data = [binary, "//tests:lsan_mpi.supp"],
         env = env,
         tags = tags + ["mpi"],
+        **kwargs
     )
 
-def mpi_tests(name, srcs, deps, nps = [2, 4]):
-    """A test binary `<name>_test_bin` and one mpi_test `<name>_np<N>_test` per rank count."""
+def mpi_tests(name, srcs, deps, nps = [2, 4], nccl = False):
+    """A test binary `<name>_test_bin` and one mpi_test `<name>_np<N>_test` per rank count.
+
+    nccl = True adds the same source built with EMBER_TEST_DEVICE=cuda (tests/test_device.h: each
+    rank on cuda:LOCAL_RANK of NP emulated devices), linked with the NCCL process group and run
+    NCCL-only (EMBER_BACKEND=nccl, so a host tensor reaching a collective fails): `<name>_nccl_test_bin`
+    and `<name>_nccl_np<N>_test`. Emulator-only: they need no GPU and are not tagged gpu.
+    """
     native.cc_binary(
         name = name + "_test_bin",
         testonly = True,
@@ -21,3 +30,21 @@ def mpi_tests(name, srcs, deps, nps = [2, 4]):
     )
     for np in nps:
         mpi_test(name = "%s_np%d_test" % (name, np), binary = ":%s_test_bin" % name, np = np)
+    if not nccl:
+        return
+    native.cc_binary(
+        name = name + "_nccl_test_bin",
+        testonly = True,
+        srcs = srcs,
+        deps = deps + ["//comm/nccl", "//cuda", "//tests:test_device"],
+        local_defines = ["EMBER_TEST_DEVICE=cuda"],
+        target_compatible_with = EMULATOR_ONLY,
+    )
+    for np in nps:
+        mpi_test(
+            name = "%s_nccl_np%d_test" % (name, np),
+            binary = ":%s_nccl_test_bin" % name,
+            np = np,
+            env = {"EMBER_BACKEND": "nccl", "EMBER_EMULATED_GPUS": str(np)},
+            target_compatible_with = EMULATOR_ONLY,
+        )

@@ -20,7 +20,13 @@ export EMBER_DISTRIBUTED_DEBUG="${EMBER_DISTRIBUTED_DEBUG:-0}"
 supp="${TEST_SRCDIR:+$TEST_SRCDIR/${TEST_WORKSPACE:-ember}/tests}"
 supp="${supp:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}/lsan_mpi.supp"
 export LSAN_OPTIONS="suppressions=${supp}:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+# What a test target's env may set for its ranks (the backend, the emulated devices), forwarded
+# only when set: -x of an unset variable is an error on some Open MPI versions.
+forwarded=()
+for name in EMBER_BACKEND EMBER_EMULATED_GPUS EMBER_EMULATED_GPU_MEMORY EMBER_EMU_DELAY EMBER_EMU_NCCL_CHUNK_BYTES; do
+  if [ -n "${!name+set}" ]; then forwarded+=(-x "$name"); fi
+done
 exec mpirun -np "$np" --oversubscribe --bind-to none \
   --mca orte_tmpdir_base "$session" --mca btl_vader_backing_directory "$session" \
   -x EMBER_COLLECTIVE_TIMEOUT -x EMBER_NUM_THREADS -x EMBER_DISTRIBUTED_DEBUG -x LSAN_OPTIONS \
-  "${mpirun_args[@]}" "$binary" "$@"
+  "${forwarded[@]}" "${mpirun_args[@]}" "$binary" "$@"

@@ -1,7 +1,7 @@
 // DDP's buckets under mpirun: gradients as bucket views (storage shared with the bucket, whatever
 // the caller does with zero_grad), the bucket layout (1 MB first / 25 MB defaults, reverse
 // registration order, the one rebuild in arrival order) and evidence that communication overlaps
-// backward.
+// backward. Models run on rank_device() (CPU, or cuda:LOCAL_RANK over NCCL).
 #include <catch2/catch.hpp>
 
 #include "comm/init.h"
@@ -59,9 +59,11 @@ TEST_CASE("gradient_as_bucket_view: every .grad shares its bucket's storage afte
   options.gradient_as_bucket_view = true;
   options.first_bucket_mb = 0.001;
   options.bucket_cap_mb = 0.001;
-  auto ddp = std::make_shared<parallel::DistributedDataParallel>(make_plain_cnn(12), world, options);
+  auto ddp = std::make_shared<parallel::DistributedDataParallel>(on_rank_device(make_plain_cnn(12)), world, options);
   REQUIRE(ddp->reducer().bucket_count() >= 2);
-  Batch data = make_batch(8, 13).shard(world->rank(), world->size());
+  for (size_t b = 0; b < ddp->reducer().bucket_count(); ++b)
+    REQUIRE(ddp->reducer().bucket_buffer(b).device() == rank_device());
+  Batch data = make_batch(8, 13).rank_shard(world->rank(), world->size());
   for (int step = 0; step < 3; ++step) {
     INFO("step " << step << " (zero_grad before forward)");
     sgd_step(*ddp, data, 0.05);
@@ -83,12 +85,13 @@ TEST_CASE("gradient_as_bucket_view with zero_grad() between forward and backward
     options.gradient_as_bucket_view = as_view;
     options.first_bucket_mb = 0.001;
     options.bucket_cap_mb = 0.001;
-    auto ddp = std::make_shared<parallel::DistributedDataParallel>(make_mlp(100 + world->rank()), world, options);
+    auto model = on_rank_device(make_mlp(100 + world->rank()));
+    auto ddp = std::make_shared<parallel::DistributedDataParallel>(model, world, options);
     auto expected = make_mlp(100);
     Batch data = make_batch(16, 14);
     for (int step = 0; step < 4; ++step) {
       INFO("step " << step);
-      sgd_step_zeroing_after_forward(*ddp, data.shard(world->rank(), world->size()), 0.1);
+      sgd_step_zeroing_after_forward(*ddp, data.rank_shard(world->rank(), world->size()), 0.1);
       sgd_step_zeroing_after_forward(*expected, data, 0.1);
       require_same_parameters(*ddp, *expected, 1e-5);
     }
@@ -104,15 +107,15 @@ TEST_CASE("no_sync accumulates locally and the next synced backward averages the
       INFO("gradient_as_bucket_view=" << as_view << " zero_grad(set_to_none=" << set_to_none << ")");
       parallel::DDPOptions options;
       options.gradient_as_bucket_view = as_view;
-      auto ddp = std::make_shared<parallel::DistributedDataParallel>(make_mlp(4), world, options);
+      auto ddp = std::make_shared<parallel::DistributedDataParallel>(on_rank_device(make_mlp(4)), world, options);
       auto expected = make_mlp(4);
       Batch first = make_batch(8, 21), second = make_batch(8, 22);
       ddp->zero_grad(set_to_none);
       {
         auto guard = ddp->no_sync();
-        loss_of(*ddp, first.shard(world->rank(), world->size())).backward();
+        loss_of(*ddp, first.rank_shard(world->rank(), world->size())).backward();
       }
-      loss_of(*ddp, second.shard(world->rank(), world->size())).backward();
+      loss_of(*ddp, second.rank_shard(world->rank(), world->size())).backward();
       // Reference: each rank's two micro-batch gradients, summed, averaged over ranks.
       expected->zero_grad();
       for (int r = 0; r < world->size(); ++r) {
@@ -130,15 +133,16 @@ namespace {
 // Cheap last layer, expensive convolutions before it: after the head's gradients (the first
 // bucket) are ready, backward still has the convolutions' input and weight gradients to compute.
 struct HeavyBottom : nn::Cloneable<HeavyBottom> {
-  HeavyBottom() : Cloneable("HeavyBottom") { reset(); }
+  explicit HeavyBottom(int64_t channels) : Cloneable("HeavyBottom"), channels(channels) { reset(); }
   void reset() override {
-    conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(3, 64, 3).padding(1)));
-    conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(64, 64, 3).padding(1)));
-    head = register_module("head", nn::Linear(64, 4));
+    conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(3, channels, 3).padding(1)));
+    conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(channels, channels, 3).padding(1)));
+    head = register_module("head", nn::Linear(channels, 4));
   }
   Tensor forward(const Tensor& x) override {
     return head(adaptive_avg_pool2d(conv2(conv1(x).relu()).relu(), 1).flatten(1));
   }
+  int64_t channels;
   nn::Conv2d conv1{nullptr}, conv2{nullptr};
   nn::Linear head{nullptr};
 };
@@ -151,11 +155,19 @@ TEST_CASE("the first bucket's all-reduce has completed before backward ends", "[
   options.first_bucket_mb = 0.00001;  // head.bias alone (16 bytes)
   options.bucket_cap_mb = 0.001;
   manual_seed(17);
-  auto ddp = std::make_shared<parallel::DistributedDataParallel>(std::make_shared<HeavyBottom>(), world, options);
+  // An emulated GPU is far slower than the CPU: a smaller problem still takes backward ~100 ms there.
+  const bool cpu = rank_device().is_cpu();
+  auto model = std::make_shared<HeavyBottom>(cpu ? 64 : 16);
+  // The host queues a GPU's backward ahead of the device; reading the last gradients (conv1's)
+  // makes it wait there, so "completed before backward ended" is measured on the device's time.
+  for (Tensor& p : model->conv1->parameters())
+    p.register_post_accumulate_grad_hook([](const Tensor& param) { param.grad().sum().item<float>(); });
+  auto ddp = std::make_shared<parallel::DistributedDataParallel>(on_rank_device(model), world, options);
   REQUIRE(ddp->reducer().bucket_count() >= 3);
   Generator g(18);
-  Tensor x = randn({16, 3, 32, 32}, {}, &g);
-  Tensor y = randint(0, 4, {16}, TensorOptions(kInt64), &g);
+  const int64_t side = cpu ? 32 : 16;
+  Tensor x = randn({cpu ? 16 : 4, 3, side, side}, {}, &g).to(rank_device());
+  Tensor y = randint(0, 4, {cpu ? 16 : 4}, TensorOptions(kInt64), &g).to(rank_device());
   // The ranks start each step together; then a 16-byte all-reduce has the whole convolution
   // backward (about 100 ms) to complete in. A loaded machine may stall one step, so one
   // step in four with the evidence is enough.
@@ -204,7 +216,7 @@ TEST_CASE("bucket layout: 1 MB first, then 25 MB, in reverse registration order"
     // p5 (64 B) + p4 (1 MiB) reach the first bucket's 1 MB; p3 + p2 (24 MiB) stay under 25 MB
     // and p1 takes the second bucket past it; p0 is left for a third.
     auto model = std::make_shared<Scales>(std::vector<int64_t>{16, 4 * mib, 12 * mib, 12 * mib, mib, 16});
-    parallel::DistributedDataParallel ddp(model, world);  // default options
+    parallel::DistributedDataParallel ddp(on_rank_device(model), world);  // default options
     REQUIRE(ddp.reducer().bucket_count() == 3);
     REQUIRE(ddp.reducer().bucket_parameter_names() == Layout{{"p5", "p4"}, {"p3", "p2", "p1"}, {"p0"}});
   }
@@ -214,7 +226,7 @@ TEST_CASE("bucket layout: 1 MB first, then 25 MB, in reverse registration order"
     parallel::DDPOptions options;
     options.first_bucket_mb = 30.0 / (1024 * 1024);
     options.bucket_cap_mb = 30.0 / (1024 * 1024);
-    parallel::DistributedDataParallel ddp(model, world, options);
+    parallel::DistributedDataParallel ddp(on_rank_device(model), world, options);
     REQUIRE(ddp.reducer().bucket_parameter_names() == Layout{{"p4", "p3"}, {"p2", "p1"}, {"p0"}});
   }
 }
@@ -225,14 +237,14 @@ TEST_CASE("buckets are rebuilt once, after the first iteration, in rank 0's arri
   parallel::DDPOptions options;
   options.first_bucket_mb = 1e-5;  // 10 bytes: one parameter per bucket
   options.bucket_cap_mb = 1e-5;
-  parallel::DistributedDataParallel ddp(model, world, options);
+  parallel::DistributedDataParallel ddp(on_rank_device(model), world, options);
   REQUIRE(ddp.reducer().bucket_parameter_names() == Layout{{"p3"}, {"p2"}, {"p1"}, {"p0"}});
   // Rank 0 uses p1, p3, p0, p2 (gradients arrive p2, p0, p3, p1); the others another order.
   model->use_order = world->rank() == 0 ? std::vector<size_t>{1, 3, 0, 2} : std::vector<size_t>{0, 1, 2, 3};
   auto reference = std::make_shared<Scales>(std::vector<int64_t>{4, 4, 4, 4});
   for (int step = 0; step < 3; ++step) {
     INFO("step " << step);
-    Tensor x = full({4}, 1.0 + world->rank());
+    Tensor x = full({4}, 1.0 + world->rank(), rank_device());
     ddp.zero_grad();
     ddp.forward(x).sum().backward();
     REQUIRE(ddp.reducer().bucket_parameter_names() == Layout{{"p2"}, {"p0"}, {"p3"}, {"p1"}});

@@ -1,13 +1,30 @@
 // Shared pieces of the DDP tests: small deterministic models and batches, one SGD step written
-// out by hand, and comparisons with a reference model.
+// out by hand, and comparisons with a reference model. One source serves both backends: the
+// distributed side runs on rank_device() (the CPU, or cuda:LOCAL_RANK in targets built with
+// EMBER_TEST_DEVICE=cuda, over NCCL), the single-process reference always on the CPU.
 #pragma once
 
 #include <catch2/catch.hpp>
 
+#include "comm/init.h"
 #include "core/ember_core.h"
 #include "nn/nn.h"
+#include "tests/test_device.h"
 
 namespace ember::testing {
+
+// This rank's device: one GPU per rank, as under a real launcher.
+inline Device rank_device() {
+  static const Device device =
+      test::kTestDevice.is_cuda() ? Device::cuda(comm::read_environment().local_rank) : Device(kCPU);
+  return device;
+}
+
+// `model`, moved to this rank's device (models are built on the CPU from a seed).
+inline std::shared_ptr<nn::Module> on_rank_device(std::shared_ptr<nn::Module> model) {
+  model->to(rank_device());
+  return model;
+}
 
 struct Batch {
   Tensor x, y;
@@ -16,6 +33,9 @@ struct Batch {
     int64_t n = x.size(0) / ranks;
     return {x.narrow(0, rank * n, n), y.narrow(0, rank * n, n)};
   }
+  Batch to(Device device) const { return {x.to(device), y.to(device)}; }
+  // Rank r's shard on its device: what that rank's DDP model trains on.
+  Batch rank_shard(int rank, int ranks) const { return shard(rank, ranks).to(rank_device()); }
 };
 
 inline Batch make_batch(int64_t n, uint64_t seed) {

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Rank 1 of 2 is SIGKILLed during a DDP backward (ddp_rank_death_main.cc); rank 0, the survivor, must
 # exit non-zero and name the collective it was in, with its sequence number, group and shape.
-#   ddp_rank_death_test.sh RUNNER BINARY launcher-kills   mpirun's SIGTERM ends rank 0
-#   ddp_rank_death_test.sh RUNNER BINARY timeout          a launcher that leaves survivors running
-#     (mpirun --enable-recovery here; srun without --kill-on-bad-exit behaves alike): the collective
-#     timeout ends rank 0
+#   ddp_rank_death_test.sh RUNNER BINARY launcher-kills [BACKEND]   mpirun's SIGTERM ends rank 0
+#   ddp_rank_death_test.sh RUNNER BINARY timeout [BACKEND]          a launcher that leaves survivors
+#     running (mpirun --enable-recovery here; srun without --kill-on-bad-exit behaves alike): the
+#     collective timeout ends rank 0 (over NCCL the communicator sees the death first and names it)
+#   ddp_rank_death_test.sh RUNNER BINARY stall nccl                 rank 1 stays alive but stops
+#     issuing collectives: the collective timeout ends rank 0
+# BACKEND is mpi (default) or nccl (the binary built for emulated GPUs, run with EMBER_BACKEND=nccl).
 # Each rank's stderr goes to its own file, so the check sees what rank 0 wrote even where mpirun
 # drops a dying job's output.
 set -uo pipefail
-runner="$1"; binary="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"; mode="$3"
+runner="$1"; binary="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"; mode="$3"; backend="${4:-mpi}"
 work="$(mktemp -d "${TEST_TMPDIR:-/tmp}/ddp_death.XXXXXX")"
 # The timeout mode's wrapper outlives the rank to record its exit status: with --enable-recovery
 # mpirun exits 0 even after a rank called MPI_Abort. (mpirun's SIGTERM must reach the rank itself,
@@ -17,21 +20,41 @@ if [ "$mode" = timeout ]; then
   printf '#!/bin/sh\n"%s" 2> "%s/rank$OMPI_COMM_WORLD_RANK.err"\necho $? > "%s/rank$OMPI_COMM_WORLD_RANK.status"\n' \
     "$binary" "$work" "$work" > "$work/rank.sh"
 else
-  printf '#!/bin/sh\nexec "%s" 2> "%s/rank$OMPI_COMM_WORLD_RANK.err"\n' "$binary" "$work" > "$work/rank.sh"
+  printf '#!/bin/sh\nexec "%s" %s 2> "%s/rank$OMPI_COMM_WORLD_RANK.err"\n' "$binary" "$mode" "$work" > "$work/rank.sh"
 fi
 chmod +x "$work/rank.sh"
-case "$mode" in
-  launcher-kills)
+# The bucket all-reduce, as each backend describes it (MPI posts it non-blocking inside DDP's
+# OverlapScope; NCCL queues every collective on its stream).
+collective='all_reduce #[0-9]+ \((avg|sum)\) on WORLD, float32 \[[0-9]+\]'
+[ "$backend" = mpi ] && collective="$collective"', non-blocking \(inside an OverlapScope\)'
+timed_out=' did not complete within 5.0 s \(EMBER_COLLECTIVE_TIMEOUT\)'
+min_elapsed=0
+case "$mode/$backend" in
+  launcher-kills/*)
     export EMBER_COLLECTIVE_TIMEOUT=300  # far beyond the limit below: the timeout cannot be what ends it
     launcher_args=(); limit=60
-    expected='^\[rank 0\] ember: terminated while in all_reduce #[0-9]+ \((avg|sum)\) on WORLD, float32 \[[0-9]+\], non-blocking \(inside an OverlapScope\)'
+    expected="^\[rank 0\] ember: terminated while in $collective"
+    # NCCL's communicator also sees the peer die: the watchdog's line may come before mpirun's SIGTERM.
+    [ "$backend" = nccl ] && expected="^\[rank 0\] ember: (terminated while in $collective|$collective failed: )"
     ;;
-  timeout)
+  timeout/mpi)
+    export EMBER_COLLECTIVE_TIMEOUT=5
+    launcher_args=(--enable-recovery); limit=90; min_elapsed=5
+    expected="^\[rank 0\] ember: $collective$timed_out"
+    ;;
+  timeout/nccl)
+    # The emulated NCCL fails the waiting all-reduce as soon as the peer's process is gone: the
+    # watchdog names the failure, or a line naming what was in flight ends the rank.
     export EMBER_COLLECTIVE_TIMEOUT=5
     launcher_args=(--enable-recovery); limit=90
-    expected='^\[rank 0\] ember: all_reduce #[0-9]+ \((avg|sum)\) on WORLD, float32 \[[0-9]+\], non-blocking \(inside an OverlapScope\) did not complete within 5.0 s \(EMBER_COLLECTIVE_TIMEOUT\)'
+    expected="^\[rank 0\] ember: (terminated while in $collective|$collective( failed: .*exited|$timed_out))"
     ;;
-  *) echo "unknown mode $mode"; exit 2 ;;
+  stall/nccl)
+    export EMBER_COLLECTIVE_TIMEOUT=5
+    launcher_args=(); limit=90; min_elapsed=5
+    expected="^\[rank 0\] ember: $collective$timed_out"
+    ;;
+  *) echo "unknown mode $mode for backend $backend"; exit 2 ;;
 esac
 start=$(date +%s)
 "$runner" 2 "$work/rank.sh" "${launcher_args[@]}" > "$work/mpirun.out" 2>&1
@@ -42,10 +65,10 @@ echo "--- rank 0 stderr:"; cat "$work/rank0.err"
 if [ "$mode" = timeout ]; then
   [ -s "$work/rank0.status" ] && [ "$(cat "$work/rank0.status")" -ne 0 ] \
     || { echo "FAIL: rank 0 exited with status '$(cat "$work/rank0.status" 2>/dev/null)', expected non-zero"; exit 1; }
-  [ $elapsed -ge 5 ] || { echo "FAIL: ended after ${elapsed}s, before the 5 s timeout"; exit 1; }
 else
   [ $status -ne 0 ] || { echo "FAIL: the job exited 0"; exit 1; }
 fi
+[ $elapsed -ge $min_elapsed ] || { echo "FAIL: ended after ${elapsed}s, before the 5 s timeout"; exit 1; }
 [ $elapsed -lt $limit ] || { echo "FAIL: took ${elapsed}s (limit ${limit}s)"; exit 1; }
 grep -Eq "$expected" "$work/rank0.err" || { echo "FAIL: rank 0 did not name its collective: expected $expected"; exit 1; }
 echo "PASS: the survivor named its collective ($mode, ${elapsed}s)"

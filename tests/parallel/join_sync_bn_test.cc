@@ -1,5 +1,5 @@
 // Join with uneven inputs, and SyncBatchNorm against batch norm on the concatenated batch
-// (run under mpirun).
+// (run under mpirun; each rank on rank_device(), the references on the CPU).
 #include <catch2/catch.hpp>
 
 #include "comm/init.h"
@@ -15,7 +15,7 @@ using namespace ember::testing;
 TEST_CASE("Join: ranks with different numbers of batches all finish with the same model", "[ddp][join]") {
   auto world = comm::init();
   const int ranks = world->size(), me = world->rank();
-  auto ddp = std::make_shared<parallel::DistributedDataParallel>(make_mlp(100 + me), world);
+  auto ddp = std::make_shared<parallel::DistributedDataParallel>(on_rank_device(make_mlp(100 + me)), world);
   auto expected = make_mlp(100);
   // Rank r holds 2 + r batches of 4 examples.
   auto batch_of = [](int rank, int step) { return make_batch(4, 1000 + 10 * rank + step); };
@@ -23,7 +23,7 @@ TEST_CASE("Join: ranks with different numbers of batches all finish with the sam
   int64_t shadowed = 0;
   {
     parallel::Join join(*ddp);
-    for (int step = 0; step < 2 + me; ++step) sgd_step(*ddp, batch_of(me, step), lr);
+    for (int step = 0; step < 2 + me; ++step) sgd_step(*ddp, batch_of(me, step).to(rank_device()), lr);
     shadowed = join.finish();
   }
   REQUIRE(shadowed == (ranks - 1) - me);
@@ -43,12 +43,12 @@ TEST_CASE("SyncBatchNorm equals batch norm on the concatenated batch", "[sync_bn
   const int ranks = world->size(), me = world->rank();
   for (int64_t per_rank : {1, 3}) {
     INFO("per-rank batch " << per_rank);
-    auto sync = make_cnn(7);
+    auto sync = on_rank_device(make_cnn(7));
     REQUIRE(parallel::convert_sync_batchnorm(*sync, world) == 1);
     REQUIRE(sync->repr().find("SyncBatchNorm(6") != std::string::npos);
     auto plain = make_cnn(7);
     Batch all = make_batch(per_rank * ranks, 61);
-    Batch mine = all.shard(me, ranks);
+    Batch mine = all.rank_shard(me, ranks);
     Tensor x_sync = mine.x.clone().requires_grad_(), x_all = all.x.clone().requires_grad_();
     Tensor out_sync = sync->forward(x_sync), out_all = plain->forward(x_all);
     require_close(out_sync, out_all.narrow(0, me * per_rank, per_rank), 1e-5, "output");
@@ -72,15 +72,16 @@ TEST_CASE("SyncBatchNorm equals batch norm on the concatenated batch", "[sync_bn
       for (auto& [other_name, c] : plain->named_buffers())
         if (other_name == name) require_close(b, c, 1e-5, name);
     }
-    // Evaluation issues no collective: the world's sequence number does not move.
+    // Evaluation issues no collective: the sequence number of collectives on the statistics' device
+    // does not move (a barrier would count only those of the group's host backend).
     sync->eval();
-    auto before = world->barrier();
+    auto before = world->all_reduce(zeros({1}, rank_device()));
     before->wait();
     {
       NoGradGuard no_grad;
       sync->forward(mine.x);
     }
-    auto after = world->barrier();
+    auto after = world->all_reduce(zeros({1}, rank_device()));
     after->wait();
     REQUIRE(after->info().sequence == before->info().sequence + 1);
   }
