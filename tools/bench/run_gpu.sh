@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs on the GPU host what tools/bench/gpu_pack packed (ember_gpu.tar.xz next to this script; the
 # pack carries its own copy of this script): every test tagged gpu, as bazel test would run it
-# (in its runfiles, TEST_* set, its env, its size's timeout), then //tools/bench:gpu. The pack's
+# (in its runfiles, TEST_* set, its env, its size's timeout), then //tools/bench:gpu, then
+# //tools/bench:allreduce --backend nccl at one rank (a GPU hosts one NCCL rank; EMBER_BACKEND=nccl
+# needs no MPI at one rank, and the host may have no Open MPI). The pack's
 # libraries and CUDA's are put on the loader's path for Ember's binaries only; PyTorch, started by
 # the bench, keeps the host's own path so it loads the CUDA libraries it was built with. Logs go to
 # $OUT when set (the device tool brings that folder back), else next to this script. A sanitizer
@@ -41,7 +43,7 @@ for dir in "${CUDA_HOME:-}" "${CUDA_PATH:-}" /usr/local/cuda /usr/local/cuda-13.
 done
 [ -n "$host_ld" ] && ld="$ld:$host_ld"
 
-binaries=("$pack/bin/tools/bench/gpu")
+binaries=("$pack/bin/tools/bench/gpu" "$pack/bin/tools/bench/allreduce")
 while IFS=$'\t' read -r path _ _; do binaries+=("$pack/bin/$path"); done <"$pack/tests.txt"
 missing() { for b in "${binaries[@]}"; do LD_LIBRARY_PATH="$ld" ldd "$b"; done | awk '/not found/ { print $1 }' | sort -u; }
 if [ -n "$(missing)" ]; then
@@ -101,7 +103,7 @@ if [ $run_tests -eq 1 ]; then
   done <"$pack/tests.txt"
 fi
 
-bench_status=-
+bench_status=- allreduce_status=-
 if [ $run_bench -eq 1 ]; then
   # The yardstick's interpreter runs with the host's loader path, not the pack's.
   if [ -n "$host_ld" ]; then python="env LD_LIBRARY_PATH=$(printf '%q' "$host_ld") python3"
@@ -109,8 +111,12 @@ if [ $run_bench -eq 1 ]; then
   (cd "$pack/bin/tools/bench/gpu.runfiles/ember" &&
     LD_LIBRARY_PATH="$ld" "$pack/bin/tools/bench/gpu" --python="$python" "$@") 2>&1 | tee "$logs/bench.log"
   bench_status=${PIPESTATUS[0]}
+  (cd "$pack" && EMBER_BACKEND=nccl LD_LIBRARY_PATH="$ld" "$pack/bin/tools/bench/allreduce" --backend nccl) 2>&1 |
+    tee "$logs/allreduce.log"
+  allreduce_status=${PIPESTATUS[0]}
 fi
 
 rm -rf "$pack"
-echo "run_gpu: tests passed=$passed failed=$failed${failures:+ (${failures# })} bench_exit=$bench_status logs=$logs"
-[ $failed -eq 0 ] && { [ "$bench_status" = - ] || [ "$bench_status" -eq 0 ]; }
+echo "run_gpu: tests passed=$passed failed=$failed${failures:+ (${failures# })} bench_exit=$bench_status" \
+  "allreduce_exit=$allreduce_status logs=$logs"
+[ $failed -eq 0 ] && [[ "$bench_status" =~ ^(-|0)$ ]] && [[ "$allreduce_status" =~ ^(-|0)$ ]]

@@ -46,11 +46,12 @@ std::string resolve_device(const std::string& text) {
       message += "; start at most " + std::to_string(count) + " processes per node";
     throw FlagError(message);
   }
-  if (launch.launched)
-    throw FlagError("--device " + text + " under a launcher: rank " + std::to_string(launch.rank) + " would train on " +
-                    device.str() + ", but DDP on CUDA devices needs the NCCL process group, which Ember does not have "
-                    "yet (the MPI backend carries CPU tensors only). Train on one GPU without mpirun, or on CPUs "
-                    "under mpirun");
+  // DDP's gradients live on the device: a backend that cannot carry them would fail at the first
+  // backward, after the data has loaded.
+  if (launch.launched && launch.backend == "mpi")
+    throw FlagError("--device " + text + " under a launcher: EMBER_BACKEND=mpi carries CPU tensors only, and rank " +
+                    std::to_string(launch.rank) + "'s gradients would be on " + device.str() +
+                    "; leave EMBER_BACKEND unset (CUDA tensors then go over NCCL)");
   return device.str();
 }
 

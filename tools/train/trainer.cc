@@ -72,7 +72,8 @@ Evaluation evaluate(nn::Module& model, data::DataLoader& loader, data::DataLoade
     correct += (logits.argmax(1) == target).to(kInt64).sum().item<double>();
     count += static_cast<double>(batch.size());
   }
-  Tensor sums = tensor(std::vector<double>{loss_sum, correct, count});
+  // On the training device, so that a group without MPI (EMBER_BACKEND=nccl) carries it too.
+  Tensor sums = tensor(std::vector<double>{loss_sum, correct, count}).to(device);
   if (world) world->all_reduce(sums)->wait();
   std::vector<double> total = sums.to_vector<double>();
   model.train();
@@ -255,10 +256,13 @@ TrainResult run_training(const TrainConfig& config) {
   int64_t parameters = 0;
   for (const Tensor& p : model->parameters()) parameters += p.numel();
   if (leader) {
-    std::printf("train: %s (%.3fM parameters) on %s, %s; %d process%s x %d thread%s, batch %lld per process\n",
+    // Gradients live on the training device; the group sends CUDA tensors over NCCL (flag parsing
+    // refused EMBER_BACKEND=mpi with a CUDA device) and CPU tensors over MPI.
+    const std::string gradients = !world ? "" : device.is_cuda() ? ", gradients over NCCL" : ", gradients over MPI";
+    std::printf("train: %s (%.3fM parameters) on %s, %s; %d process%s x %d thread%s, batch %lld per process%s\n",
                 config.model.c_str(), parameters / 1e6, data_setup.description.c_str(), device.str().c_str(), world_size,
                 world_size > 1 ? "es" : "", cpu::num_threads(), cpu::num_threads() > 1 ? "s" : "",
-                static_cast<long long>(config.batch_size));
+                static_cast<long long>(config.batch_size), gradients.c_str());
     std::fflush(stdout);
   }
 
@@ -334,7 +338,7 @@ TrainResult run_training(const TrainConfig& config) {
       // Every rank must stop at the same step: the Ctrl-C flag is agreed on each step.
       bool want_stop = interrupt_requested.load() || (config.max_steps > 0 && step >= config.max_steps);
       if (world) {
-        Tensor flag = full({1}, want_stop ? 1 : 0, TensorOptions(kInt64));
+        Tensor flag = full({1}, want_stop ? 1 : 0, TensorOptions(kInt64).device(device));
         world->all_reduce(flag, comm::ReduceOp::Max)->wait();
         want_stop = flag.item<int64_t>() > 0;
       }
@@ -358,7 +362,7 @@ TrainResult run_training(const TrainConfig& config) {
     // (in evaluation mode DDP's forward does not broadcast them).
     if (auto* ddp = dynamic_cast<parallel::DistributedDataParallel*>(trained.get())) ddp->sync_buffers();
     Evaluation test = evaluate(*trained, test_loader, final_evaluation ? flipped_loader.get() : nullptr, world, device);
-    Tensor train_sums = tensor(std::vector<double>{loss_sum, correct, seen});
+    Tensor train_sums = tensor(std::vector<double>{loss_sum, correct, seen}).to(device);
     if (world) world->all_reduce(train_sums)->wait();
     std::vector<double> ts = train_sums.to_vector<double>();
     double train_loss = ts[2] > 0 ? ts[0] / ts[2] : 0, train_acc = ts[2] > 0 ? ts[1] / ts[2] : 0;

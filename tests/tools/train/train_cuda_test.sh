@@ -2,8 +2,8 @@
 # The train binary on emulated GPUs (EMBER_EMULATED_GPUS=2): a few LeNet steps on cuda:1 end with
 # the CPU run's test loss; the progress lines show the device's peak memory; a checkpoint written
 # on the GPU resumes there and evaluates with --eval-only; bare `--device cuda` takes cuda:0 alone
-# and cuda:LOCAL_RANK under a launcher, where training is refused until the NCCL backend exists; a
-# device beyond the machine's, or a launched CUDA run, is exit status 2, named.
+# and cuda:LOCAL_RANK under a launcher (trained there by train_cuda_mpirun_test.sh); a device
+# beyond the machine's, or a launched CUDA run with EMBER_BACKEND=mpi, is exit status 2, named.
 set -uo pipefail
 train="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 work="${TEST_TMPDIR:-$(mktemp -d)}/train_cuda"
@@ -49,8 +49,8 @@ expect_usage_error "train: --device cuda:2: cuda:2 does not exist: this machine 
   "$train" "${tiny[@]}" --device cuda:2
 expect_usage_error "train: --device cuda: rank 2 has LOCAL_RANK 2 and so takes cuda:2, but this machine has 2 CUDA devices (cuda:0 to cuda:1); start at most 2 processes per node" \
   env RANK=2 WORLD_SIZE=3 LOCAL_RANK=2 "$train" "${tiny[@]}" --device cuda
-expect_usage_error "train: --device cuda under a launcher: rank 1 would train on cuda:1, but DDP on CUDA devices needs the NCCL process group" \
-  env RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 "$train" "${tiny[@]}" --device cuda
+expect_usage_error "train: --device cuda under a launcher: EMBER_BACKEND=mpi carries CPU tensors only, and rank 1's gradients would be on cuda:1" \
+  env RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 EMBER_BACKEND=mpi "$train" "${tiny[@]}" --device cuda
 expect_usage_error "cuda:0 does not exist: no CUDA device is available" \
   env EMBER_EMULATED_GPUS=0 "$train" "${tiny[@]}" --device cuda:0
 echo PASS
