@@ -11,7 +11,7 @@ common=(--data synthetic --synthetic-size 256 --model lenet --threads 1 --worker
 
 # 256 examples / 2 ranks / batch 32 = 4 steps an epoch: --max-steps 6 stops inside epoch 2.
 output="$("$runner" 2 "$train" -- "${common[@]}" --batch-size 32 --epochs 2 --max-steps 6 --schedule cosine \
-  --log-every 1 --checkpoint-dir "$work/ckpt" --log-dir "$work/logs" 2>&1)" || { echo "$output"; fail "train exited $?"; }
+  --log-every 1 --checkpoint-dir "$work/ckpt" --log-dir "$work/logs" 2>&1)" || { code=$?; echo "$output"; fail "train exited $code"; }
 echo "$output"
 summaries=$(grep -c '^train: test_accuracy=' <<<"$output")
 [ "$summaries" -eq 1 ] || fail "$summaries summary lines, expected 1 (rank 0 only)"
@@ -28,7 +28,7 @@ stops=$(grep -c '"kind":"stop"' "$work/logs/metrics.jsonl")
   || fail "metrics.jsonl has $steps step, $epochs epoch and $stops stop records, expected 6, 1 and 1 (written by rank 0 only; epoch 2 was cut short)"
 
 output="$("$runner" 2 "$train" -- "${common[@]}" --eval-only --resume "$work/ckpt/best.safetensors" 2>&1)" \
-  || { echo "$output"; fail "evaluation exited $?"; }
+  || { code=$?; echo "$output"; fail "evaluation exited $code"; }
 echo "$output"
 evals=$(grep -c '^eval: ' <<<"$output")
 [ "$evals" -eq 1 ] || fail "$evals evaluation lines, expected 1"
