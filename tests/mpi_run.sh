@@ -20,6 +20,10 @@ export EMBER_DISTRIBUTED_DEBUG="${EMBER_DISTRIBUTED_DEBUG:-0}"
 supp="${TEST_SRCDIR:+$TEST_SRCDIR/${TEST_WORKSPACE:-ember}/tests}"
 supp="${supp:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}/lsan_mpi.supp"
 export LSAN_OPTIONS="suppressions=${supp}:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+# Every rank emulates all the devices it is told of (and uses one): under ASan each emulated
+# device's memory costs resident shadow, 4 ranks x 4 devices x the default 4 GB came to 4.5 GB per
+# rank, and two such tests at once were killed by the OOM killer on a 24 GB machine.
+export EMBER_EMULATED_GPU_MEMORY="${EMBER_EMULATED_GPU_MEMORY:-512M}"
 # What a test target's env may set for its ranks (the backend, the emulated devices), forwarded
 # only when set: -x of an unset variable is an error on some Open MPI versions.
 forwarded=()
