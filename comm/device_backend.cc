@@ -38,17 +38,19 @@ DeviceGroupFactory device_backend(const std::string& name) {
   return it == registry().end() ? DeviceGroupFactory() : it->second;
 }
 
+void share_from(ProcessGroup& group, Device device, int root, std::vector<uint8_t>& bytes) {
+  NoGradGuard no_grad;
+  std::vector<double> values(bytes.begin(), bytes.end());
+  Tensor t = tensor(values, {static_cast<int64_t>(bytes.size())}).to(kUInt8).to(device);
+  group.broadcast(t, root)->wait();
+  // On a device, the copy below runs on the current stream, which wait() ordered after it.
+  Tensor host = t.to(Device(kCPU)).contiguous();
+  const uint8_t* data = static_cast<const uint8_t*>(host.data_ptr());
+  bytes.assign(data, data + bytes.size());
+}
+
 ShareFromRoot share_through(std::shared_ptr<ProcessGroup> group, Device device) {
-  return [group, device](std::vector<uint8_t>& bytes) {
-    NoGradGuard no_grad;
-    std::vector<double> values(bytes.begin(), bytes.end());
-    Tensor t = tensor(values, {static_cast<int64_t>(bytes.size())}).to(kUInt8).to(device);
-    group->broadcast(t, 0)->wait();
-    // On a device, the copy below runs on the current stream, which wait() ordered after it.
-    Tensor host = t.to(Device(kCPU)).contiguous();
-    const uint8_t* data = static_cast<const uint8_t*>(host.data_ptr());
-    bytes.assign(data, data + bytes.size());
-  };
+  return [group, device](std::vector<uint8_t>& bytes) { share_from(*group, device, 0, bytes); };
 }
 
 ShareFromRoot share_through_file(const std::string& path, int rank) {

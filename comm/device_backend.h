@@ -31,7 +31,10 @@ void register_device_backend(const std::string& name, DeviceGroupFactory factory
 // The factory linked under `name`, or an empty one.
 DeviceGroupFactory device_backend(const std::string& name);
 
-// Shares through `group`: a broadcast from its rank 0 of a uint8 tensor on `device`.
+// Every member of `group` calls it; afterwards all hold `root`'s bytes (a broadcast of a uint8
+// tensor on `device`, read back through a copy that orders after it).
+void share_from(ProcessGroup& group, Device device, int root, std::vector<uint8_t>& bytes);
+// share_from(group, device, 0, ...) as a ShareFromRoot.
 ShareFromRoot share_through(std::shared_ptr<ProcessGroup> group, Device device);
 // Shares through a file on a filesystem every rank sees: rank 0 writes it (atomically, by rename)
 // and the others wait for it, up to EMBER_COLLECTIVE_TIMEOUT.

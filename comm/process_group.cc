@@ -1,6 +1,7 @@
 // Names and descriptions used in every distributed error message, and the environment knobs.
 #include "comm/process_group.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
@@ -68,6 +69,35 @@ CollectiveInfo CollectiveInfo::of(CollectiveKind kind, uint64_t sequence, const 
   i.peer = peer;
   i.tag = tag;
   return i;
+}
+
+int new_group_position(const std::vector<int>& ranks, int rank, int size, const std::string& group) {
+  EMBER_CHECK(!ranks.empty(), "new_group on ", group, ": the rank list is empty");
+  std::vector<bool> seen(size, false);
+  int position = -1;
+  for (size_t k = 0; k < ranks.size(); ++k) {
+    const int r = ranks[k];
+    EMBER_CHECK(r >= 0 && r < size, "new_group on ", group, ": member rank ", r, " is outside the group of size ",
+                size);
+    EMBER_CHECK(!seen[r], "new_group on ", group, ": rank ", r, " is listed twice");
+    seen[r] = true;
+    if (r == rank) position = static_cast<int>(k);
+  }
+  return position;
+}
+
+std::string sub_group_name(const std::vector<int>& world_ranks) {
+  std::ostringstream name;
+  name << "group(";
+  for (size_t k = 0; k < world_ranks.size(); ++k) name << (k ? "," : "") << world_ranks[k];
+  name << ")";
+  return name.str();
+}
+
+std::string format_seconds(std::chrono::milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f s", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
 }
 
 std::chrono::milliseconds collective_timeout() {

@@ -125,6 +125,14 @@ class ProcessGroup {
   virtual std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks) = 0;
 };
 
+// For backends' new_group: checks `ranks` against a group of `size` named `group` (non-empty,
+// in range, no repeats) and returns this rank's position in it, or -1 when it is not a member.
+int new_group_position(const std::vector<int>& ranks, int rank, int size, const std::string& group);
+// "group(0,2)", from the members' world ranks.
+std::string sub_group_name(const std::vector<int>& world_ranks);
+
+// "5.0 s": how timeouts are named in every backend's messages.
+std::string format_seconds(std::chrono::milliseconds ms);
 // The collective timeout from EMBER_COLLECTIVE_TIMEOUT (seconds; default 600).
 std::chrono::milliseconds collective_timeout();
 // True when EMBER_DISTRIBUTED_DEBUG=1.

@@ -46,11 +46,13 @@ void check_same_collective(const CollectiveInfo& info, const std::vector<Signatu
   }
 }
 
+bool same_payload(const Signature& a, const Signature& b) {
+  return a.dtype == b.dtype && a.ndim == b.ndim && a.numel == b.numel &&
+         std::memcmp(a.shape, b.shape, sizeof(a.shape)) == 0;
+}
+
 void check_sent_payload(const CollectiveInfo& recv, const Signature& sent, int rank) {
-  const Signature mine = signature_of(recv);
-  const bool same = sent.dtype == mine.dtype && sent.ndim == mine.ndim && sent.numel == mine.numel &&
-                    std::memcmp(sent.shape, mine.shape, sizeof(mine.shape)) == 0;
-  EMBER_CHECK(same, "send/recv mismatch on ", recv.group, ": rank ", rank, " called ", recv.describe(), " but rank ",
+  EMBER_CHECK(same_payload(sent, signature_of(recv)), "send/recv mismatch on ", recv.group, ": rank ", rank, " called ", recv.describe(), " but rank ",
               recv.peer, " sent ", describe_signature(sent, recv.group),
               " (a recv must match its send's dtype and shape; sends and recvs pair up in order per peer and tag)");
 }

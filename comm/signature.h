@@ -25,6 +25,8 @@ std::string describe_signature(const Signature& s, const std::string& group);
 // Raises "collective mismatch on GROUP: rank R called ... but rank S called ..." for the first
 // rank whose signature differs from this one's (`all` indexed by group rank).
 void check_same_collective(const CollectiveInfo& info, const std::vector<Signature>& all, int rank);
+// Whether two signatures describe the same payload (dtype and shape).
+bool same_payload(const Signature& a, const Signature& b);
 // A receiver's check of its sender's signature: raises when dtype or shape differ.
 void check_sent_payload(const CollectiveInfo& recv, const Signature& sent, int rank);
 

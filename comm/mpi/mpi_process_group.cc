@@ -3,11 +3,11 @@
 #include "comm/mpi/mpi_process_group.h"
 
 #include <cstring>
-#include <sstream>
 
 #include "comm/mpi/mpi_types.h"
 #include "comm/mpi/runtime.h"
 #include "comm/signature.h"
+#include "comm/staging.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
@@ -16,34 +16,11 @@ namespace ember::comm::mpi {
 
 namespace {
 
-// A contiguous CPU buffer for `t`: t itself when it already is one, else a copy that
-// `write_back` returns to t afterwards.
-struct Staged {
-  Tensor original;
-  Tensor buffer;
-  bool write_back = false;
-  void* data() const { return buffer.data_ptr(); }
-  void finish() const {
-    if (write_back) {
-      NoGradGuard no_grad;
-      copy_into(original, buffer);
-    }
-  }
-};
-
+// A contiguous CPU buffer for `t` (see comm/staging.h).
 Staged stage(const Tensor& t, bool write_back, const char* op) {
   EMBER_CHECK(t.defined(), op, ": got an undefined tensor");
   EMBER_CHECK(t.device().is_cpu(), op, ": the MPI backend takes CPU tensors, got one on ", t.device().str());
-  Staged s;
-  s.original = t;
-  if (t.is_contiguous()) {
-    s.buffer = t.detach();
-  } else {
-    NoGradGuard no_grad;
-    s.buffer = t.detach().contiguous();
-    s.write_back = write_back;
-  }
-  return s;
+  return comm::stage(t, write_back);
 }
 
 int count_of(const Tensor& t, const char* op) {
@@ -408,16 +385,7 @@ WorkPtr MpiProcessGroup::barrier() {
 }
 
 std::shared_ptr<ProcessGroup> MpiProcessGroup::new_group(const std::vector<int>& ranks) {
-  EMBER_CHECK(!ranks.empty(), "new_group on ", name_, ": the rank list is empty");
-  std::vector<bool> seen(size_, false);
-  for (int r : ranks) {
-    check_rank(r, "member", "new_group");
-    EMBER_CHECK(!seen[r], "new_group on ", name_, ": rank ", r, " is listed twice");
-    seen[r] = true;
-  }
-  int position = -1;
-  for (size_t k = 0; k < ranks.size(); ++k)
-    if (ranks[k] == rank_) position = static_cast<int>(k);
+  const int position = new_group_position(ranks, rank_, size_, name_);
   MPI_Comm comm = MPI_COMM_NULL, check = MPI_COMM_NULL;
   CollectiveInfo i = info(CollectiveKind::Barrier, nullptr);
   i.group = name_ + " (new_group)";
@@ -429,15 +397,9 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::new_group(const std::vector<int>&
   });
   work->wait(collective_timeout());
   if (position < 0) return nullptr;
-  std::ostringstream name;
-  name << "group(";
   std::vector<int> world;
-  for (size_t k = 0; k < ranks.size(); ++k) {
-    name << (k ? "," : "") << world_ranks_[ranks[k]];
-    world.push_back(world_ranks_[ranks[k]]);
-  }
-  name << ")";
-  return std::make_shared<MpiProcessGroup>(comm, check, name.str(), world);
+  for (int r : ranks) world.push_back(world_ranks_[r]);
+  return std::make_shared<MpiProcessGroup>(comm, check, sub_group_name(world), world);
 }
 
 }  // namespace ember::comm::mpi

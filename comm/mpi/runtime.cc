@@ -21,16 +21,6 @@
 
 namespace ember::comm::mpi {
 
-namespace {
-
-std::string seconds(std::chrono::milliseconds ms) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f s", static_cast<double>(ms.count()) / 1000.0);
-  return buf;
-}
-
-}  // namespace
-
 MpiWork::MpiWork(CollectiveInfo info, Start start, Finish finish, int rank)
     : info_(std::move(info)),
       description_(info_.describe()),
@@ -51,7 +41,7 @@ void MpiWork::wait(std::chrono::milliseconds timeout) {
   if (bounded) finished = done_cv_.wait_for(lock, timeout, [&] { return done_; });
   else done_cv_.wait(lock, [&] { return done_; });
   const bool p2p = info_.kind == CollectiveKind::Send || info_.kind == CollectiveKind::Recv;
-  EMBER_CHECK(finished, "rank ", rank_, ": ", info_.describe(), " did not complete within ", seconds(timeout),
+  EMBER_CHECK(finished, "rank ", rank_, ": ", info_.describe(), " did not complete within ", format_seconds(timeout),
               p2p ? " (the peer has not posted the matching " + std::string(info_.kind == CollectiveKind::Send ? "recv" : "send") +
                         " with this tag, or is gone)"
                   : " (a rank may have stopped issuing collectives, or issued them in a different order; run with "
@@ -377,7 +367,7 @@ void Runtime::watchdog_loop() {
       if (!late && expired(w)) late = w;
     if (late) {
       const CollectiveInfo& info = late->info();
-      std::string what = info.describe() + " did not complete within " + seconds(timeout) + " (EMBER_COLLECTIVE_TIMEOUT); ";
+      std::string what = info.describe() + " did not complete within " + format_seconds(timeout) + " (EMBER_COLLECTIVE_TIMEOUT); ";
       if (info.kind == CollectiveKind::Send || info.kind == CollectiveKind::Recv) {
         what += "rank " + std::to_string(info.peer) + " of " + info.group + " never posted the matching " +
                 (info.kind == CollectiveKind::Send ? "recv" : "send") + " with this tag, or is gone. Aborting the job.";

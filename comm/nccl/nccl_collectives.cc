@@ -4,7 +4,8 @@
 #include <cstring>
 
 #include "comm/nccl/nccl_process_group.h"
-#include "comm/nccl/staging.h"
+#include "comm/nccl/nccl_types.h"
+#include "comm/staging.h"
 #include "core/error.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"

@@ -4,11 +4,11 @@
 
 #include <condition_variable>
 #include <cstring>
-#include <sstream>
 #include <thread>
 
 #include "comm/init.h"
-#include "comm/nccl/staging.h"
+#include "comm/nccl/nccl_types.h"
+#include "comm/staging.h"
 #include "comm/nccl/watchdog.h"
 #include "comm/signature.h"
 #include "core/error.h"
@@ -23,12 +23,6 @@ namespace {
 // Set once the process is exiting: communicators left in globals are not destroyed then, since
 // the CUDA runtime (or the emulator) may already be gone.
 std::atomic<bool> exiting{false};
-
-std::string seconds(std::chrono::milliseconds ms) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f s", static_cast<double>(ms.count()) / 1000.0);
-  return buf;
-}
 
 // Joins the communicator on a helper thread, so that a rank that never arrives ends the job with
 // a message instead of leaving this one blocked in NCCL forever.
@@ -56,7 +50,7 @@ ncclComm_t join_bounded(const DeviceGroupSpec& spec, const ncclUniqueId& id) {
   if (!join->cv.wait_for(lock, collective_timeout(), [&] { return join->done; })) {
     abort_job("the NCCL communicator of " + spec.name + " (rank " + std::to_string(spec.rank) + " of " +
               std::to_string(spec.size) + ", cuda:" + std::to_string(device) + ") did not form within " +
-              seconds(collective_timeout()) + " (EMBER_COLLECTIVE_TIMEOUT): a rank never joined (did every rank "
+              format_seconds(collective_timeout()) + " (EMBER_COLLECTIVE_TIMEOUT): a rank never joined (did every rank "
               "start, and read the same unique id? a stale EMBER_NCCL_ID_FILE from an earlier job gives another)");
   }
   EMBER_CHECK(join->result == ncclSuccess, "comm: joining the NCCL communicator of ", spec.name, " as rank ",
@@ -136,7 +130,7 @@ void NcclWork::wait(std::chrono::milliseconds timeout) {
     failed = error();
     EMBER_CHECK(failed.empty(), failed);
     EMBER_CHECK(!bounded || std::chrono::steady_clock::now() < deadline, comm_->where(), ": ", description_,
-                " did not complete within ", seconds(timeout),
+                " did not complete within ", format_seconds(timeout),
                 " (a rank may have stopped issuing collectives, or issued them in a different order; run with "
                 "EMBER_DISTRIBUTED_DEBUG=1 to compare the ranks' collectives)");
     std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -249,27 +243,23 @@ WorkPtr NcclProcessGroup::launch(const CollectiveInfo& info, std::vector<Tensor>
 
 void NcclProcessGroup::check_signatures(const CollectiveInfo& info) {
   const int n = comm_->size;
-  Signature mine = signature_of(info);
+  const Signature mine = signature_of(info);
   const int64_t bytes = sizeof(Signature);
   Tensor host_mine = empty({bytes}, TensorOptions(kUInt8));
   std::memcpy(host_mine.data_ptr(), &mine, sizeof(mine));
-  Tensor all;
+  std::vector<Signature> signatures(n);
   {
     cuda::StreamGuard on_stream(comm_->stream);
     Tensor device_mine = host_mine.to(device());
-    all = empty({n * bytes}, TensorOptions(kUInt8).device(device()));
-    std::lock_guard<std::mutex> lock(comm_->enqueue_mutex);
-    CollectiveInfo exchange = info;
-    check(exchange, ncclAllGather(device_mine.data_ptr(), all.data_ptr(), bytes, ncclUint8, comm_->comm,
-                                  comm_->stream.handle()));
+    Tensor all = empty({n * bytes}, TensorOptions(kUInt8).device(device()));
+    {
+      std::lock_guard<std::mutex> lock(comm_->enqueue_mutex);
+      check(info, ncclAllGather(device_mine.data_ptr(), all.data_ptr(), bytes, ncclUint8, comm_->comm,
+                                comm_->stream.handle()));
+    }
+    Tensor host_all = all.to(Device(kCPU));  // blocks until the exchange is done
+    std::memcpy(signatures.data(), host_all.data_ptr(), sizeof(Signature) * n);
   }
-  Tensor host_all;
-  {
-    cuda::StreamGuard on_stream(comm_->stream);
-    host_all = all.to(Device(kCPU));  // blocks until the exchange is done
-  }
-  std::vector<Signature> signatures(n);
-  std::memcpy(signatures.data(), host_all.data_ptr(), sizeof(Signature) * n);
   check_same_collective(info, signatures, comm_->rank);
 }
 
@@ -294,10 +284,7 @@ void NcclProcessGroup::exchange_p2p_signature(const CollectiveInfo& info) {
   Tensor host = received.to(Device(kCPU));
   Signature theirs;
   std::memcpy(&theirs, host.data_ptr(), sizeof(theirs));
-  const Signature mine = signature_of(info);
-  const bool same = theirs.tag == mine.tag && theirs.dtype == mine.dtype && theirs.numel == mine.numel &&
-                    theirs.ndim == mine.ndim && std::memcmp(theirs.shape, mine.shape, sizeof(mine.shape)) == 0;
-  if (!same) {
+  if (!same_payload(theirs, signature_of(info)) || theirs.tag != info.tag) {
     // The sender's data is on its way regardless: take it into scratch, so that the next pair
     // between these ranks still matches and the group stays usable after the error.
     const DType sent_dtype = static_cast<DType>(theirs.dtype);
@@ -314,16 +301,7 @@ void NcclProcessGroup::exchange_p2p_signature(const CollectiveInfo& info) {
 }
 
 std::shared_ptr<ProcessGroup> NcclProcessGroup::new_group(const std::vector<int>& ranks) {
-  EMBER_CHECK(!ranks.empty(), "new_group on ", comm_->group, ": the rank list is empty");
-  std::vector<bool> seen(comm_->size, false);
-  for (int r : ranks) {
-    check_rank(r, "member", "new_group");
-    EMBER_CHECK(!seen[r], "new_group on ", comm_->group, ": rank ", r, " is listed twice");
-    seen[r] = true;
-  }
-  int position = -1;
-  for (size_t k = 0; k < ranks.size(); ++k)
-    if (ranks[k] == comm_->rank) position = static_cast<int>(k);
+  const int position = new_group_position(ranks, comm_->rank, comm_->size, comm_->group);
   // The sub-group's first rank draws its id; every rank of this group takes part in handing it on.
   std::vector<uint8_t> id(sizeof(ncclUniqueId), 0);
   if (comm_->rank == ranks[0]) {
@@ -333,27 +311,14 @@ std::shared_ptr<ProcessGroup> NcclProcessGroup::new_group(const std::vector<int>
                 ncclGetErrorString(result));
     std::memcpy(id.data(), &fresh, sizeof(fresh));
   }
-  {
-    NoGradGuard no_grad;
-    std::vector<double> values(id.begin(), id.end());
-    Tensor t = tensor(values, {static_cast<int64_t>(id.size())}).to(kUInt8).to(device());
-    broadcast(t, ranks[0])->wait();
-    Tensor host = t.to(Device(kCPU)).contiguous();
-    std::memcpy(id.data(), host.data_ptr(), id.size());
-  }
+  share_from(*this, device(), ranks[0], id);
   if (position < 0) return nullptr;
   DeviceGroupSpec spec;
   spec.rank = position;
   spec.size = static_cast<int>(ranks.size());
   spec.device = device();
-  std::ostringstream name;
-  name << "group(";
-  for (size_t k = 0; k < ranks.size(); ++k) {
-    name << (k ? "," : "") << world_ranks_[ranks[k]];
-    spec.world_ranks.push_back(world_ranks_[ranks[k]]);
-  }
-  name << ")";
-  spec.name = name.str();
+  for (int r : ranks) spec.world_ranks.push_back(world_ranks_[r]);
+  spec.name = sub_group_name(spec.world_ranks);
   spec.share = [id](std::vector<uint8_t>& bytes) { bytes = id; };
   return create(spec);
 }

@@ -15,12 +15,6 @@ namespace {
 // nothing next to a training step.
 constexpr std::chrono::milliseconds kPoll{5};
 
-std::string seconds(std::chrono::milliseconds ms) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f s", static_cast<double>(ms.count()) / 1000.0);
-  return buf;
-}
-
 }  // namespace
 
 Watchdog& Watchdog::get() {
@@ -133,7 +127,7 @@ void Watchdog::poll() {
     }
     const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(now - w->started());
     if (elapsed > collective_timeout()) {
-      fail_job(*w, "did not complete within " + seconds(collective_timeout()) +
+      fail_job(*w, "did not complete within " + format_seconds(collective_timeout()) +
                        " (EMBER_COLLECTIVE_TIMEOUT): a rank may have stopped issuing collectives, issued them in "
                        "a different order, or died; run with EMBER_DISTRIBUTED_DEBUG=1 to compare the ranks' "
                        "collectives");

@@ -1,7 +1,4 @@
-#include "comm/nccl/staging.h"
-
-#include "core/grad_mode.h"
-#include "core/ops.h"
+#include "comm/nccl/nccl_types.h"
 
 namespace ember::comm::nccl {
 
@@ -27,23 +24,6 @@ ncclRedOp_t nccl_op(ReduceOp op, DType dtype) {
     case ReduceOp::Product: return dtype == kBool ? ncclMin : ncclProd;
   }
   return ncclSum;
-}
-
-void Staged::finish() const {
-  if (write_back) copy_into(original, buffer);
-}
-
-Staged stage(const Tensor& t, bool write_back) {
-  NoGradGuard no_grad;
-  Staged s;
-  s.original = t.detach();
-  if (t.is_contiguous()) {
-    s.buffer = s.original;
-  } else {
-    s.buffer = s.original.contiguous();
-    s.write_back = write_back;
-  }
-  return s;
 }
 
 }  // namespace ember::comm::nccl

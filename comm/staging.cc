@@ -1,0 +1,27 @@
+#include "comm/staging.h"
+
+#include "core/grad_mode.h"
+#include "core/ops.h"
+
+namespace ember::comm {
+
+void Staged::finish() const {
+  if (!write_back) return;
+  NoGradGuard no_grad;
+  copy_into(original, buffer);
+}
+
+Staged stage(const Tensor& t, bool write_back) {
+  NoGradGuard no_grad;
+  Staged s;
+  s.original = t.detach();
+  if (t.is_contiguous()) {
+    s.buffer = s.original;
+  } else {
+    s.buffer = s.original.contiguous();
+    s.write_back = write_back;
+  }
+  return s;
+}
+
+}  // namespace ember::comm
