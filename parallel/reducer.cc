@@ -43,15 +43,13 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> parameters, std::sh
                  ReducerOptions options)
     : parameters_(std::move(parameters)), group_(std::move(group)), options_(options), hook_(allreduce_hook) {
   const size_t n = parameters_.size();
+  // DDP has checked that the module lives on one device.
   if (n > 0) device_ = parameters_.front().second.device();
   ready_.assign(n, false);
   unused_.assign(n, false);
   for (const auto& [name, p] : parameters_) {
     EMBER_CHECK(p.is_contiguous(), "DistributedDataParallel: parameter '", name, "' must be contiguous");
     EMBER_CHECK(is_floating(p.dtype()), "DistributedDataParallel: parameter '", name, "' must be floating point");
-    EMBER_CHECK(p.device() == device_, "DistributedDataParallel (rank ", group_->rank(), "): parameter '", name,
-                "' is on ", p.device(), " but '", parameters_.front().first, "' is on ", device_,
-                "; the buckets of one process live on one device");
   }
   // Reverse registration order: the last layers' gradients are ready first.
   std::vector<size_t> order(n);
