@@ -17,6 +17,7 @@ namespace {
 
 // The callbacks of the backward pass running in this thread (null when none runs).
 thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
+thread_local const PassInfo* current_pass_info = nullptr;
 
 struct ReadyOrder {
   bool operator()(Node* a, Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
@@ -37,12 +38,17 @@ class GraphTask {
   void run(const std::vector<Edge>& roots, std::vector<Tensor> root_grads) {
     // Nested passes (a hook calling backward) keep their own callback lists.
     std::vector<std::function<void()>> callbacks;
-    std::vector<std::function<void()>>* outer = current_callbacks;
-    current_callbacks = &callbacks;
+    const PassInfo info{retain_graph_, accumulate_};
     struct Restore {
       std::vector<std::function<void()>>* outer;
-      ~Restore() { current_callbacks = outer; }
-    } restore{outer};
+      const PassInfo* outer_info;
+      ~Restore() {
+        current_callbacks = outer;
+        current_pass_info = outer_info;
+      }
+    } restore{current_callbacks, current_pass_info};
+    current_callbacks = &callbacks;
+    current_pass_info = &info;
     walk(roots, std::move(root_grads));
     // A callback may queue further callbacks; run until none is left.
     for (size_t i = 0; i < callbacks.size(); ++i) {
@@ -190,6 +196,11 @@ std::vector<Tensor> root_gradients(const std::vector<Tensor>& roots, const std::
 }
 
 }  // namespace
+
+std::optional<PassInfo> current_pass() {
+  if (current_pass_info == nullptr) return std::nullopt;
+  return *current_pass_info;
+}
 
 void queue_callback(std::function<void()> callback) {
   EMBER_CHECK(current_callbacks != nullptr, "queue_callback: no backward pass is running in this thread");

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -18,6 +19,14 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
 // Runs `callback` once the backward pass currently running in this thread has processed every
 // node (DDP waits for its all-reduces there, before backward() returns). Raises outside backward.
 void queue_callback(std::function<void()> callback);
+
+// The backward pass running in this thread (innermost when nested): a node that runs passes of
+// its own (DataParallel's, one per replica) gives them the same settings.
+struct PassInfo {
+  bool retain_graph = false;
+  bool accumulate = true;  // false inside autograd::grad, which writes no .grad
+};
+std::optional<PassInfo> current_pass();
 
 // Returns d(outputs)/d(inputs) without touching any .grad; an input no output depends on gets
 // an undefined tensor when allow_unused, an error otherwise.

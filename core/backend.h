@@ -171,6 +171,10 @@ struct KernelTable {
   // Null on backends whose work runs in order on the host.
   std::shared_ptr<void> (*capture_stream)(Device device) = nullptr;
   void (*wait_for_captured)(const std::shared_ptr<void>& captured) = nullptr;
+  // Makes a captured stream the calling thread's current stream (and its device the current
+  // device): DataParallel's replica threads queue on the caller's streams, so the caller's later
+  // work, and the backward, are ordered after theirs with no event.
+  void (*make_current)(const std::shared_ptr<void>& captured) = nullptr;
 };
 
 void register_backend(DeviceType type, const KernelTable* table);

@@ -93,20 +93,45 @@ Tensor Tensor::detach() const {
   return Tensor(std::make_shared<TensorImpl>(i.storage, i.sizes, i.strides, i.offset, i.dtype));
 }
 
+namespace {
+// Storage, geometry, dtype and view flag: what set_data and become take from the other tensor.
+void take_data(TensorImpl& i, const TensorImpl& o) {
+  i.storage = o.storage;
+  i.sizes = o.sizes;
+  i.strides = o.strides;
+  i.offset = o.offset;
+  i.dtype = o.dtype;
+  i.is_view = o.is_view;
+  i.refresh();
+}
+}  // namespace
+
 void Tensor::set_data(const Tensor& data) const {
   EMBER_CHECK(is_leaf(), "set_data: only leaf tensors (parameters, buffers) can have their data replaced");
   EMBER_CHECK(data.defined(), "set_data: the new data is undefined");
   TensorImpl& i = impl();
   const TensorImpl& o = *data.impl_;
   bool same_kind = i.dtype == o.dtype && i.sizes == o.sizes && i.storage->device() == o.storage->device();
-  i.storage = o.storage;
-  i.sizes = o.sizes;
-  i.strides = o.strides;
-  i.offset = o.offset;
-  i.dtype = o.dtype;
+  take_data(i, o);
   i.is_view = false;
-  i.refresh();
   if (!same_kind && i.autograd) i.autograd->grad = Tensor();
+}
+
+void Tensor::become(const Tensor& source) const {
+  EMBER_CHECK(source.defined(), "become: the source tensor is undefined");
+  TensorImpl& i = impl();
+  const TensorImpl& o = *source.impl_;
+  if (&i == &o) return;
+  take_data(i, o);
+  const AutogradMeta* from = o.autograd.get();
+  if (from == nullptr && i.autograd == nullptr) return;
+  auto meta = std::make_unique<AutogradMeta>();
+  if (from != nullptr) {
+    meta->requires_grad = from->requires_grad;
+    meta->grad_fn = from->grad_fn;
+    meta->output_nr = from->output_nr;
+  }
+  i.autograd = std::move(meta);
 }
 
 // ---- autograd state ----

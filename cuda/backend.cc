@@ -179,6 +179,12 @@ void wait_for_captured(const std::shared_ptr<void>& captured) {
   consumer.wait(done);
 }
 
+void make_current(const std::shared_ptr<void>& captured) {
+  const Stream& stream = *static_cast<const Stream*>(captured.get());
+  set_current_stream(stream);
+  set_device(stream.device());
+}
+
 const KernelTable& cuda_table() {
   static const KernelTable table = [] {
     KernelTable t;
@@ -202,6 +208,7 @@ const KernelTable& cuda_table() {
     t.adam_update = &adam_update_kernel;
     t.capture_stream = &capture_stream;
     t.wait_for_captured = &wait_for_captured;
+    t.make_current = &make_current;
     t.gemm = &gemm;
     t.conv2d = &conv2d;
     t.conv2d_backward_input = &conv2d_backward_input;

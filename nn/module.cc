@@ -223,6 +223,8 @@ void Module::copy_state_into(Module& copy, std::optional<Device> device) const {
   copy_entries(parameters_, copy.parameters_, "parameter");
   copy_entries(buffers_, copy.buffers_, "buffer");
   copy.training_ = training_;
+  copy.type_name_ = type_name_;
+  copy_settings_into(copy);
   EMBER_CHECK(children_.size() == copy.children_.size(), "clone: ", type_name_, "::reset() registered ",
               copy.children_.size(), " submodules but the original has ", children_.size());
   for (size_t i = 0; i < children_.size(); ++i) {

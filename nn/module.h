@@ -113,6 +113,9 @@ class Module : public std::enable_shared_from_this<Module> {
   // Copies this module's own parameters/buffers into `copy` (same structure) and clones its
   // children onto `device`; used by Cloneable after it re-ran reset() on the copy.
   void copy_state_into(Module& copy, std::optional<Device> device) const;
+  // Settings a module gained after construction and reset() does not recreate (a BatchNorm's
+  // SyncBatchNorm reducer): a clone (a DataParallel replica) must behave as the original.
+  virtual void copy_settings_into(Module& copy) const { (void)copy; }
 
  private:
   struct Entry {

@@ -6,20 +6,22 @@
 #include "core/grad_mode.h"
 #include "core/ops.h"
 #include "nn/modules/batchnorm.h"
+#include "parallel/replica_threads.h"
 
 namespace ember::parallel {
 
-void ProcessGroupBatchNormReducer::reduce_stats(Tensor& mean, Tensor& var, int64_t& count) {
-  NoGradGuard no_grad;
-  const int64_t channels = mean.numel();
-  // [count, mean..., var...] per rank, gathered in float64.
-  // On the statistics' device: a process group for GPUs gathers device memory.
+namespace {
+
+// [count, mean..., var...] in float64 on the statistics' device: one row per rank or replica.
+Tensor stats_row(const Tensor& mean, const Tensor& var, int64_t count) {
   const TensorOptions options = TensorOptions(kFloat64).device(mean.device());
-  Tensor local = cat({full({1}, static_cast<double>(count), options), mean.to(kFloat64).reshape({-1}),
-                      var.to(kFloat64).reshape({-1})});
-  Tensor gathered = empty({group_->size() * local.numel()}, options);
-  group_->all_gather_into_tensor(gathered, local)->wait();
-  Tensor rows = gathered.view({group_->size(), local.numel()});
+  return cat({full({1}, static_cast<double>(count), options), mean.to(kFloat64).reshape({-1}),
+              var.to(kFloat64).reshape({-1})});
+}
+
+// The whole batch's mean and biased variance from the rows [R, 1 + 2C], into mean and var.
+void combine_rows(const Tensor& rows, Tensor& mean, Tensor& var) {
+  const int64_t channels = mean.numel();
   Tensor counts = rows.select(1, 0).unsqueeze(1);                   // [R, 1]
   Tensor means = rows.narrow(1, 1, channels);                        // [R, C]
   Tensor vars = rows.narrow(1, 1 + channels, channels);              // [R, C]
@@ -29,11 +31,23 @@ void ProcessGroupBatchNormReducer::reduce_stats(Tensor& mean, Tensor& var, int64
   Tensor deviation = means - global_mean;
   Tensor m2 = (vars * counts).sum({0}) + (deviation * deviation * counts).sum({0});
   Tensor global_var = m2 / total;
-  // The count leaves the device (a host round trip per layer): the unbiased running variance
-  // and the backward's scale are host scalars. item() copies after the gather, on the current stream.
-  count = static_cast<int64_t>(total.item<double>());
   mean = global_mean.to(mean.dtype()).view(mean.sizes());
   var = global_var.to(var.dtype()).view(var.sizes());
+}
+
+}  // namespace
+
+void ProcessGroupBatchNormReducer::reduce_stats(Tensor& mean, Tensor& var, int64_t& count) {
+  NoGradGuard no_grad;
+  // On the statistics' device: a process group for GPUs gathers device memory.
+  Tensor local = stats_row(mean, var, count);
+  Tensor gathered = empty({group_->size() * local.numel()}, local.options());
+  group_->all_gather_into_tensor(gathered, local)->wait();
+  Tensor rows = gathered.view({group_->size(), local.numel()});
+  // The count leaves the device (a host round trip per layer): the unbiased running variance
+  // and the backward's scale are host scalars. item() copies after the gather, on the current stream.
+  count = static_cast<int64_t>(rows.select(1, 0).sum().item<double>());
+  combine_rows(rows, mean, var);
 }
 
 void ProcessGroupBatchNormReducer::reduce_grad_sums(Tensor& sum_dy, Tensor& sum_dy_xmu) {
@@ -45,9 +59,42 @@ void ProcessGroupBatchNormReducer::reduce_grad_sums(Tensor& sum_dy, Tensor& sum_
   sum_dy_xmu = both.narrow(0, channels, channels).view(sum_dy_xmu.sizes()).clone();
 }
 
-int convert_sync_batchnorm(nn::Module& module, std::shared_ptr<comm::ProcessGroup> group) {
-  EMBER_CHECK(group != nullptr, "convert_sync_batchnorm: the process group is null");
-  auto reducer = std::make_shared<ProcessGroupBatchNormReducer>(group);
+void ReplicaBatchNormReducer::reduce_stats(Tensor& mean, Tensor& var, int64_t& count) {
+  const ReplicaContext* replica = current_replica();
+  if (replica == nullptr || replica->count == 1) return;  // one device: the batch's own statistics
+  NoGradGuard no_grad;
+  std::vector<Contribution> all =
+      replica->rendezvous->exchange(replica->index, {stats_row(mean, var, count), count}, "SyncBatchNorm statistics");
+  // Every replica stacks the rows in replica order on its own device: the same sums everywhere.
+  std::vector<Tensor> rows;
+  count = 0;
+  for (const Contribution& c : all) {
+    rows.push_back(c.tensor.to(replica->device));
+    count += c.count;
+  }
+  combine_rows(stack(rows), mean, var);
+}
+
+void ReplicaBatchNormReducer::reduce_grad_sums(Tensor& sum_dy, Tensor& sum_dy_xmu) {
+  const ReplicaContext* replica = current_replica();
+  if (replica == nullptr || replica->count == 1) return;
+  NoGradGuard no_grad;
+  const int64_t channels = sum_dy.numel();
+  Tensor both = cat({sum_dy.reshape({-1}), sum_dy_xmu.reshape({-1})});
+  std::vector<Contribution> all =
+      replica->rendezvous->exchange(replica->index, {both, 0}, "SyncBatchNorm gradient sums");
+  Tensor total;
+  for (const Contribution& c : all) {
+    Tensor part = c.tensor.to(replica->device);
+    total = total.defined() ? total + part : part;
+  }
+  sum_dy = total.narrow(0, 0, channels).view(sum_dy.sizes()).clone();
+  sum_dy_xmu = total.narrow(0, channels, channels).view(sum_dy_xmu.sizes()).clone();
+}
+
+namespace {
+
+int convert_with(nn::Module& module, const std::shared_ptr<BatchNormStatsReducer>& reducer) {
   int converted = 0;
   module.apply([&](nn::Module& m) {
     if (auto* bn = dynamic_cast<nn::BatchNorm2dImpl*>(&m)) {
@@ -61,6 +108,18 @@ int convert_sync_batchnorm(nn::Module& module, std::shared_ptr<comm::ProcessGrou
     ++converted;
   });
   return converted;
+}
+
+}  // namespace
+
+int convert_sync_batchnorm(nn::Module& module, std::shared_ptr<comm::ProcessGroup> group) {
+  EMBER_CHECK(group != nullptr, "convert_sync_batchnorm: the process group is null (for DataParallel's replicas, "
+              "call convert_sync_batchnorm(module) without one)");
+  return convert_with(module, std::make_shared<ProcessGroupBatchNormReducer>(std::move(group)));
+}
+
+int convert_sync_batchnorm(nn::Module& module) {
+  return convert_with(module, std::make_shared<ReplicaBatchNormReducer>());
 }
 
 }  // namespace ember::parallel

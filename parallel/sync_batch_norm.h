@@ -3,6 +3,7 @@
 // per-channel sums are all-reduced). No collective runs in evaluation mode.
 //
 //   ember::parallel::convert_sync_batchnorm(*model, world);   // every BatchNorm1d/2d, in place
+//   ember::parallel::convert_sync_batchnorm(*model);          // across DataParallel's replicas
 #pragma once
 
 #include <memory>
@@ -23,8 +24,19 @@ class ProcessGroupBatchNormReducer final : public BatchNormStatsReducer {
   std::shared_ptr<comm::ProcessGroup> group_;
 };
 
+// Across the replicas of DataParallel in this process: the replicas meet on their threads (in the
+// backward too, which DataParallel runs per replica). Outside DataParallel, or with one replica,
+// the batch's own statistics.
+class ReplicaBatchNormReducer final : public BatchNormStatsReducer {
+ public:
+  void reduce_stats(Tensor& mean, Tensor& var, int64_t& count) override;
+  void reduce_grad_sums(Tensor& sum_dy, Tensor& sum_dy_xmu) override;
+};
+
 // Turns every BatchNorm1d/BatchNorm2d in `module` into a SyncBatchNorm over `group` (the modules
 // stay where they are, so handles held by the model keep working). Returns how many it converted.
 int convert_sync_batchnorm(nn::Module& module, std::shared_ptr<comm::ProcessGroup> group);
+// The same across DataParallel's replicas: call it before wrapping the module.
+int convert_sync_batchnorm(nn::Module& module);
 
 }  // namespace ember::parallel

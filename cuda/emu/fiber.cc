@@ -12,6 +12,7 @@
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
+#include <sanitizer/lsan_interface.h>
 #define EMBER_EMU_ASAN 1
 #endif
 
@@ -140,5 +141,13 @@ void leave_fiber_for_good(fcontext_t scheduler, void* data) {
   jump(scheduler, data);
   __builtin_unreachable();
 }
+
+#ifdef EMBER_EMU_ASAN
+FiberFramesHiddenFromLeakCheck::FiberFramesHiddenFromLeakCheck() { __lsan_disable(); }
+FiberFramesHiddenFromLeakCheck::~FiberFramesHiddenFromLeakCheck() { __lsan_enable(); }
+#else
+FiberFramesHiddenFromLeakCheck::FiberFramesHiddenFromLeakCheck() = default;
+FiberFramesHiddenFromLeakCheck::~FiberFramesHiddenFromLeakCheck() = default;
+#endif
 
 }  // namespace ember::emu

@@ -58,4 +58,16 @@ transfer_t leave_fiber(fcontext_t scheduler, void* data, void** fake_stack_slot)
 transfer_t hand_over(fcontext_t to, void* data, const FiberStack& to_stack, void** fake_stack_slot);
 [[noreturn]] void leave_fiber_for_good(fcontext_t scheduler, void* data);
 
+// While a fiber runs, AddressSanitizer knows only the fiber's stack, and the frames below it live in
+// a detached fake stack (detect_stack_use_after_return): LeakSanitizer sees neither. A process that
+// exits while a stream thread runs a kernel would report that launch's own bookkeeping as leaked.
+// Allocations made under this guard (by its thread) are exempt from the exit-time leak check.
+class FiberFramesHiddenFromLeakCheck {
+ public:
+  FiberFramesHiddenFromLeakCheck();
+  ~FiberFramesHiddenFromLeakCheck();
+  FiberFramesHiddenFromLeakCheck(const FiberFramesHiddenFromLeakCheck&) = delete;
+  FiberFramesHiddenFromLeakCheck& operator=(const FiberFramesHiddenFromLeakCheck&) = delete;
+};
+
 }  // namespace ember::emu

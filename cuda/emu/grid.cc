@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "cuda/emu/fiber.h"
 #include "cuda/emu/memory.h"
 
 namespace ember::emu {
@@ -88,7 +89,10 @@ void BlockPool::help() {
       }
       ++job->active;
     }
-    work_on(*job);
+    {
+      FiberFramesHiddenFromLeakCheck hidden;
+      work_on(*job);
+    }
     {
       std::lock_guard<std::mutex> lock(mutex_);
       --job->active;

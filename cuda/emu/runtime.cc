@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "cuda/emu/device.h"
 #include "cuda/emu/emu.h"
+#include "cuda/emu/fiber.h"
 #include "cuda/emu/grid.h"
 
 namespace ember::emu {
@@ -190,6 +191,7 @@ cudaError_t enqueue_kernel(KernelLaunch launch, cudaStream_t stream, std::shared
   if (sticky_of(launch.device) != cudaSuccess) return fail(cudaErrorLaunchFailure);
   s->enqueue([launch, keep = std::move(keep)] {
     if (sticky_of(launch.device) != cudaSuccess) return std::string();  // a failed device runs nothing more
+    FiberFramesHiddenFromLeakCheck hidden;
     AccessWindow window(reachable_heaps(launch.device));
     return run_grid(launch);
   });

@@ -37,8 +37,10 @@ class BatchNormImplBase : public Cloneable<Derived> {
 
   BatchNormOptions options;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
-  // Set by parallel::convert_sync_batchnorm: training statistics then span all processes.
+  // Set by parallel::convert_sync_batchnorm: training statistics then span all processes (or all
+  // of DataParallel's replicas). Clones share it.
   std::shared_ptr<BatchNormStatsReducer> reducer;
+  void copy_settings_into(Module& copy) const override { static_cast<Derived&>(copy).reducer = reducer; }
 
  private:
   Tensor run(const Tensor& input, bool relu);

@@ -1,0 +1,162 @@
+#include "parallel/replica_threads.h"
+
+#include <exception>
+
+#include "core/backend.h"
+#include "core/error.h"
+#include "core/grad_mode.h"
+
+namespace ember::parallel {
+
+namespace {
+thread_local const ReplicaContext* this_replica = nullptr;
+}  // namespace
+
+const ReplicaContext* current_replica() { return this_replica; }
+
+void ReplicaRendezvous::reset(size_t count) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  count_ = count;
+  arrived_ = 0;
+  slots_.assign(count, Contribution());
+  result_.clear();
+  aborted_.clear();
+  departed_.clear();
+}
+
+std::vector<Contribution> ReplicaRendezvous::exchange(size_t replica, Contribution mine, const char* what) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (aborted_.empty() && !departed_.empty()) aborted_ = departed_;
+  EMBER_CHECK(aborted_.empty(), what, ": replica ", replica, " cannot meet the others: ", aborted_);
+  EMBER_CHECK(replica < count_, what, ": replica ", replica, " of a run of ", count_);
+  const uint64_t round = round_;
+  slots_[replica] = std::move(mine);
+  if (++arrived_ == count_) {
+    // The next round cannot complete before every replica has read this one's result: each
+    // must arrive there first.
+    result_ = std::move(slots_);
+    slots_.assign(count_, Contribution());
+    arrived_ = 0;
+    ++round_;
+    arrived_cv_.notify_all();
+    return result_;
+  }
+  arrived_cv_.wait(lock, [&] { return round_ != round || !aborted_.empty(); });
+  EMBER_CHECK(round_ != round, what, ": replica ", replica, " stopped waiting for the others: ", aborted_);
+  return result_;
+}
+
+void ReplicaRendezvous::finished(size_t replica, Device device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!aborted_.empty()) return;
+  departed_ = detail::concat("replica ", replica, " on ", device, " finished without joining this meeting (",
+                             "every replica must run the same SyncBatchNorm layers in the same order)");
+  if (arrived_ > 0) {
+    aborted_ = departed_;
+    arrived_cv_.notify_all();
+  }
+}
+
+void ReplicaRendezvous::abort(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (aborted_.empty()) aborted_ = reason;
+  }
+  arrived_cv_.notify_all();
+}
+
+ReplicaThreads::ReplicaThreads(std::vector<Device> devices, std::string owner)
+    : devices_(std::move(devices)), owner_(std::move(owner)) {
+  for (size_t k = 1; k < devices_.size(); ++k) threads_.emplace_back([this, k] { work(k); });
+}
+
+ReplicaThreads::~ReplicaThreads() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  start_cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void ReplicaThreads::run(size_t count, const std::vector<Device>& stream_devices,
+                         const std::function<void(size_t)>& fn) {
+  EMBER_CHECK(count >= 1 && count <= devices_.size(), owner_, ": asked to run ", count, " replicas on ",
+              devices_.size(), " devices");
+  Task task;
+  task.fn = &fn;
+  task.grad_enabled = GradMode::is_enabled();
+  task.count = count;
+  for (const Device& d : stream_devices) {
+    const KernelTable* backend = find_backend(d.type);
+    if (backend != nullptr && backend->capture_stream != nullptr) task.streams.emplace_back(d, backend->capture_stream(d));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    task_ = std::move(task);
+    first_failed_ = -1;
+    failure_.clear();
+    rendezvous_.reset(count);
+    pending_ = count - 1;
+    ++generation_;
+  }
+  start_cv_.notify_all();
+  run_one(0);
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  task_ = Task();
+  if (first_failed_ >= 0) {
+    EMBER_FAIL(owner_, ": replica ", first_failed_, " on ", devices_[static_cast<size_t>(first_failed_)],
+               " failed: ", failure_);
+  }
+}
+
+void ReplicaThreads::work(size_t replica) {
+  uint64_t seen = 0;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      start_cv_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      if (stopping_) return;
+      seen = generation_;
+      if (replica >= task_.count) continue;  // fewer replicas than devices this time
+    }
+    run_one(replica);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (--pending_ == 0) done_cv_.notify_all();
+  }
+}
+
+void ReplicaThreads::run_one(size_t replica) {
+  const Device device = devices_[replica];
+  ReplicaContext context{replica, task_.count, device, &rendezvous_};
+  const ReplicaContext* outer = this_replica;
+  this_replica = &context;
+  try {
+    if (replica != 0) {
+      GradMode::set_enabled(task_.grad_enabled);
+      // The replica's own device last: make_current also makes its device current.
+      for (int own = 0; own < 2; ++own) {
+        for (const auto& [d, token] : task_.streams) {
+          if ((d == device) != (own == 1)) continue;
+          const KernelTable* backend = find_backend(d.type);
+          if (backend != nullptr && backend->make_current != nullptr) backend->make_current(token);
+        }
+      }
+    }
+    (*task_.fn)(replica);
+    rendezvous_.finished(replica, device);
+  } catch (const std::exception& e) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (first_failed_ < 0) {
+        first_failed_ = static_cast<int>(replica);
+        failure_ = e.what();
+      }
+    }
+    rendezvous_.abort(detail::concat("replica ", replica, " on ", device, " failed"));
+  }
+  this_replica = outer;
+}
+
+}  // namespace ember::parallel
