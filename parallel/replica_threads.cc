@@ -93,6 +93,9 @@ void ReplicaThreads::run(size_t count, const std::vector<Device>& stream_devices
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    EMBER_CHECK(!running_, owner_, ": its replicas are already running (a second forward or backward from another "
+                "thread at the same time, or from inside a replica); one run at a time");
+    running_ = true;
     task_ = std::move(task);
     first_failed_ = -1;
     failure_.clear();
@@ -105,6 +108,7 @@ void ReplicaThreads::run(size_t count, const std::vector<Device>& stream_devices
   std::unique_lock<std::mutex> lock(mutex_);
   done_cv_.wait(lock, [&] { return pending_ == 0; });
   task_ = Task();
+  running_ = false;
   if (first_failed_ >= 0) {
     EMBER_FAIL(owner_, ": replica ", first_failed_, " on ", devices_[static_cast<size_t>(first_failed_)],
                " failed: ", failure_);

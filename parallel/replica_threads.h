@@ -102,6 +102,7 @@ class ReplicaThreads {
   uint64_t generation_ = 0;  // bumped per run: a worker runs each generation once
   size_t pending_ = 0;       // workers still running the current generation
   bool stopping_ = false;
+  bool running_ = false;
   Task task_;
   int first_failed_ = -1;  // the replica that failed first (the cause; the others were aborted)
   std::string failure_;
