@@ -3,11 +3,12 @@
 # pack carries its own copy of this script): every test tagged gpu, as bazel test would run it
 # (in its runfiles, TEST_* set, its env, its size's timeout), then //tools/bench:gpu, then
 # //tools/bench:allreduce --backend nccl at one rank (a GPU hosts one NCCL rank; EMBER_BACKEND=nccl
-# needs no MPI at one rank, and the host may have no Open MPI). The pack's
-# libraries and CUDA's are put on the loader's path for Ember's binaries only; PyTorch, started by
-# the bench, keeps the host's own path so it loads the CUDA libraries it was built with. Logs go to
-# $OUT when set (the device tool brings that folder back), else next to this script. A sanitizer
-# runs the tests only: the bench under it would time the sanitizer.
+# needs no MPI at one rank, and the host may have no Open MPI), then //tools/bench:parallel_modes on
+# all the host's GPUs (with one: DataParallel over it, DDP as one worker started without mpirun).
+# The pack's libraries and CUDA's are put on the loader's path for Ember's binaries only; PyTorch,
+# started by the bench, keeps the host's own path so it loads the CUDA libraries it was built with.
+# Logs go to $OUT when set (the device tool brings that folder back), else next to this script. A
+# sanitizer runs the tests only: the bench under it would time the sanitizer.
 #
 #   out/gpu_pack/run_gpu.sh [--tests-only | --bench-only] [--sanitizer=memcheck|racecheck|...]
 #                           [--filter=REGEX] [-- BENCH FLAGS, e.g. --quick]
@@ -43,7 +44,7 @@ for dir in "${CUDA_HOME:-}" "${CUDA_PATH:-}" /usr/local/cuda /usr/local/cuda-13.
 done
 [ -n "$host_ld" ] && ld="$ld:$host_ld"
 
-binaries=("$pack/bin/tools/bench/gpu" "$pack/bin/tools/bench/allreduce")
+binaries=("$pack/bin/tools/bench/gpu" "$pack/bin/tools/bench/allreduce" "$pack/bin/tools/bench/parallel_modes")
 while IFS=$'\t' read -r path _ _; do binaries+=("$pack/bin/$path"); done <"$pack/tests.txt"
 missing() { for b in "${binaries[@]}"; do LD_LIBRARY_PATH="$ld" ldd "$b"; done | awk '/not found/ { print $1 }' | sort -u; }
 if [ -n "$(missing)" ]; then
@@ -103,7 +104,7 @@ if [ $run_tests -eq 1 ]; then
   done <"$pack/tests.txt"
 fi
 
-bench_status=- allreduce_status=-
+bench_status=- allreduce_status=- parallel_modes_status=-
 if [ $run_bench -eq 1 ]; then
   # The yardstick's interpreter runs with the host's loader path, not the pack's.
   if [ -n "$host_ld" ]; then python="env LD_LIBRARY_PATH=$(printf '%q' "$host_ld") python3"
@@ -114,9 +115,14 @@ if [ $run_bench -eq 1 ]; then
   (cd "$pack" && EMBER_BACKEND=nccl LD_LIBRARY_PATH="$ld" "$pack/bin/tools/bench/allreduce" --backend nccl) 2>&1 |
     tee "$logs/allreduce.log"
   allreduce_status=${PIPESTATUS[0]}
+  # Its own defaults (ResNet-20, batch 256, 20 steps per mode: seconds on a GPU); the bench flags
+  # above are gpu's.
+  (cd "$pack" && LD_LIBRARY_PATH="$ld" "$pack/bin/tools/bench/parallel_modes") 2>&1 | tee "$logs/parallel_modes.log"
+  parallel_modes_status=${PIPESTATUS[0]}
 fi
 
 rm -rf "$pack"
 echo "run_gpu: tests passed=$passed failed=$failed${failures:+ (${failures# })} bench_exit=$bench_status" \
-  "allreduce_exit=$allreduce_status logs=$logs"
-[ $failed -eq 0 ] && [[ "$bench_status" =~ ^(-|0)$ ]] && [[ "$allreduce_status" =~ ^(-|0)$ ]]
+  "allreduce_exit=$allreduce_status parallel_modes_exit=$parallel_modes_status logs=$logs"
+[ $failed -eq 0 ] && [[ "$bench_status" =~ ^(-|0)$ ]] && [[ "$allreduce_status" =~ ^(-|0)$ ]] &&
+  [[ "$parallel_modes_status" =~ ^(-|0)$ ]]

@@ -11,6 +11,13 @@ namespace ember::train {
 
 namespace {
 
+// "this machine has 2 CUDA devices (cuda:0 to cuda:1)", or why it has none.
+std::string machine_devices(int count) {
+  if (count == 0) return "no CUDA device is available (no GPU, and EMBER_EMULATED_GPUS is unset)";
+  return "this machine has " + std::to_string(count) + " CUDA device" + (count == 1 ? "" : "s") +
+         (count == 1 ? std::string(" (cuda:0)") : " (cuda:0 to cuda:" + std::to_string(count - 1) + ")");
+}
+
 // The device a run trains on, checked before any set-up: a device this build or machine lacks
 // is bad input (exit status 2), not a failure halfway into loading data.
 std::string resolve_device(const std::string& text) {
@@ -39,9 +46,7 @@ std::string resolve_device(const std::string& text) {
                  " and so takes " + device.str() + ", but ";
     else
       message += device.str() + " does not exist: ";
-    message += count == 0 ? std::string("no CUDA device is available (no GPU, and EMBER_EMULATED_GPUS is unset)")
-                          : "this machine has " + std::to_string(count) + " CUDA device" + (count == 1 ? "" : "s") +
-                                (count == 1 ? std::string(" (cuda:0)") : " (cuda:0 to cuda:" + std::to_string(count - 1) + ")");
+    message += machine_devices(count);
     if (launch.launched && text == "cuda" && count > 0)
       message += "; start at most " + std::to_string(count) + " processes per node";
     throw FlagError(message);
@@ -53,6 +58,101 @@ std::string resolve_device(const std::string& text) {
                     std::to_string(launch.rank) + "'s gradients would be on " + device.str() +
                     "; leave EMBER_BACKEND unset (CUDA tensors then go over NCCL)");
   return device.str();
+}
+
+// --devices' entries: CUDA devices "cuda:N", each once.
+std::vector<Device> parse_device_list(const std::string& list) {
+  std::vector<Device> devices;
+  size_t start = 0;
+  for (size_t entry = 1;; ++entry) {
+    const size_t comma = list.find(',', start);
+    std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    const std::string where = "--devices " + list + ": entry " + std::to_string(entry);
+    if (item.empty())
+      throw FlagError(where + " is empty; expected a comma-separated list of CUDA devices, such as cuda:0,cuda:1");
+    bool cuda = item.rfind("cuda:", 0) == 0;
+    Device device;
+    if (cuda) {
+      try {
+        device = Device::parse(item);
+      } catch (const Error&) {
+        cuda = false;
+      }
+    }
+    if (!cuda)
+      throw FlagError(where + " is '" + item + "'; expected a CUDA device cuda:N (DataParallel replicates the model "
+                      "onto CUDA devices), as in cuda:0,cuda:1");
+    for (size_t j = 0; j < devices.size(); ++j) {
+      if (devices[j] == device)
+        throw FlagError("--devices " + list + ": lists " + device.str() + " twice (entries " + std::to_string(j + 1) +
+                        " and " + std::to_string(entry) + "); each device holds one replica");
+    }
+    devices.push_back(device);
+    if (comma == std::string::npos) return devices;
+    start = comma + 1;
+  }
+}
+
+// DataParallel's devices, from --data-parallel N (cuda:0 to cuda:N-1) or --devices LIST, checked
+// against --device, the launcher and the machine; empty when neither flag asks for DataParallel.
+// A run with either flag is one process: DataParallel and DDP do not combine here.
+std::vector<std::string> resolve_data_parallel(const Flags& f) {
+  const long long n = f.get_int("data-parallel");
+  const std::string list = f.get_string("devices");
+  if (list.empty() && f.was_set("devices"))
+    throw FlagError("--devices: expected a comma-separated list of CUDA devices, such as cuda:0,cuda:1, got ''");
+  if (n == 0 && list.empty()) return {};
+  const std::string flag = n > 0 ? "--data-parallel " + std::to_string(n) : "--devices " + list;
+  if (n > 0 && !list.empty())
+    throw FlagError("--data-parallel " + std::to_string(n) + " and --devices " + list + ": give one of them "
+                    "(--data-parallel N trains on cuda:0 to cuda:N-1, --devices on the CUDA devices it lists)");
+  std::vector<Device> devices = n > 0 ? std::vector<Device>{Device::cuda(0)} : parse_device_list(list);
+  const Device first = devices.front();
+  if (f.was_set("device")) {
+    const std::string text = f.get_string("device");
+    Device device;
+    try {
+      device = Device::parse(text);
+    } catch (const Error& e) {
+      throw FlagError(std::string("--device: ") + e.what());
+    }
+    if (!device.is_cuda())
+      throw FlagError(flag + ": DataParallel trains on CUDA devices, but --device is " + text +
+                      "; give --device cuda, or leave --device out");
+    if (text != "cuda" && device != first)
+      throw FlagError(flag + " keeps the model on " + first.str() + ", but --device is " + text +
+                      "; give --device cuda" +
+                      (n > 0 ? " (--data-parallel N trains on cuda:0 to cuda:N-1), or list other devices with "
+                               "--devices, e.g. --devices " + text + ",..."
+                             : " or --device " + first.str() + " (the first device listed holds the model)"));
+  }
+  comm::LaunchEnvironment launch;
+  try {
+    launch = comm::read_environment();
+  } catch (const Error& e) {
+    throw FlagError(flag + ": " + e.what());
+  }
+  if (launch.launched && launch.world_size > 1)
+    throw FlagError(flag + ": this process is rank " + std::to_string(launch.rank) + " of " +
+                    std::to_string(launch.world_size) + " (" + launch.source + "), but DataParallel drives several "
+                    "devices from one process and DDP one device per process; this tool does not combine them. "
+                    "Under a launcher leave out " + (n > 0 ? "--data-parallel" : "--devices") +
+                    " (each rank then trains on cuda:LOCAL_RANK with DDP), or start one process");
+  if (!has_backend(kCUDA)) throw FlagError(flag + ": this build has no CUDA backend");
+  const int count = find_backend(kCUDA)->device_count();
+  if (n > count)
+    throw FlagError(flag + ": needs " + std::to_string(n) + " CUDA devices (" +
+                    (n == 1 ? std::string("cuda:0") : "cuda:0 to cuda:" + std::to_string(n - 1)) + "), but " +
+                    machine_devices(count));
+  for (long long i = 1; i < n; ++i) devices.push_back(Device::cuda(static_cast<int>(i)));
+  std::vector<std::string> names;
+  for (const Device& d : devices) {
+    if (d.index >= count) throw FlagError(flag + ": " + d.str() + " does not exist: " + machine_devices(count));
+    names.push_back(d.str());
+  }
+  return names;
 }
 
 }  // namespace
@@ -67,7 +167,7 @@ Flags make_flags() {
   f.add_string("data-dir", "", "directory of the dataset files (default for fashion-mnist: the Debian package's "
                "/usr/share/datasets/fashion-mnist; required for cifar10/cifar100)");
   f.add_int("epochs", 5, "epochs to train", 1);
-  f.add_int("batch-size", 128, "examples per step and process", 1);
+  f.add_int("batch-size", 128, "examples per step and process (DataParallel splits them across its devices)", 1);
   f.add_double("lr", 0.1, "peak learning rate", 0.0);
   f.add_double("momentum", 0.9, "SGD momentum (AdamW: beta1)", 0.0);
   f.add_double("weight-decay", 5e-4, "weight decay (not applied to biases and normalisation parameters)", 0.0);
@@ -79,6 +179,11 @@ Flags make_flags() {
   f.add_int("seed", 0, "seed of initialisation, shuffling, augmentation and dropout", 0);
   f.add_string("device", "cpu", "device to train on: cpu, cuda:N, or cuda (cuda:LOCAL_RANK under mpirun/srun, "
                "else cuda:0)");
+  f.add_int("data-parallel", 0, "train with DataParallel on cuda:0 to cuda:N-1 in one process (0: off): each step "
+            "splits the batch across the devices and computes the loss on each; the model and optimizer live on "
+            "cuda:0", 0);
+  f.add_string("devices", "", "train with DataParallel on these CUDA devices, comma-separated (e.g. cuda:0,cuda:2); "
+               "the first holds the model");
   f.add_int("threads", 0, "compute threads per process (0: EMBER_NUM_THREADS, else every core)", 0);
   f.add_string("checkpoint-dir", "", "write a checkpoint here after every epoch (and on Ctrl-C)");
   f.add_int("keep-checkpoints", 2, "how many epoch checkpoints to keep, besides best.safetensors", 1);
@@ -120,7 +225,8 @@ TrainConfig config_from(const Flags& f) {
   if (c.label_smoothing > 1.0) throw FlagError("--label-smoothing: expected a value in [0, 1]");
   c.workers = f.get_int("workers");
   c.seed = static_cast<uint64_t>(f.get_int("seed"));
-  c.device = resolve_device(f.get_string("device"));
+  c.data_parallel = resolve_data_parallel(f);
+  c.device = c.data_parallel.empty() ? resolve_device(f.get_string("device")) : c.data_parallel.front();
   c.threads = f.get_int("threads");
   c.checkpoint_dir = f.get_string("checkpoint-dir");
   c.keep_checkpoints = f.get_int("keep-checkpoints");

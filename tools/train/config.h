@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "tools/train/flags.h"
 
@@ -12,7 +13,7 @@ struct TrainConfig {
   std::string data = "fashion-mnist";
   std::string data_dir;  // empty: the dataset's default (Fashion-MNIST from the Debian package)
   int64_t epochs = 5;
-  int64_t batch_size = 128;  // per process
+  int64_t batch_size = 128;  // per process (DataParallel splits it across its devices)
   double lr = 0.1;           // peak learning rate
   double momentum = 0.9;
   double weight_decay = 5e-4;
@@ -21,7 +22,10 @@ struct TrainConfig {
   double label_smoothing = 0.0;
   int64_t workers = 1;
   uint64_t seed = 0;
-  std::string device = "cpu";
+  std::string device = "cpu";  // with DataParallel: data_parallel[0], where the model lives
+  // DataParallel's devices ("cuda:0", "cuda:1", ...) from --data-parallel or --devices; empty: one
+  // device per process (alone, or DDP under a launcher).
+  std::vector<std::string> data_parallel;
   int64_t threads = 0;  // 0: EMBER_NUM_THREADS or every core
   std::string checkpoint_dir;
   int64_t keep_checkpoints = 2;

@@ -1,7 +1,8 @@
 // The epoch loop. Rank 0 alone prints, logs and writes checkpoints; evaluation is sharded
 // (every test example counted once) and its sums all-reduced. Ctrl-C (SIGINT) is agreed on by
 // all ranks at the next step, then rank 0 saves a checkpoint holding the loader's position; a
-// second Ctrl-C exits at once without one.
+// second Ctrl-C exits at once without one. With DataParallel (one process, several devices) each
+// replica computes its chunk's loss and correct count (forward_loss).
 #include "tools/train/trainer.h"
 
 #include <signal.h>
@@ -23,6 +24,7 @@
 #include "core/ember_core.h"
 #include "models/zoo.h"
 #include "nn/checkpoint.h"
+#include "parallel/data_parallel.h"
 #include "parallel/ddp.h"
 #include "tools/train/metrics_log.h"
 #include "tools/train/progress.h"
@@ -53,19 +55,21 @@ struct Evaluation {
   int64_t examples = 0;
 };
 
-// Loss and accuracy over the whole test set; with several ranks each evaluates its shard.
+// Loss and accuracy over the whole test set; with several ranks each evaluates its shard. Images
+// go to `input_device` (the CPU for DataParallel, which copies each chunk to its device), labels
+// to `device`, where the logits are.
 Evaluation evaluate(nn::Module& model, data::DataLoader& loader, data::DataLoader* flipped,
-                    const std::shared_ptr<comm::ProcessGroup>& world, Device device) {
+                    const std::shared_ptr<comm::ProcessGroup>& world, Device device, Device input_device) {
   model.eval();
   NoGradGuard no_grad;
   double loss_sum = 0, correct = 0, count = 0;
   std::vector<Tensor> mirror_logits;
   if (flipped) {
-    for (data::Batch& batch : *flipped) mirror_logits.push_back(model.forward(batch.data.to(device, true)));
+    for (data::Batch& batch : *flipped) mirror_logits.push_back(model.forward(batch.data.to(input_device, true)));
   }
   size_t index = 0;
   for (data::Batch& batch : loader) {
-    Tensor logits = model.forward(batch.data.to(device, true));
+    Tensor logits = model.forward(batch.data.to(input_device, true));
     Tensor target = batch.target.to(device, true);
     if (flipped) logits = (logits + mirror_logits[index++]) * 0.5;
     loss_sum += cross_entropy(logits, target, {}, Reduction::Sum).item<double>();
@@ -82,6 +86,11 @@ Evaluation evaluate(nn::Module& model, data::DataLoader& loader, data::DataLoade
   e.loss = total[2] > 0 ? total[0] / total[2] : 0;
   e.accuracy = total[2] > 0 ? total[1] / total[2] : 0;
   return e;
+}
+
+// How many of `logits`' predictions (argmax over dim 1) equal `target`, as an int64 scalar.
+Tensor count_correct(const Tensor& logits, const Tensor& target) {
+  return (logits.argmax(1) == target).to(kInt64).sum();
 }
 
 std::string checkpoint_path(const std::string& dir, const std::string& name) { return dir + "/" + name + ".safetensors"; }
@@ -178,8 +187,10 @@ TrainResult run_training(const TrainConfig& config) {
   if (config.threads > 0) cpu::set_num_threads(static_cast<int>(config.threads));
   const Device device = Device::parse(config.device);
 
+  // DataParallel runs are one process (flag parsing refused them under a launcher of several).
+  const bool data_parallel = !config.data_parallel.empty();
   std::shared_ptr<comm::ProcessGroup> world;
-  if (comm::read_environment().launched) world = comm::init();
+  if (comm::read_environment().launched && !data_parallel) world = comm::init();
   const int rank = world ? world->rank() : 0, world_size = world ? world->size() : 1;
   const bool leader = rank == 0;
 
@@ -218,9 +229,20 @@ TrainResult run_training(const TrainConfig& config) {
   std::shared_ptr<nn::Module> model =
       models::make_model(config.model, data_setup.channels, data_setup.image_size, data_setup.classes);
   model->to(device);
-  // The only change for distributed training: the DDP wrapper (same state_dict keys).
+  // The only change for distributed training: the DDP or DataParallel wrapper. Both have the bare
+  // model's state_dict keys, and checkpoints save `model` itself, so they resume in any mode.
   std::shared_ptr<nn::Module> trained = model;
-  if (world) trained = std::make_shared<parallel::DistributedDataParallel>(model, world);
+  std::shared_ptr<parallel::DataParallel> dp;
+  std::vector<Device> dp_devices;
+  if (data_parallel) {
+    for (const std::string& name : config.data_parallel) dp_devices.push_back(Device::parse(name));
+    dp = std::make_shared<parallel::DataParallel>(model, dp_devices);
+    trained = dp;
+  } else if (world) {
+    trained = std::make_shared<parallel::DistributedDataParallel>(model, world);
+  }
+  // DataParallel copies each chunk of a (pinned) CPU batch straight to its device.
+  const Device input_device = data_parallel ? Device(kCPU) : device;
 
   const int64_t steps_per_epoch = train_loader.size();
   // The schedule spans the whole run; --max-steps only stops it early, so a run resumed with
@@ -259,15 +281,28 @@ TrainResult run_training(const TrainConfig& config) {
     // Gradients live on the training device; the group sends CUDA tensors over NCCL (flag parsing
     // refused EMBER_BACKEND=mpi with a CUDA device) and CPU tensors over MPI.
     const std::string gradients = !world ? "" : device.is_cuda() ? ", gradients over NCCL" : ", gradients over MPI";
-    std::printf("train: %s (%.3fM parameters) on %s, %s; %d process%s x %d thread%s, batch %lld per process%s\n",
-                config.model.c_str(), parameters / 1e6, data_setup.description.c_str(), device.str().c_str(), world_size,
+    // DataParallel: its devices, and how the batch splits across them (sizes differ by at most 1).
+    std::string where = device.str(), split;
+    if (data_parallel) {
+      where = "DataParallel on ";
+      for (size_t k = 0; k < dp_devices.size(); ++k) where += (k ? "," : "") + dp_devices[k].str();
+      where += " (model on " + device.str() + ", loss per replica)";
+      const int64_t n = static_cast<int64_t>(dp_devices.size());
+      if (n > 1 && config.batch_size >= n) {
+        const int64_t base = config.batch_size / n, extra = config.batch_size % n;
+        split = " (" + std::to_string(base + (extra > 0)) + (extra > 0 && base > 0 ? "/" + std::to_string(base) : "") +
+                " per device)";
+      }
+    }
+    std::printf("train: %s (%.3fM parameters) on %s, %s; %d process%s x %d thread%s, batch %lld per process%s%s\n",
+                config.model.c_str(), parameters / 1e6, data_setup.description.c_str(), where.c_str(), world_size,
                 world_size > 1 ? "es" : "", cpu::num_threads(), cpu::num_threads() > 1 ? "s" : "",
-                static_cast<long long>(config.batch_size), gradients.c_str());
+                static_cast<long long>(config.batch_size), split.c_str(), gradients.c_str());
     std::fflush(stdout);
   }
 
   if (config.eval_only) {
-    Evaluation e = evaluate(*model, test_loader, flipped_loader.get(), world, device);
+    Evaluation e = evaluate(*model, test_loader, flipped_loader.get(), world, device, device);
     result.test_accuracy = e.accuracy;
     result.test_loss = e.loss;
     result.train_seconds = seconds_since(run_start);
@@ -311,9 +346,24 @@ TrainResult run_training(const TrainConfig& config) {
     int64_t window_images = 0;
     for (data::Batch& batch : train_loader) {
       optimizer->zero_grad();
-      Tensor target = batch.target.to(device, true);
-      Tensor logits = trained->forward(batch.data.to(device, true));
-      Tensor loss = cross_entropy(logits, target, {}, Reduction::Mean, -100, config.label_smoothing);
+      Tensor loss, correct_count;
+      if (dp) {
+        // Each replica computes its chunk's loss and correct count; only scalars meet on `device`.
+        parallel::ReplicaLoss r = dp->forward_loss(
+            batch.data, batch.target,
+            [&](const Tensor& logits, const Tensor& target) {
+              return cross_entropy(logits, target, {}, Reduction::Mean, -100, config.label_smoothing);
+            },
+            parallel::LossReduction::kMean, count_correct);
+        loss = r.loss;
+        correct_count = r.metric;
+      } else {
+        Tensor target = batch.target.to(device, true);
+        Tensor logits = trained->forward(batch.data.to(device, true));
+        loss = cross_entropy(logits, target, {}, Reduction::Mean, -100, config.label_smoothing);
+        NoGradGuard no_grad;
+        correct_count = count_correct(logits.detach(), target);
+      }
       loss.backward();
       optimizer->step();
       schedule->step();
@@ -321,11 +371,13 @@ TrainResult run_training(const TrainConfig& config) {
       ++done_in_epoch;
       double loss_value = loss.item<double>();
       loss_sum += loss_value * static_cast<double>(batch.size());
-      {
-        NoGradGuard no_grad;
-        correct += (logits.argmax(1) == target).to(kInt64).sum().item<double>();
+      correct += correct_count.item<double>();
+      if (device.is_cuda()) {
+        // With DataParallel the highest peak among its devices.
+        int64_t peak = cuda::memory_stats(device.index).peak_allocated_bytes;
+        for (const Device& d : dp_devices) peak = std::max(peak, cuda::memory_stats(d.index).peak_allocated_bytes);
+        progress.set_device_peak(peak);
       }
-      if (device.is_cuda()) progress.set_device_peak(cuda::memory_stats(device.index).peak_allocated_bytes);
       seen += static_cast<double>(batch.size());
       window_images += batch.size();
       progress.step(done_in_epoch, loss_value, batch.size() * world_size);
@@ -361,7 +413,8 @@ TrainResult run_training(const TrainConfig& config) {
     // Every rank evaluates with rank 0's batch-norm statistics, the ones its checkpoint holds
     // (in evaluation mode DDP's forward does not broadcast them).
     if (auto* ddp = dynamic_cast<parallel::DistributedDataParallel*>(trained.get())) ddp->sync_buffers();
-    Evaluation test = evaluate(*trained, test_loader, final_evaluation ? flipped_loader.get() : nullptr, world, device);
+    Evaluation test = evaluate(*trained, test_loader, final_evaluation ? flipped_loader.get() : nullptr, world, device,
+                               input_device);
     Tensor train_sums = tensor(std::vector<double>{loss_sum, correct, seen}).to(device);
     if (world) world->all_reduce(train_sums)->wait();
     std::vector<double> ts = train_sums.to_vector<double>();

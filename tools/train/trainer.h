@@ -1,7 +1,8 @@
 // The training run behind `train`: datasets, model, optimizer, schedule, the epoch loop with
 // evaluation, logging and checkpoints. The same code runs alone or under mpirun: with more than
 // one process the model is wrapped in DistributedDataParallel and the samplers shard the data;
-// that is the only difference.
+// with --data-parallel / --devices one process wraps it in DataParallel over several devices.
+// Those wrappers are the only difference.
 #pragma once
 
 #include <string>

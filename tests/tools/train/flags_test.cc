@@ -40,7 +40,8 @@ TEST_CASE("--help documents every flag of the issue, with choices and defaults",
   CHECK_FALSE(flags.parse(4, argv));
   std::string help = flags.help_text();
   for (const char* name : {"model", "data", "data-dir", "epochs", "batch-size", "lr", "momentum", "weight-decay",
-                           "optimizer", "schedule", "label-smoothing", "workers", "seed", "device", "threads",
+                           "optimizer", "schedule", "label-smoothing", "workers", "seed", "device", "data-parallel",
+                           "devices", "threads",
                            "checkpoint-dir", "resume", "log-dir", "max-steps", "eval-only", "keep-checkpoints",
                            "log-every", "progress", "augment", "cutout", "flip-tta", "synthetic-size"}) {
     INFO(name);
@@ -164,4 +165,45 @@ TEST_CASE("Bad flags and values name the flag, what it accepts and what it got",
   CHECK(flag_error({"--resume", "latest"}) == "--resume latest needs --checkpoint-dir");
   CHECK_THAT(flag_error({"--momentum", "1"}), Catch::StartsWith("--momentum: expected a value below 1"));
   CHECK(flag_error({"--label-smoothing", "1.5"}) == "--label-smoothing: expected a value in [0, 1]");
+}
+
+TEST_CASE("DataParallel's flags: bad lists and contradictions name the flag, what it takes and what it got",
+          "[train][flags][errors]") {
+  CHECK(parse({}).data_parallel.empty());
+  CHECK(parse({"--data-parallel", "0"}).data_parallel.empty());
+  CHECK(flag_error({"--data-parallel", "-1"}) == "--data-parallel: expected at least 0, got -1");
+  CHECK(flag_error({"--data-parallel", "2", "--device", "cpu"}) ==
+        "--data-parallel 2: DataParallel trains on CUDA devices, but --device is cpu; give --device cuda, or leave "
+        "--device out");
+  CHECK(flag_error({"--data-parallel", "2", "--device", "cuda:1"}) ==
+        "--data-parallel 2 keeps the model on cuda:0, but --device is cuda:1; give --device cuda (--data-parallel N "
+        "trains on cuda:0 to cuda:N-1), or list other devices with --devices, e.g. --devices cuda:1,...");
+  CHECK(flag_error({"--devices", "cuda:1,cuda:0", "--device", "cuda:0"}) ==
+        "--devices cuda:1,cuda:0 keeps the model on cuda:1, but --device is cuda:0; give --device cuda or --device "
+        "cuda:1 (the first device listed holds the model)");
+  CHECK(flag_error({"--data-parallel", "2", "--devices", "cuda:0,cuda:1"}) ==
+        "--data-parallel 2 and --devices cuda:0,cuda:1: give one of them (--data-parallel N trains on cuda:0 to "
+        "cuda:N-1, --devices on the CUDA devices it lists)");
+  CHECK(flag_error({"--devices", "cuda:0,,cuda:1"}) ==
+        "--devices cuda:0,,cuda:1: entry 2 is empty; expected a comma-separated list of CUDA devices, such as "
+        "cuda:0,cuda:1");
+  CHECK(flag_error({"--devices="}) ==
+        "--devices: expected a comma-separated list of CUDA devices, such as cuda:0,cuda:1, got ''");
+  CHECK(flag_error({"--devices", "cuda:0,"}) ==
+        "--devices cuda:0,: entry 2 is empty; expected a comma-separated list of CUDA devices, such as cuda:0,cuda:1");
+  for (const char* bad : {"cpu", "cuda", "gpu:1", "cuda:x", "cuda:-1"}) {
+    INFO(bad);
+    CHECK(flag_error({"--devices", std::string("cuda:0,") + bad}) ==
+          "--devices cuda:0," + std::string(bad) + ": entry 2 is '" + bad +
+              "'; expected a CUDA device cuda:N (DataParallel replicates the model onto CUDA devices), as in "
+              "cuda:0,cuda:1");
+  }
+  CHECK(flag_error({"--devices", "cuda:1,cuda:0,cuda:1"}) ==
+        "--devices cuda:1,cuda:0,cuda:1: lists cuda:1 twice (entries 1 and 3); each device holds one replica");
+  // This test has no devices (EMBER_EMULATED_GPUS is unset); train_data_parallel_test.sh has two.
+  CHECK(flag_error({"--data-parallel", "2"}) ==
+        "--data-parallel 2: needs 2 CUDA devices (cuda:0 to cuda:1), but no CUDA device is available (no GPU, and "
+        "EMBER_EMULATED_GPUS is unset)");
+  CHECK(flag_error({"--devices", "cuda:0"}) ==
+        "--devices cuda:0: cuda:0 does not exist: no CUDA device is available (no GPU, and EMBER_EMULATED_GPUS is unset)");
 }
