@@ -4,10 +4,12 @@
 # test loss is the single-device run's (LeNet has no batch norm, so splitting the batch changes
 # only the order of sums); the checkpoint has the bare model's keys, exactly the single-device
 # checkpoint's; it resumes with plain --device cuda, ending where the single-device run resumed
-# ends, and a single-device checkpoint resumes under --devices cuda:1,cuda:0 (the model on cuda:1).
+# ends, and a single-device checkpoint resumes under --devices cuda:1,cuda:0 (the model on cuda:1);
+# under mpirun -np 2 DDP (over NCCL) resumes the DataParallel checkpoint as it resumes one device's.
 # Bad DataParallel flags are exit status 2 with a message naming the flag.
 set -uo pipefail
 train="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+runner="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
 work="${TEST_TMPDIR:-$(mktemp -d)}/train_data_parallel"
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 fail() { echo "FAIL: $*"; exit 1; }
@@ -67,6 +69,21 @@ grep -q "DataParallel on cuda:1,cuda:0 (model on cuda:1, loss per replica)" dp_f
   fail "the header does not name cuda:1,cuda:0: $(head -2 dp_from_single.txt)"
 close "$(loss single_resumed.txt)" "$(loss dp_from_single.txt)" ||
   fail "resumed under DataParallel, test loss $(loss dp_from_single.txt); on one device, $(loss single_resumed.txt)"
+
+# Into DDP: two ranks on cuda:0 and cuda:1, 8 examples each (the same 4 steps per epoch), resume
+# either checkpoint at step 2 and end alike.
+ddp_resume() {
+  local output="$1" checkpoint="$2"
+  "$runner" 2 "$train" -x EMBER_EMULATED_GPUS=2 -- "${tiny[@]}" --batch-size 8 --max-steps 3 --device cuda \
+    --resume "$checkpoint" \
+    > "$output" 2>&1 || fail "DDP resuming $checkpoint exited $?: $(cat "$output")"
+  grep -q "^resumed from $checkpoint (epoch 0, step 2)$" "$output" || fail "DDP did not resume $checkpoint at step 2: $(cat "$output")"
+  grep -qE '^train: .* steps=3 processes=2$' "$output" || fail "DDP resuming $checkpoint did not end at step 3: $(cat "$output")"
+}
+ddp_resume ddp_from_dp.txt dp/epoch-1.safetensors
+ddp_resume ddp_from_single.txt single/epoch-1.safetensors
+close "$(loss ddp_from_single.txt)" "$(loss ddp_from_dp.txt)" ||
+  fail "DDP resumed from the DataParallel checkpoint, test loss $(loss ddp_from_dp.txt); from one device's, $(loss ddp_from_single.txt)"
 
 expect_usage_error() {
   local want="$1"; shift
