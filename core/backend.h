@@ -175,6 +175,12 @@ struct KernelTable {
   // device): DataParallel's replica threads queue on the caller's streams, so the caller's later
   // work, and the backward, are ordered after theirs with no event.
   void (*make_current)(const std::shared_ptr<void>& captured) = nullptr;
+  // A new stream on `device`, as a token the two calls above take: a pipeline stage queues its
+  // work on a stream of its own, so that two stages on one device still overlap.
+  std::shared_ptr<void> (*new_stream)(Device device) = nullptr;
+  // The tensor's memory is used on the captured stream too: it is not reused, once freed, before
+  // that stream's work queued by then has passed (a pipeline stage reading its neighbour's output).
+  void (*record_stream)(const Tensor& tensor, const std::shared_ptr<void>& captured) = nullptr;
 };
 
 void register_backend(DeviceType type, const KernelTable* table);

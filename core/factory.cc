@@ -175,7 +175,7 @@ namespace {
 Tensor random_tensor(RandomKind kind, const Shape& shape, const TensorOptions& options, Generator* generator,
                      double a, double b, const char* op) {
   Tensor out = empty(shape, options.requires_grad(false));
-  Generator& gen = generator ? *generator : default_generator();
+  Generator& gen = generator ? *generator : current_generator();
   PhiloxState state = gen.reserve(static_cast<uint64_t>(out.numel()));
   kernels_for(out.device(), op).random(kind, out.device(), out.data_ptr(), out.dtype(), out.numel(), state, a, b);
   if (options.requires_grad()) out.requires_grad_(true);
@@ -223,7 +223,7 @@ Tensor& random_fill_(Tensor& self, RandomKind kind, double a, double b, const ch
   EMBER_CHECK(!(self.requires_grad() && self.is_leaf() && GradMode::is_enabled()), op,
               ": a leaf tensor that requires grad is being used in an in-place operation (wrap it in NoGradGuard)");
   if (self.numel() == 0) return self;
-  PhiloxState state = default_generator().reserve(static_cast<uint64_t>(self.numel()));
+  PhiloxState state = current_generator().reserve(static_cast<uint64_t>(self.numel()));
   const KernelTable& k = kernels_for(self.device(), op);
   if (self.is_contiguous()) {
     k.random(kind, self.device(), self.data_ptr(), self.dtype(), self.numel(), state, a, b);

@@ -39,4 +39,13 @@ Generator& default_generator() {
 
 void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 
+namespace {
+thread_local Generator* thread_generator = nullptr;
+}  // namespace
+
+Generator& current_generator() { return thread_generator != nullptr ? *thread_generator : default_generator(); }
+
+GeneratorGuard::GeneratorGuard(Generator* generator) : previous_(thread_generator) { thread_generator = generator; }
+GeneratorGuard::~GeneratorGuard() { thread_generator = previous_; }
+
 }  // namespace ember

@@ -34,6 +34,22 @@ class Generator {
 
 Generator& default_generator();
 void manual_seed(uint64_t seed);
+// The generator random ops use when given none: this thread's GeneratorGuard's, else the default.
+Generator& current_generator();
+
+// Makes `generator` this thread's generator for random ops given none, for the scope: a pipeline
+// stage draws a micro-batch's dropout masks from a generator of its own, so that recomputing the
+// forward replays them and no other thread's draws interleave.
+class GeneratorGuard {
+ public:
+  explicit GeneratorGuard(Generator* generator);
+  ~GeneratorGuard();
+  GeneratorGuard(const GeneratorGuard&) = delete;
+  GeneratorGuard& operator=(const GeneratorGuard&) = delete;
+
+ private:
+  Generator* previous_;
+};
 
 // Philox4x32-10's four words for (key, counter), as an array for host code (random_math.h has
 // the device-capable form).

@@ -185,6 +185,12 @@ void make_current(const std::shared_ptr<void>& captured) {
   set_device(stream.device());
 }
 
+std::shared_ptr<void> new_stream(Device device) { return std::make_shared<Stream>(Stream::create(device.index)); }
+
+void record_stream_captured(const Tensor& tensor, const std::shared_ptr<void>& captured) {
+  record_stream(tensor, *static_cast<const Stream*>(captured.get()));
+}
+
 const KernelTable& cuda_table() {
   static const KernelTable table = [] {
     KernelTable t;
@@ -209,6 +215,8 @@ const KernelTable& cuda_table() {
     t.capture_stream = &capture_stream;
     t.wait_for_captured = &wait_for_captured;
     t.make_current = &make_current;
+    t.new_stream = &new_stream;
+    t.record_stream = &record_stream_captured;
     t.gemm = &gemm;
     t.conv2d = &conv2d;
     t.conv2d_backward_input = &conv2d_backward_input;

@@ -324,6 +324,13 @@ std::string Module::repr() const {
 
 std::ostream& operator<<(std::ostream& out, const Module& module) { return out << module.repr(); }
 
+void check_input_device(const std::string& module, const Tensor& input, const Tensor& parameter) {
+  if (!input.defined() || !parameter.defined() || input.device() == parameter.device()) return;
+  const std::string where = parameter.device().str();
+  EMBER_FAIL(module, ": expected input on ", where, " (where the module's parameters are), got ",
+             input.device().str(), "; move it there with .to(", where, ")");
+}
+
 NamedTensors strip_prefix(const NamedTensors& state, const std::string& prefix) {
   NamedTensors out;
   for (const auto& [name, t] : state) out.emplace_back(name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name, t);

@@ -141,6 +141,11 @@ class Module : public std::enable_shared_from_this<Module> {
 
 std::ostream& operator<<(std::ostream& out, const Module& module);
 
+// Raises unless `input` is on the device of `parameter` (skipped when it is undefined), naming the
+// module and both devices: a placed model's forward that forgot to move an activation to the next
+// layer's device (`x.to(device)`) is told so before any kernel reads another device's memory.
+void check_input_device(const std::string& module, const Tensor& input, const Tensor& parameter);
+
 // The state with `prefix` removed from every key that has it (e.g. "module." from a file saved
 // through a wrapper that did not strip it).
 NamedTensors strip_prefix(const NamedTensors& state, const std::string& prefix);

@@ -10,6 +10,21 @@
 
 namespace ember::nn {
 
+namespace {
+struct RunningStatsRoute {
+  bool active = false;  // a scope is open on this thread
+  RunningStatsSink* sink = nullptr;
+};
+thread_local RunningStatsRoute running_stats_route;
+}  // namespace
+
+RunningStatsScope::RunningStatsScope(RunningStatsSink* sink)
+    : previous_active_(running_stats_route.active), previous_sink_(running_stats_route.sink) {
+  running_stats_route = {true, sink};
+}
+
+RunningStatsScope::~RunningStatsScope() { running_stats_route = {previous_active_, previous_sink_}; }
+
 template <typename Derived>
 BatchNormImplBase<Derived>::BatchNormImplBase(const BatchNormOptions& options_in, std::string type_name,
                                               int64_t min_dim, int64_t max_dim)
@@ -78,13 +93,35 @@ Tensor BatchNormImplBase<Derived>::run(const Tensor& input, bool relu) {
               " input, got ", shape_str(input.sizes()));
   EMBER_CHECK(input.size(1) == options.num_features(), this->type_name(), ": expected ", options.num_features(),
               " channels in dim 1, got input ", shape_str(input.sizes()));
+  // Before the batch is counted: batch_norm's kernels would read the other device's memory, and
+  // its running-statistics update would fail half done.
+  check_input_device(this->type_name(), input, weight.defined() ? weight : running_mean);
   // Batch statistics in training, or whenever no running statistics are tracked.
   bool use_batch_stats = this->is_training() || !options.track_running_stats();
-  double momentum = 0.0;
-  if (this->is_training() && options.track_running_stats()) momentum = step_momentum();
   auto normalize = relu ? batch_norm_relu : batch_norm;
+  const bool updates = this->is_training() && options.track_running_stats();
+  if (updates && running_stats_route.active) {
+    if (running_stats_route.sink != nullptr) {
+      running_stats_route.sink->record(this, input, [this](const Tensor& mean, const Tensor& var, int64_t count) {
+        apply_running_stats(mean, var, count);
+      });
+    }
+    return normalize(input, Tensor(), Tensor(), weight, bias, true, 0.0, options.eps(), reducer);
+  }
+  double momentum = 0.0;
+  if (updates) momentum = step_momentum();
   return normalize(input, running_mean, running_var, weight, bias, use_batch_stats, momentum, options.eps(),
                    use_batch_stats ? reducer : nullptr);
+}
+
+template <typename Derived>
+void BatchNormImplBase<Derived>::apply_running_stats(const Tensor& mean, const Tensor& biased_var, int64_t count) {
+  EMBER_CHECK(count > 1, this->type_name(), ": running statistics need more than 1 value per channel, got ", count);
+  const double momentum = step_momentum();
+  NoGradGuard no_grad;
+  const Tensor unbiased = biased_var * (static_cast<double>(count) / static_cast<double>(count - 1));
+  running_mean.mul_(1.0 - momentum).add_(mean.to(running_mean.device()).to(running_mean.dtype()) * momentum);
+  running_var.mul_(1.0 - momentum).add_(unbiased.to(running_var.device()).to(running_var.dtype()) * momentum);
 }
 
 template <typename Derived>

@@ -2,6 +2,7 @@
 // running_mean / running_var / num_batches_tracked buffers PyTorch's state_dict carries.
 #pragma once
 
+#include <functional>
 #include <optional>
 
 #include "autograd/functional.h"
@@ -20,6 +21,34 @@ struct BatchNormOptions {
   EMBER_ARG(bool, track_running_stats) = true;
 };
 
+// Applies a batch's per-channel mean and biased variance over `count` values per channel to a
+// BatchNorm's running statistics (counting one batch).
+using RunningStatsUpdate = std::function<void(const Tensor& mean, const Tensor& biased_var, int64_t count)>;
+
+// Takes a training BatchNorm's running-statistics update instead of the layer applying it at once:
+// a pipeline applies one update per mini-batch from all its micro-batches (deferred batch norm).
+class RunningStatsSink {
+ public:
+  virtual ~RunningStatsSink() = default;
+  // `layer` normalised `input` with its batch statistics; `update` applies statistics to it.
+  virtual void record(const Module* layer, const Tensor& input, RunningStatsUpdate update) = 0;
+};
+
+// For the scope, training BatchNorm layers on this thread hand their running-statistics update to
+// `sink`, or, with a null sink, skip it (a pipeline recomputing a forward in the backward must not
+// count the batch twice).
+class RunningStatsScope {
+ public:
+  explicit RunningStatsScope(RunningStatsSink* sink);
+  ~RunningStatsScope();
+  RunningStatsScope(const RunningStatsScope&) = delete;
+  RunningStatsScope& operator=(const RunningStatsScope&) = delete;
+
+ private:
+  bool previous_active_;
+  RunningStatsSink* previous_sink_;
+};
+
 // Shared by the 1-D and 2-D forms, which differ only in the input ranks they accept.
 template <typename Derived>
 class BatchNormImplBase : public Cloneable<Derived> {
@@ -34,6 +63,9 @@ class BatchNormImplBase : public Cloneable<Derived> {
   std::string extra_repr() const override;
   // The momentum this step uses (resolving the cumulative-average mode), after counting the batch.
   double step_momentum();
+  // Counts a batch and moves the running statistics towards its per-channel mean and biased
+  // variance over `count` values (the variance made unbiased), as a training forward does.
+  void apply_running_stats(const Tensor& mean, const Tensor& biased_var, int64_t count);
 
   BatchNormOptions options;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;

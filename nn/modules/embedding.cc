@@ -29,7 +29,11 @@ void EmbeddingImpl::reset() {
   }
 }
 
-Tensor EmbeddingImpl::forward(const Tensor& indices) { return embedding(weight, indices, options.padding_idx()); }
+Tensor EmbeddingImpl::forward(const Tensor& indices) {
+  // embedding's row gather takes the indices from any device as they are.
+  check_input_device(type_name(), indices, weight);
+  return embedding(weight, indices, options.padding_idx());
+}
 
 std::string EmbeddingImpl::extra_repr() const {
   std::string s = std::to_string(options.num_embeddings()) + ", " + std::to_string(options.embedding_dim());

@@ -30,7 +30,11 @@ void LinearImpl::reset_parameters() {
   }
 }
 
-Tensor LinearImpl::forward(const Tensor& input) { return linear(input, weight, bias); }
+Tensor LinearImpl::forward(const Tensor& input) {
+  // matmul's own check would name two devices but not which is the input.
+  check_input_device(type_name(), input, weight);
+  return linear(input, weight, bias);
+}
 
 std::string LinearImpl::extra_repr() const {
   return "in_features=" + std::to_string(options.in_features()) + ", out_features=" +

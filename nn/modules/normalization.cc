@@ -20,6 +20,8 @@ void LayerNormImpl::reset() {
 }
 
 Tensor LayerNormImpl::forward(const Tensor& input) {
+  // layer_norm's own error would name only the multiplication inside it.
+  check_input_device(type_name(), input, weight);
   return layer_norm(input, options.normalized_shape(), weight, bias, options.eps());
 }
 
