@@ -70,6 +70,11 @@ ReplicaThreads::ReplicaThreads(std::vector<Device> devices, std::string owner)
   for (size_t k = 1; k < devices_.size(); ++k) threads_.emplace_back([this, k] { work(k); });
 }
 
+ReplicaThreads::ReplicaThreads(std::vector<Device> devices, std::string owner, StageThreads)
+    : devices_(std::move(devices)), owner_(std::move(owner)), unit_("stage"), caller_runs_first_(false) {
+  for (size_t k = 0; k < devices_.size(); ++k) threads_.emplace_back([this, k] { work(k); });
+}
+
 ReplicaThreads::~ReplicaThreads() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -100,17 +105,17 @@ void ReplicaThreads::run(size_t count, const std::vector<Device>& stream_devices
     first_failed_ = -1;
     failure_.clear();
     rendezvous_.reset(count);
-    pending_ = count - 1;
+    pending_ = caller_runs_first_ ? count - 1 : count;
     ++generation_;
   }
   start_cv_.notify_all();
-  run_one(0);
+  if (caller_runs_first_) run_one(0);
   std::unique_lock<std::mutex> lock(mutex_);
   done_cv_.wait(lock, [&] { return pending_ == 0; });
   task_ = Task();
   running_ = false;
   if (first_failed_ >= 0) {
-    EMBER_FAIL(owner_, ": replica ", first_failed_, " on ", devices_[static_cast<size_t>(first_failed_)],
+    EMBER_FAIL(owner_, ": ", unit_, " ", first_failed_, " on ", devices_[static_cast<size_t>(first_failed_)],
                " failed: ", failure_);
   }
 }
@@ -135,9 +140,9 @@ void ReplicaThreads::run_one(size_t replica) {
   const Device device = devices_[replica];
   ReplicaContext context{replica, task_.count, device, &rendezvous_};
   const ReplicaContext* outer = this_replica;
-  this_replica = &context;
+  if (caller_runs_first_) this_replica = &context;
   try {
-    if (replica != 0) {
+    if (replica != 0 || !caller_runs_first_) {
       GradMode::set_enabled(task_.grad_enabled);
       // The replica's own device last: make_current also makes its device current.
       for (int own = 0; own < 2; ++own) {
@@ -158,7 +163,7 @@ void ReplicaThreads::run_one(size_t replica) {
         failure_ = e.what();
       }
     }
-    rendezvous_.abort(detail::concat("replica ", replica, " on ", device, " failed"));
+    rendezvous_.abort(detail::concat(unit_, " ", replica, " on ", device, " failed"));
   }
   this_replica = outer;
 }

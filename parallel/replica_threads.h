@@ -70,12 +70,17 @@ class ReplicaThreads {
   // `devices[k]` is replica k's device; threads for replicas 1.. start now and live until
   // destruction. `owner` names the caller in errors ("DataParallel").
   ReplicaThreads(std::vector<Device> devices, std::string owner);
+  // A pipeline's stages: every unit on a worker of its own (the caller only waits, so its
+  // current streams stay its own), `unit` naming them in errors ("stage"), and no ReplicaContext
+  // (stages are not replicas: a replica-synchronised BatchNorm must not meet across them).
+  struct StageThreads {};
+  ReplicaThreads(std::vector<Device> devices, std::string owner, StageThreads);
   ~ReplicaThreads();
   ReplicaThreads(const ReplicaThreads&) = delete;
   ReplicaThreads& operator=(const ReplicaThreads&) = delete;
 
   // Runs fn(k) for k in [0, count) at once, each on its replica's thread, and returns when all
-  // have returned. A failure is rethrown as an Error "<owner>: replica k on cuda:K: <what>".
+  // have returned. A failure is rethrown as an Error "<owner>: replica k on cuda:K failed: <what>".
   // `stream_devices`: the devices whose current stream the replicas take from the caller.
   void run(size_t count, const std::vector<Device>& stream_devices, const std::function<void(size_t)>& fn);
 
@@ -94,6 +99,8 @@ class ReplicaThreads {
 
   std::vector<Device> devices_;
   std::string owner_;
+  std::string unit_ = "replica";
+  bool caller_runs_first_ = true;
   ReplicaRendezvous rendezvous_;
   std::vector<std::thread> threads_;
 

@@ -1,0 +1,631 @@
+// Pipeline: stages on their own threads and streams, micro-batches passed between neighbours.
+//
+// Each micro-batch's part of each stage is a graph of its own: its input is a leaf on the stage's
+// device, and the stage's backward of micro-batch i is `backward(output_i, grad_i)`, whose input
+// gradient goes to the stage before. So the schedule, not autograd, decides what runs when, and
+// a stage's thread runs exactly its list of actions (pipeline_schedule.cc).
+//
+// Streams. Stage s queues its kernels on a stream of its own (S_s), which waits at the start of a
+// run for the caller's current stream on its device (the optimizer's step), and the caller's
+// stream waits for every stage's at the end. A tensor passed on is produced on the sender's
+// stream: the receiver copies it to its device on that stream (the copy reads only memory of the
+// sender's stream, and writes memory of the receiver's), or, on the same device, makes its
+// stream wait for the sender's and records the tensor as used on its stream (record_stream), so
+// the sender's later work cannot reuse the memory under the receiver's reads. A peer copy is
+// ordered after the work queued on the destination's stream (Ember's cross-device copy does
+// that for any copy): on real GPUs it couples the two neighbours' streams at each transfer.
+#include "parallel/pipeline.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <map>
+#include <optional>
+#include <mutex>
+#include <sstream>
+
+#include "autograd/engine.h"
+#include "autograd/function.h"
+#include "autograd/node.h"
+#include "core/backend.h"
+#include "core/factory.h"
+#include "core/grad_mode.h"
+#include "core/ops.h"
+#include "core/random.h"
+#include "nn/modules/batchnorm.h"
+#include "parallel/replica_threads.h"
+
+namespace ember::parallel {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A tensor handed to a neighbour and the stream that produced it (null on the CPU).
+struct Message {
+  Tensor tensor;
+  std::shared_ptr<void> stream;
+};
+
+// A stage's incoming messages of one direction, by micro-batch. Unbounded: a send never waits.
+class Inbox {
+ public:
+  void put(int64_t micro_batch, Message message) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      messages_[micro_batch] = std::move(message);
+    }
+    cv_.notify_all();
+  }
+  Message take(int64_t micro_batch, const char* what) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return !aborted_.empty() || messages_.count(micro_batch) != 0; });
+    EMBER_CHECK(aborted_.empty(), "Pipeline: stopped waiting for micro-batch ", micro_batch, "'s ", what, ": ",
+                aborted_);
+    Message m = std::move(messages_[micro_batch]);
+    messages_.erase(micro_batch);
+    return m;
+  }
+  void abort(const std::string& reason) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (aborted_.empty()) aborted_ = reason;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::map<int64_t, Message> messages_;
+  std::string aborted_;
+};
+
+// Deferred batch norm: a stage's BatchNorm layers' per-micro-batch statistics, applied once per
+// mini-batch by combining them (Chan's parallel variance) in micro-batch order.
+class DeferredStats final : public nn::RunningStatsSink {
+ public:
+  int64_t micro_batch = 0;  // the forward being run
+
+  void record(const nn::Module* layer, const Tensor& input, nn::RunningStatsUpdate update) override {
+    NoGradGuard no_grad;
+    std::vector<int64_t> dims;
+    for (int64_t d = 0; d < input.dim(); ++d)
+      if (d != 1) dims.push_back(d);
+    const Tensor x = input.detach().to(kFloat64);
+    Entry& e = layers_[layer];
+    if (!e.update) order_.push_back(layer);
+    e.update = std::move(update);
+    e.parts[micro_batch] = {x.mean(dims), x.var(dims, /*correction=*/0), input.numel() / input.size(1)};
+  }
+
+  void apply() {
+    NoGradGuard no_grad;
+    for (const nn::Module* layer : order_) {
+      Entry& e = layers_[layer];
+      int64_t total = 0;
+      for (auto& [i, part] : e.parts) total += part.count;
+      Tensor mean;
+      for (auto& [i, part] : e.parts) {
+        Tensor weighted = part.mean * (static_cast<double>(part.count) / static_cast<double>(total));
+        mean = mean.defined() ? mean + weighted : weighted;
+      }
+      Tensor var;
+      for (auto& [i, part] : e.parts) {
+        Tensor term = (part.var + (part.mean - mean).square()) * (static_cast<double>(part.count) / total);
+        var = var.defined() ? var + term : term;
+      }
+      e.update(mean, var, total);
+    }
+    layers_.clear();
+    order_.clear();
+  }
+
+ private:
+  struct Part {
+    Tensor mean, var;
+    int64_t count = 0;
+  };
+  struct Entry {
+    nn::RunningStatsUpdate update;
+    std::map<int64_t, Part> parts;
+  };
+  std::map<const nn::Module*, Entry> layers_;
+  std::vector<const nn::Module*> order_;
+};
+
+// Mixes a run's seed with (stage, micro-batch): the generator a micro-batch's stage forward
+// draws from, again when it is recomputed.
+uint64_t mix_seed(uint64_t base, int64_t stage, int64_t micro_batch) {
+  uint64_t z = base + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(stage * 1000003 + micro_batch + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// A run's seed, one draw from the caller's generator: manual_seed makes pipelined dropout
+// reproducible whatever the order in which the stage threads run.
+uint64_t run_seed() {
+  const PhiloxState state = current_generator().reserve(1);
+  return state.seed ^ (state.offset * 0x9e3779b97f4a7c15ull);
+}
+
+const KernelTable* backend_of(Device d) { return d.is_cuda() ? find_backend(d.type) : nullptr; }
+
+void make_current(const std::shared_ptr<void>& stream, Device device) {
+  if (stream) backend_of(device)->make_current(stream);
+}
+
+}  // namespace
+
+// What one run (a forward, a train_step, or a forward and its backward) keeps.
+struct Pipeline::Engine {
+  enum class Mode { kEvaluate, kAutograd, kTrain };
+
+  struct Record {  // one micro-batch at one stage
+    Tensor input;   // a leaf on the stage's device
+    Tensor output;  // with its graph (not kept when recomputing)
+    Tensor loss;    // last stage of a train_step: the weighted loss, with its graph
+  };
+
+  struct Run {
+    Mode mode = Mode::kEvaluate;
+    int64_t micro_batches = 0;
+    std::vector<Tensor> chunks, targets;
+    std::vector<double> weights;  // each micro-batch's share of the loss
+    bool input_requires_grad = false;
+    uint64_t seed = 0;
+    std::vector<std::vector<Record>> records;  // [stage][micro-batch]
+    std::vector<Inbox> forward_inbox, backward_inbox;
+    std::vector<DeferredStats> stats;
+    std::vector<Tensor> outputs, losses, metrics, input_grads, output_grads;
+    std::vector<std::vector<PipelineEvent>> events;
+    Clock::time_point start;
+    const ReplicaLossFn* loss_fn = nullptr;
+    const ReplicaLossFn* metric = nullptr;
+    bool retain_graph = false;
+    std::map<int, std::shared_ptr<void>> caller_streams;  // by CUDA device index
+    Device input_device;
+
+    explicit Run(size_t stages) : records(stages), forward_inbox(stages), backward_inbox(stages), stats(stages),
+                                  events(stages) {}
+    // The first failure is the cause; the stages it leaves waiting fail after it (aborted).
+    std::mutex failure_mutex;
+    std::string cause;
+
+    void fail(int64_t stage, Device device, const char* what) {
+      const std::string reason = detail::concat("stage ", stage, " on ", device, " failed");
+      {
+        std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!cause.empty()) return;
+        cause = detail::concat("Pipeline: ", reason, ": ", what);
+      }
+      for (Inbox& box : forward_inbox) box.abort(reason);
+      for (Inbox& box : backward_inbox) box.abort(reason);
+    }
+  };
+
+  Pipeline& pipe;
+  ReplicaThreads threads;
+  std::vector<std::shared_ptr<void>> streams;  // per stage; null on the CPU
+  std::vector<PipelineEvent> last_events;
+
+  explicit Engine(Pipeline& p) : pipe(p), threads(p.devices_, "Pipeline", ReplicaThreads::StageThreads{}) {
+    for (const Device& d : p.devices_) {
+      const KernelTable* b = backend_of(d);
+      streams.push_back(b != nullptr && b->new_stream != nullptr ? b->new_stream(d) : nullptr);
+    }
+  }
+
+  // Runs every stage's `actions(stage)` on its thread; the caller's streams order around it.
+  void execute(Run& run, const std::function<std::vector<PipelineAction>(int64_t)>& actions) {
+    const int64_t p = pipe.num_stages();
+    run.start = Clock::now();
+    for (std::vector<PipelineEvent>& e : run.events) e.clear();
+    run.caller_streams.clear();  // a backward may run on other streams than its forward
+    for (const Device& d : pipe.devices_) {
+      const KernelTable* b = backend_of(d);
+      if (b != nullptr && run.caller_streams.count(d.index) == 0) run.caller_streams[d.index] = b->capture_stream(d);
+    }
+    if (run.input_device.is_cuda() && run.caller_streams.count(run.input_device.index) == 0)
+      run.caller_streams[run.input_device.index] = backend_of(run.input_device)->capture_stream(run.input_device);
+    run.cause.clear();
+    try {
+      threads.run(static_cast<size_t>(p), {}, [&](size_t k) {
+        const int64_t s = static_cast<int64_t>(k);
+        try {
+          stage_main(run, s, actions(s));
+        } catch (const std::exception& e) {
+          run.fail(s, pipe.devices_[k], e.what());
+          throw;
+        }
+      });
+    } catch (const Error&) {
+      // The stage that failed first, not one that stopped waiting for it.
+      if (!run.cause.empty()) throw Error(run.cause);
+      throw;
+    }
+    // The caller's later work (the optimizer step, reading the loss) after every stage's.
+    for (size_t s = 0; s < streams.size(); ++s)
+      if (streams[s]) backend_of(pipe.devices_[s])->wait_for_captured(streams[s]);
+    last_events.clear();
+    for (auto& e : run.events) last_events.insert(last_events.end(), e.begin(), e.end());
+  }
+
+  void stage_main(Run& run, int64_t s, const std::vector<PipelineAction>& actions) {
+    const Device device = pipe.devices_[s];
+    if (streams[s]) {
+      make_current(streams[s], device);
+      // After the caller's queued work on this device (this thread's current stream is S_s).
+      backend_of(device)->wait_for_captured(run.caller_streams.at(device.index));
+    }
+    for (const PipelineAction& a : actions) {
+      PipelineEvent event{s, a.micro_batch, a.backward, 0, 0};
+      // Busy from when the neighbour's message is in (waiting for it is the bubble).
+      auto started = [&] { event.start_s = seconds_since(run.start); };
+      if (a.backward) backward_step(run, s, a.micro_batch, started);
+      else forward_step(run, s, a.micro_batch, started);
+      event.end_s = seconds_since(run.start);
+      run.events[s].push_back(event);
+    }
+  }
+
+  static double seconds_since(Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  }
+
+  // `m.tensor` on stage s's device, ordered after its production (see the file comment).
+  Tensor receive(const Message& m, int64_t s) {
+    const Device to = pipe.devices_[s];
+    const Device from = m.tensor.device();
+    if (from == to) {
+      if (to.is_cuda() && m.stream && m.stream != streams[s]) {
+        const KernelTable* b = backend_of(to);
+        b->wait_for_captured(m.stream);
+        b->record_stream(m.tensor, streams[s]);
+      }
+      return m.tensor;
+    }
+    if (from.is_cuda()) {
+      make_current(m.stream, from);  // the copy runs on the sender's stream
+      Tensor moved = m.tensor.to(to);
+      make_current(streams[s], to);
+      return moved;
+    }
+    return m.tensor.to(to);  // from host memory the sender finished writing
+  }
+
+  Tensor run_stage(int64_t s, const Tensor& input) { return pipe.stages_[static_cast<size_t>(s)]->forward(input); }
+
+  // The loss of micro-batch i on the last stage, weighted by its share of the batch.
+  Tensor weighted_loss(Run& run, const Tensor& output, int64_t i) {
+    Tensor loss = (*run.loss_fn)(output, run.targets[i]);
+    EMBER_CHECK(loss.defined() && loss.numel() == 1, "Pipeline::train_step: the loss function must return a scalar, "
+                "got ", loss.defined() ? shape_str(loss.sizes()) : std::string("nothing"), " for micro-batch ", i);
+    return run.weights[i] == 1.0 ? loss.reshape({}) : loss.reshape({}) * run.weights[i];
+  }
+
+  void forward_step(Run& run, int64_t s, int64_t i, const std::function<void()>& started) {
+    const int64_t last = pipe.num_stages() - 1;
+    Tensor x;
+    if (s == 0) {
+      const Tensor& chunk = run.chunks[i];
+      Message m{chunk, chunk.device().is_cuda() ? run.caller_streams.at(chunk.device().index) : nullptr};
+      x = receive(m, 0);
+    } else {
+      x = receive(run.forward_inbox[s].take(i, "input"), s);
+    }
+    started();
+    const bool keep = run.mode != Mode::kEvaluate;
+    const bool leaf_grad = keep && (s > 0 || run.input_requires_grad) && is_floating(x.dtype());
+    Tensor in = x.detach();
+    if (leaf_grad) in.requires_grad_(true);
+    Generator generator(mix_seed(run.seed, s, i));
+    GeneratorGuard use_generator(&generator);
+    // Without deferral each micro-batch's forward updates the running statistics itself.
+    run.stats[s].micro_batch = i;
+    std::optional<nn::RunningStatsScope> deferred;
+    if (pipe.options_.deferred_batch_norm) deferred.emplace(&run.stats[s]);
+    Tensor out;
+    {
+      // Recomputation: the first forward records no graph (the backward reruns it).
+      EnableGradGuard grad(GradMode::is_enabled() && !(keep && pipe.options_.checkpoint));
+      out = run_stage(s, in);
+      if (s == last && run.mode == Mode::kTrain) {
+        Tensor loss = weighted_loss(run, out, i);
+        run.losses[i] = loss.detach();
+        if (!pipe.options_.checkpoint) run.records[s][i].loss = loss;
+        if (run.metric != nullptr && *run.metric) {
+          NoGradGuard no_grad;
+          run.metrics[i] = (*run.metric)(out.detach(), run.targets[i]);
+        }
+      }
+    }
+    if (keep) {
+      Record& r = run.records[s][i];
+      r.input = in;
+      if (!pipe.options_.checkpoint) r.output = out;
+    }
+    if (s == last) {
+      if (run.mode != Mode::kTrain) run.outputs[i] = out;
+    } else {
+      run.forward_inbox[s + 1].put(i, {out.detach(), streams[s]});
+    }
+  }
+
+  void backward_step(Run& run, int64_t s, int64_t i, const std::function<void()>& started) {
+    const int64_t last = pipe.num_stages() - 1;
+    Record& r = run.records[s][i];
+    EMBER_CHECK(r.input.defined(), "Pipeline: micro-batch ", i, "'s backward on stage ", s,
+                " found nothing saved (a second backward without retain_graph?)");
+    Tensor grad;
+    if (s < last) grad = receive(run.backward_inbox[s].take(i, "gradient"), s);
+    else if (run.mode == Mode::kAutograd) grad = run.output_grads[i];
+    started();
+    Tensor root;
+    if (pipe.options_.checkpoint) {
+      Generator generator(mix_seed(run.seed, s, i));
+      GeneratorGuard use_generator(&generator);
+      nn::RunningStatsScope skip(nullptr);  // the batch was counted by the first forward
+      EnableGradGuard grad(true);
+      Tensor out = run_stage(s, r.input);
+      root = (s == last && run.mode == Mode::kTrain) ? weighted_loss(run, out, i) : out;
+    } else {
+      root = (s == last && run.mode == Mode::kTrain) ? r.loss : r.output;
+    }
+    if (root.requires_grad()) {
+      if (grad.defined()) autograd::backward({root}, {grad}, run.retain_graph);
+      else autograd::backward({root}, {}, run.retain_graph);
+    }
+    Tensor input_grad = r.input.grad();
+    if (r.input.requires_grad() && !input_grad.defined()) input_grad = zeros_like(r.input);
+    if (run.retain_graph) r.input.mutable_grad() = Tensor();  // the next pass starts from zero
+    if (s > 0) {
+      run.backward_inbox[s - 1].put(i, {input_grad.defined() ? input_grad : zeros_like(r.input), streams[s]});
+    } else if (run.input_requires_grad) {
+      run.input_grads[i] = input_grad;
+    }
+    if (!run.retain_graph) r = Record();
+  }
+};
+
+namespace {
+
+// The node a GPipe forward's outputs hang from: its backward runs every stage's backward of
+// every micro-batch on the stage threads.
+class PipelineBackward final : public autograd::Node {
+ public:
+  PipelineBackward(Pipeline::Engine& engine, std::shared_ptr<Pipeline::Engine::Run> run, int64_t dim)
+      : engine_(engine), run_(std::move(run)), dim_(dim) {}
+  std::string name() const override { return "PipelineBackward"; }
+
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    const std::optional<autograd::PassInfo> pass = autograd::current_pass();
+    EMBER_CHECK(pass.has_value() && pass->accumulate, "Pipeline: autograd::grad() cannot differentiate through a "
+                "Pipeline (its stages' backward accumulates into the parameters' .grad); call backward()");
+    EMBER_CHECK(run_ != nullptr, "Pipeline: a second backward through the same forward; pass retain_graph to the "
+                "first");
+    Pipeline::Engine::Run& run = *run_;
+    run.retain_graph = pass->retain_graph;
+    run.output_grads = std::move(grads);
+    const int64_t p = engine_.pipe.num_stages(), m = run.micro_batches;
+    engine_.execute(run, [&](int64_t s) {
+      std::vector<PipelineAction> all = schedule_actions(Schedule::kGPipe, s, p, m), backwards;
+      for (const PipelineAction& a : all)
+        if (a.backward) backwards.push_back(a);
+      return backwards;
+    });
+    std::vector<Tensor> input_grads(next_edges().size());
+    if (!input_grads.empty() && next_edges()[0].valid()) {
+      std::vector<Tensor> parts;
+      for (const Tensor& g : run.input_grads) parts.push_back(g.to(run.input_device));
+      input_grads[0] = parts.size() == 1 ? parts[0] : cat(parts, dim_);
+    }
+    run.output_grads.clear();
+    if (!pass->retain_graph) run_.reset();
+    return input_grads;
+  }
+
+  void release_saved() override { run_.reset(); }
+
+ private:
+  Pipeline::Engine& engine_;
+  std::shared_ptr<Pipeline::Engine::Run> run_;
+  int64_t dim_;
+};
+
+// Micro-batch sizes along the split dimension: min(chunks, size) of them, differing by at most
+// one, the larger first (so a last one may be smaller).
+std::vector<int64_t> micro_batch_sizes(int64_t size, int64_t chunks) {
+  const int64_t n = std::min(chunks, size);
+  std::vector<int64_t> sizes(static_cast<size_t>(n), size / n);
+  for (int64_t i = 0; i < size % n; ++i) ++sizes[static_cast<size_t>(i)];
+  return sizes;
+}
+
+std::string join(const std::vector<int64_t>& v) {
+  std::ostringstream out;
+  for (size_t i = 0; i < v.size(); ++i) out << (i ? ", " : "") << v[i];
+  return out.str();
+}
+
+}  // namespace
+
+Pipeline::Pipeline(nn::Sequential sequential, std::vector<Device> devices, int64_t chunks, Schedule schedule,
+                   PipelineOptions options)
+    : Module("Pipeline"), sequential_(std::move(sequential)), devices_(std::move(devices)), chunks_(chunks),
+      schedule_(schedule), options_(std::move(options)) {
+  EMBER_CHECK(sequential_.ptr() != nullptr, "Pipeline: the Sequential is null");
+  EMBER_CHECK(!devices_.empty(), "Pipeline: no devices given");
+  EMBER_CHECK(chunks_ >= 1, "Pipeline: chunks must be at least 1, got ", chunks_);
+  EMBER_CHECK(options_.dim >= 0, "Pipeline: dim must be non-negative, got ", options_.dim);
+  const int64_t layers = static_cast<int64_t>(sequential_->size());
+  const int64_t p = static_cast<int64_t>(devices_.size());
+  EMBER_CHECK(layers >= p, "Pipeline: ", p, " stages need at least ", p, " layers, the Sequential has ", layers);
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    const Device d = devices_[i];
+    if (!d.is_cuda()) continue;
+    const KernelTable* b = find_backend(d.type);
+    EMBER_CHECK(b != nullptr && b->device_count != nullptr && d.index < b->device_count(), "Pipeline: devices[", i,
+                "] is ", d, ", which is not available (", b != nullptr && b->device_count != nullptr ?
+                std::to_string(b->device_count()) + " CUDA devices" : std::string("no CUDA backend linked"), ")");
+  }
+  balance_ = options_.balance.empty() ? balance_by_parameters(sequential_, p) : options_.balance;
+  EMBER_CHECK(static_cast<int64_t>(balance_.size()) == p, "Pipeline: the balance has ", balance_.size(),
+              " stages (", join(balance_), "), the devices ", p);
+  int64_t sum = 0;
+  for (size_t i = 0; i < balance_.size(); ++i) {
+    EMBER_CHECK(balance_[i] >= 1, "Pipeline: stage ", i, " of the balance (", join(balance_), ") has ", balance_[i],
+                " layers; every stage needs at least one");
+    sum += balance_[i];
+  }
+  EMBER_CHECK(sum == layers, "Pipeline: the balance (", join(balance_), ") covers ", sum,
+              " layers, the Sequential has ", layers);
+  int64_t next = 0;
+  for (int64_t s = 0; s < p; ++s) {
+    nn::Sequential stage;
+    for (int64_t k = 0; k < balance_[s]; ++k, ++next) {
+      const size_t i = static_cast<size_t>(next);
+      stage->push_back(sequential_->name(i), (*sequential_)[i]);  // the model's own keys per stage
+    }
+    stage->to(devices_[s]);
+    stages_.push_back(stage);
+  }
+  engine_ = std::make_unique<Engine>(*this);
+}
+
+Pipeline::~Pipeline() = default;
+
+std::vector<PipelineEvent> Pipeline::last_events() const { return engine_->last_events; }
+
+namespace {
+
+void check_input(const Tensor& input, int64_t dim, const char* op) {
+  EMBER_CHECK(input.defined(), op, ": the input is undefined");
+  EMBER_CHECK(dim < input.dim(), op, ": cannot split along dim ", dim, " an input of shape ", shape_str(input.sizes()));
+  EMBER_CHECK(input.size(dim) > 0, op, ": the input is empty along dim ", dim, " (shape ", shape_str(input.sizes()),
+              ")");
+}
+
+}  // namespace
+
+Tensor Pipeline::forward(const Tensor& input) {
+  check_input(input, options_.dim, "Pipeline::forward");
+  const std::vector<int64_t> sizes = micro_batch_sizes(input.size(options_.dim), chunks_);
+  bool any_grad = input.requires_grad();
+  for (const Tensor& p : parameters()) any_grad = any_grad || p.requires_grad();
+  const bool autograd = GradMode::is_enabled() && any_grad;
+  auto run = std::make_shared<Engine::Run>(devices_.size());
+  run->mode = autograd ? Engine::Mode::kAutograd : Engine::Mode::kEvaluate;
+  run->micro_batches = static_cast<int64_t>(sizes.size());
+  run->chunks = input.split_with_sizes(sizes, options_.dim);
+  run->input_device = input.device();
+  run->input_requires_grad = autograd && input.requires_grad();
+  run->seed = run_seed();
+  for (auto& records : run->records) records.resize(sizes.size());
+  run->outputs.resize(sizes.size());
+  run->input_grads.resize(sizes.size());
+  const int64_t p = num_stages(), m = run->micro_batches;
+  engine_->execute(*run, [&](int64_t s) {
+    std::vector<PipelineAction> forwards;
+    for (const PipelineAction& a : schedule_actions(Schedule::kGPipe, s, p, m))
+      if (!a.backward) forwards.push_back(a);
+    return forwards;
+  });
+  if (options_.deferred_batch_norm) {
+    for (auto& stats : run->stats) stats.apply();
+  }
+  std::vector<Tensor> outputs = std::move(run->outputs);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    EMBER_CHECK(outputs[i].defined() && outputs[i].dim() > options_.dim, "Pipeline::forward: the last stage returned ",
+                outputs[i].defined() ? shape_str(outputs[i].sizes()) : std::string("nothing"), " for micro-batch ", i,
+                ", which cannot be concatenated along dim ", options_.dim, " (use train_step for scalar losses)");
+  }
+  if (autograd) {
+    auto node = std::make_shared<PipelineBackward>(*engine_, run, options_.dim);
+    autograd::connect(node, {run->input_requires_grad ? &input : nullptr});
+    std::vector<Tensor> detached;
+    for (const Tensor& o : outputs) detached.push_back(o.detach());
+    outputs = autograd::attach(node, std::move(detached));
+  }
+  return outputs.size() == 1 ? outputs[0] : cat(outputs, options_.dim);
+}
+
+PipelineStep Pipeline::train_step(const Tensor& input, const Tensor& target, const ReplicaLossFn& loss_fn,
+                                  LossReduction reduction, const ReplicaLossFn& metric) {
+  check_input(input, options_.dim, "Pipeline::train_step");
+  EMBER_CHECK(loss_fn != nullptr, "Pipeline::train_step: no loss function given");
+  EMBER_CHECK(GradMode::is_enabled(), "Pipeline::train_step: gradients are disabled (NoGradGuard); train_step "
+              "computes gradients (use forward for evaluation)");
+  EMBER_CHECK(target.defined() && target.dim() > options_.dim && target.size(options_.dim) == input.size(options_.dim),
+              "Pipeline::train_step: the target must split like the input along dim ", options_.dim, ": input ",
+              shape_str(input.sizes()), ", target ", target.defined() ? shape_str(target.sizes()) : "undefined");
+  const std::vector<int64_t> sizes = micro_batch_sizes(input.size(options_.dim), chunks_);
+  auto run = std::make_unique<Engine::Run>(devices_.size());
+  run->mode = Engine::Mode::kTrain;
+  run->micro_batches = static_cast<int64_t>(sizes.size());
+  run->chunks = input.split_with_sizes(sizes, options_.dim);
+  run->input_device = input.device();
+  const Tensor last_target = target.to(devices_.back());
+  run->targets = last_target.split_with_sizes(sizes, options_.dim);
+  const int64_t total = input.size(options_.dim);
+  for (int64_t n : sizes)
+    run->weights.push_back(reduction == LossReduction::kMean ? static_cast<double>(n) / static_cast<double>(total) : 1.0);
+  run->loss_fn = &loss_fn;
+  run->metric = &metric;
+  run->seed = run_seed();
+  for (auto& records : run->records) records.resize(sizes.size());
+  run->losses.resize(sizes.size());
+  run->metrics.resize(sizes.size());
+  const int64_t p = num_stages(), m = run->micro_batches;
+  const Schedule schedule = schedule_;
+  engine_->execute(*run, [&](int64_t s) { return schedule_actions(schedule, s, p, m); });
+  if (options_.deferred_batch_norm) {
+    for (auto& stats : run->stats) stats.apply();
+  }
+  PipelineStep step;
+  NoGradGuard no_grad;
+  for (const Tensor& l : run->losses) step.loss = step.loss.defined() ? step.loss + l : l;
+  if (metric) {
+    for (const Tensor& v : run->metrics)
+      if (v.defined()) step.metric = step.metric.defined() ? step.metric + v : v;
+  }
+  return step;
+}
+
+std::vector<std::pair<std::string, Tensor>> Pipeline::named_parameters(bool recurse) const {
+  return sequential_->named_parameters(recurse);
+}
+
+std::vector<std::pair<std::string, Tensor>> Pipeline::named_buffers(bool recurse) const {
+  return sequential_->named_buffers(recurse);
+}
+
+NamedTensors Pipeline::state_dict() const { return sequential_->state_dict(); }
+
+nn::LoadResult Pipeline::load_state_dict(const NamedTensors& state, bool strict) {
+  return sequential_->load_state_dict(state, strict);
+}
+
+void Pipeline::train(bool on) {
+  Module::train(on);
+  sequential_->train(on);
+}
+
+void Pipeline::to(Device device) {
+  std::ostringstream where;
+  for (size_t i = 0; i < devices_.size(); ++i) where << (i ? ", " : "") << devices_[i];
+  EMBER_FAIL("Pipeline::to(", device, "): a Pipeline's stages stay on the devices it was built with (", where.str(),
+             "); build a new Pipeline to move them");
+}
+
+void Pipeline::to(DType dtype) { sequential_->to(dtype); }
+
+std::string Pipeline::extra_repr() const {
+  std::ostringstream out;
+  out << "stages=" << devices_.size() << ", balance=[" << join(balance_) << "], chunks=" << chunks_
+      << ", schedule=" << schedule_name(schedule_) << (options_.checkpoint ? ", checkpoint" : "")
+      << (options_.deferred_batch_norm ? ", deferred_batch_norm" : "");
+  return out.str();
+}
+
+}  // namespace ember::parallel
