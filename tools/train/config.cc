@@ -155,6 +155,65 @@ std::vector<std::string> resolve_data_parallel(const Flags& f) {
   return names;
 }
 
+// The stages' devices of --model-parallel N or --pipeline N (cuda:0 to cuda:N-1) into `c`, checked
+// against each other, DataParallel's flags, --device, the launcher and the machine; the pipeline's
+// own flags need --pipeline.
+void resolve_split(const Flags& f, TrainConfig& c) {
+  const long long model_parallel = f.get_int("model-parallel"), pipeline = f.get_int("pipeline");
+  if (pipeline == 0) {
+    for (const char* name : {"chunks", "pipeline-schedule", "recompute"})
+      if (f.was_set(name))
+        throw FlagError("--" + std::string(name) + " needs --pipeline N (it sets how the pipeline's micro-batches run)");
+  }
+  if (model_parallel == 0 && pipeline == 0) return;
+  if (model_parallel > 0 && pipeline > 0)
+    throw FlagError("--model-parallel " + std::to_string(model_parallel) + " and --pipeline " +
+                    std::to_string(pipeline) + ": give one of them (--model-parallel N runs the stages in turn, "
+                    "--pipeline N overlaps them on micro-batches)");
+  const long long n = model_parallel > 0 ? model_parallel : pipeline;
+  const std::string flag = (model_parallel > 0 ? "--model-parallel " : "--pipeline ") + std::to_string(n);
+  const std::string range = n == 1 ? std::string("cuda:0") : "cuda:0 to cuda:" + std::to_string(n - 1);
+  if (f.get_int("data-parallel") > 0 || !f.get_string("devices").empty()) {
+    const std::string other = f.get_int("data-parallel") > 0 ? "--data-parallel " + std::to_string(f.get_int("data-parallel"))
+                                                             : "--devices " + f.get_string("devices");
+    throw FlagError(flag + " and " + other + ": give one of them (this tool splits the model across devices or "
+                    "replicates it with DataParallel, not both)");
+  }
+  if (f.was_set("device")) {
+    const std::string text = f.get_string("device");
+    Device device;
+    try {
+      device = Device::parse(text);
+    } catch (const Error& e) {
+      throw FlagError(std::string("--device: ") + e.what());
+    }
+    if (!device.is_cuda() || (text != "cuda" && device != Device::cuda(0)))
+      throw FlagError(flag + " places the model's stages on " + range + ", but --device is " + text +
+                      "; give --device cuda, or leave --device out");
+  }
+  comm::LaunchEnvironment launch;
+  try {
+    launch = comm::read_environment();
+  } catch (const Error& e) {
+    throw FlagError(flag + ": " + e.what());
+  }
+  if (launch.launched && launch.world_size > 1)
+    throw FlagError(flag + ": this process is rank " + std::to_string(launch.rank) + " of " +
+                    std::to_string(launch.world_size) + " (" + launch.source + "), but " + flag.substr(0, flag.find(' ')) +
+                    " splits the model across the devices of one process, and this tool does not combine that with "
+                    "DDP; start one process");
+  if (!has_backend(kCUDA)) throw FlagError(flag + ": this build has no CUDA backend");
+  const int count = find_backend(kCUDA)->device_count();
+  if (n > count)
+    throw FlagError(flag + ": needs " + std::to_string(n) + " CUDA device" + (n == 1 ? "" : "s") + " (" + range +
+                    "), but " + machine_devices(count));
+  std::vector<std::string>& devices = model_parallel > 0 ? c.model_parallel : c.pipeline;
+  for (long long i = 0; i < n; ++i) devices.push_back(Device::cuda(static_cast<int>(i)).str());
+  c.chunks = f.get_int("chunks");
+  c.pipeline_schedule = f.get_string("pipeline-schedule");
+  c.recompute = f.get_bool("recompute");
+}
+
 }  // namespace
 
 Flags make_flags() {
@@ -184,6 +243,16 @@ Flags make_flags() {
             "cuda:0", 0);
   f.add_string("devices", "", "train with DataParallel on these CUDA devices, comma-separated (e.g. cuda:0,cuda:2); "
                "the first holds the model");
+  f.add_int("model-parallel", 0, "split the model into N stages on cuda:0 to cuda:N-1 in one process (ModelParallel; "
+            "0: off): layers balanced by parameter count, the stages run in turn on each whole batch", 0);
+  f.add_int("pipeline", 0, "split the model into N pipeline stages on cuda:0 to cuda:N-1 in one process (0: off): "
+            "layers balanced by parameter count, each batch split into --chunks micro-batches that overlap the "
+            "stages", 0);
+  f.add_int("chunks", 4, "micro-batches per batch with --pipeline", 1);
+  f.add_string("pipeline-schedule", "gpipe", "with --pipeline: every micro-batch's forward, then every backward "
+               "(gpipe), or one forward one backward, holding fewer activations (1f1b)", {"gpipe", "1f1b"});
+  f.add_bool("recompute", "with --pipeline: keep only each stage's micro-batch inputs and rerun the forward in the "
+             "backward (less memory, about a third more compute)");
   f.add_int("threads", 0, "compute threads per process (0: EMBER_NUM_THREADS, else every core)", 0);
   f.add_string("checkpoint-dir", "", "write a checkpoint here after every epoch (and on Ctrl-C)");
   f.add_int("keep-checkpoints", 2, "how many epoch checkpoints to keep, besides best.safetensors", 1);
@@ -225,8 +294,11 @@ TrainConfig config_from(const Flags& f) {
   if (c.label_smoothing > 1.0) throw FlagError("--label-smoothing: expected a value in [0, 1]");
   c.workers = f.get_int("workers");
   c.seed = static_cast<uint64_t>(f.get_int("seed"));
+  resolve_split(f, c);  // first: its clash with --data-parallel is the message to give
   c.data_parallel = resolve_data_parallel(f);
-  c.device = c.data_parallel.empty() ? resolve_device(f.get_string("device")) : c.data_parallel.front();
+  if (!c.model_parallel.empty()) c.device = c.model_parallel.front();
+  else if (!c.pipeline.empty()) c.device = c.pipeline.front();
+  else c.device = c.data_parallel.empty() ? resolve_device(f.get_string("device")) : c.data_parallel.front();
   c.threads = f.get_int("threads");
   c.checkpoint_dir = f.get_string("checkpoint-dir");
   c.keep_checkpoints = f.get_int("keep-checkpoints");

@@ -22,10 +22,18 @@ struct TrainConfig {
   double label_smoothing = 0.0;
   int64_t workers = 1;
   uint64_t seed = 0;
-  std::string device = "cpu";  // with DataParallel: data_parallel[0], where the model lives
+  std::string device = "cpu";  // with DataParallel: data_parallel[0], where the model lives; split: cuda:0
   // DataParallel's devices ("cuda:0", "cuda:1", ...) from --data-parallel or --devices; empty: one
   // device per process (alone, or DDP under a launcher).
   std::vector<std::string> data_parallel;
+  // The model split into stages on cuda:0 to cuda:N-1, from --model-parallel N (ModelParallel: the
+  // stages run in turn) or --pipeline N (Pipeline: micro-batches overlap the stages); empty: off.
+  // Either is one process, like DataParallel.
+  std::vector<std::string> model_parallel;
+  std::vector<std::string> pipeline;
+  int64_t chunks = 4;                       // --pipeline: micro-batches per batch
+  std::string pipeline_schedule = "gpipe";  // --pipeline: "gpipe" or "1f1b"
+  bool recompute = false;                   // --pipeline: stages rerun their forward in the backward
   int64_t threads = 0;  // 0: EMBER_NUM_THREADS or every core
   std::string checkpoint_dir;
   int64_t keep_checkpoints = 2;

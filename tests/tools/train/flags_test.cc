@@ -41,7 +41,8 @@ TEST_CASE("--help documents every flag of the issue, with choices and defaults",
   std::string help = flags.help_text();
   for (const char* name : {"model", "data", "data-dir", "epochs", "batch-size", "lr", "momentum", "weight-decay",
                            "optimizer", "schedule", "label-smoothing", "workers", "seed", "device", "data-parallel",
-                           "devices", "threads",
+                           "devices", "model-parallel", "pipeline", "chunks", "pipeline-schedule", "recompute",
+                           "threads",
                            "checkpoint-dir", "resume", "log-dir", "max-steps", "eval-only", "keep-checkpoints",
                            "log-every", "progress", "augment", "cutout", "flip-tta", "synthetic-size"}) {
     INFO(name);
@@ -51,6 +52,7 @@ TEST_CASE("--help documents every flag of the issue, with choices and defaults",
   CHECK_THAT(help, Catch::Contains("--data {fashion-mnist,cifar10,cifar100,synthetic}"));
   CHECK_THAT(help, Catch::Contains("--optimizer {sgd,adamw}"));
   CHECK_THAT(help, Catch::Contains("--schedule {cosine,onecycle,step}"));
+  CHECK_THAT(help, Catch::Contains("--pipeline-schedule {gpipe,1f1b}"));
   CHECK_THAT(help, Catch::Contains("resnet20, resnet20-b,"));
   CHECK_THAT(help, Catch::Contains("(default: 128)"));
   const char* short_help[] = {"train", "-h"};
@@ -206,4 +208,51 @@ TEST_CASE("DataParallel's flags: bad lists and contradictions name the flag, wha
         "EMBER_EMULATED_GPUS is unset)");
   CHECK(flag_error({"--devices", "cuda:0"}) ==
         "--devices cuda:0: cuda:0 does not exist: no CUDA device is available (no GPU, and EMBER_EMULATED_GPUS is unset)");
+}
+
+TEST_CASE("Split-model flags: --model-parallel and --pipeline with its own flags; clashes name both flags",
+          "[train][flags][errors]") {
+  TrainConfig c = parse({});
+  CHECK(c.model_parallel.empty());
+  CHECK(c.pipeline.empty());
+  CHECK(c.chunks == 4);
+  CHECK(c.pipeline_schedule == "gpipe");
+  CHECK_FALSE(c.recompute);
+  CHECK(parse({"--model-parallel", "0", "--pipeline", "0"}).model_parallel.empty());
+  CHECK(flag_error({"--model-parallel", "-1"}) == "--model-parallel: expected at least 0, got -1");
+  CHECK(flag_error({"--pipeline", "-2"}) == "--pipeline: expected at least 0, got -2");
+  CHECK(flag_error({"--pipeline", "2", "--chunks", "0"}) == "--chunks: expected at least 1, got 0");
+  CHECK(flag_error({"--pipeline", "2", "--pipeline-schedule", "zero-bubble"}) ==
+        "--pipeline-schedule: expected one of {gpipe, 1f1b}, got 'zero-bubble'");
+  // The pipeline's own flags without a pipeline.
+  CHECK(flag_error({"--chunks", "8"}) == "--chunks needs --pipeline N (it sets how the pipeline's micro-batches run)");
+  CHECK(flag_error({"--model-parallel", "2", "--chunks", "8"}) ==
+        "--chunks needs --pipeline N (it sets how the pipeline's micro-batches run)");
+  CHECK(flag_error({"--pipeline-schedule", "1f1b"}) ==
+        "--pipeline-schedule needs --pipeline N (it sets how the pipeline's micro-batches run)");
+  CHECK(flag_error({"--recompute"}) == "--recompute needs --pipeline N (it sets how the pipeline's micro-batches run)");
+  // Contradictions, named before the device count is looked at.
+  CHECK(flag_error({"--model-parallel", "2", "--pipeline", "3"}) ==
+        "--model-parallel 2 and --pipeline 3: give one of them (--model-parallel N runs the stages in turn, "
+        "--pipeline N overlaps them on micro-batches)");
+  CHECK(flag_error({"--model-parallel", "2", "--data-parallel", "2"}) ==
+        "--model-parallel 2 and --data-parallel 2: give one of them (this tool splits the model across devices or "
+        "replicates it with DataParallel, not both)");
+  CHECK(flag_error({"--pipeline", "2", "--devices", "cuda:0,cuda:1"}) ==
+        "--pipeline 2 and --devices cuda:0,cuda:1: give one of them (this tool splits the model across devices or "
+        "replicates it with DataParallel, not both)");
+  CHECK(flag_error({"--model-parallel", "2", "--device", "cpu"}) ==
+        "--model-parallel 2 places the model's stages on cuda:0 to cuda:1, but --device is cpu; give --device cuda, "
+        "or leave --device out");
+  CHECK(flag_error({"--pipeline", "3", "--device", "cuda:1"}) ==
+        "--pipeline 3 places the model's stages on cuda:0 to cuda:2, but --device is cuda:1; give --device cuda, or "
+        "leave --device out");
+  CHECK_THAT(flag_error({"--pipeline", "2", "--device", "tpu"}), Catch::StartsWith("--device: "));
+  // This test has no devices (EMBER_EMULATED_GPUS is unset); train_model_parallel_test.sh has two.
+  CHECK(flag_error({"--model-parallel", "2"}) ==
+        "--model-parallel 2: needs 2 CUDA devices (cuda:0 to cuda:1), but no CUDA device is available (no GPU, and "
+        "EMBER_EMULATED_GPUS is unset)");
+  CHECK(flag_error({"--pipeline", "1", "--chunks", "2", "--recompute", "--device", "cuda"}) ==
+        "--pipeline 1: needs 1 CUDA device (cuda:0), but no CUDA device is available (no GPU, and EMBER_EMULATED_GPUS "
+        "is unset)");
 }
