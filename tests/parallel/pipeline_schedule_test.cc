@@ -86,3 +86,30 @@ TEST_CASE("stored activations per stage follow the schedule: m for GPipe, at mos
     }
   }
 }
+
+TEST_CASE("balance: contiguous stages minimising the largest cost, by parameters or measured time",
+          "[pipeline][balance]") {
+  using parallel::balance_costs;
+  CHECK(balance_costs({1, 1, 1, 1, 10}, 2) == std::vector<int64_t>{4, 1});
+  CHECK(balance_costs({5, 1, 1, 1, 1, 5}, 3) == std::vector<int64_t>{1, 4, 1});
+  CHECK(balance_costs({2, 2, 2, 2}, 4) == std::vector<int64_t>{1, 1, 1, 1});
+  CHECK_THROWS_WITH(balance_costs({1, 2}, 3), Catch::Contains("cannot split 2 layers into 3 non-empty stages"));
+  // By parameters: the wide layer alone on one stage.
+  nn::Sequential by_params(nn::Linear(2, 3), nn::ReLU(), nn::Linear(3, 3), nn::Linear(3, 300), nn::Linear(300, 2));
+  CHECK(parallel::balance_by_parameters(by_params, 2) == std::vector<int64_t>{4, 1});
+  // By time: the slow layer (6 ms against 1 ms) alone on one stage; the measurement leaves no
+  // gradient, no running-statistics count and no draw from the global generator behind.
+  nn::Sequential by_time(FixedCost(0.001), nn::BatchNorm1d(4), FixedCost(0.001), FixedCost(0.006));
+  manual_seed(5);
+  const Tensor sample = randn({3, 4});
+  const auto generator_before = default_generator().state();
+  CHECK(parallel::balance_by_time(by_time, sample, 2) == std::vector<int64_t>{3, 1});
+  CHECK(default_generator().state() == generator_before);
+  for (const Tensor& p : by_time->parameters()) CHECK_FALSE(p.grad().defined());
+  const auto buffers = by_time->named_buffers();
+  for (const auto& [name, b] : buffers) {
+    INFO(name);
+    if (name.find("num_batches_tracked") != std::string::npos) CHECK(b.item<int64_t>() == 0);
+    if (name.find("running_mean") != std::string::npos) CHECK(b.abs().sum().item<double>() == 0.0);
+  }
+}
