@@ -147,8 +147,8 @@ std::shared_ptr<nn::Module> DataParallel::replica(size_t k) const {
   return k == 0 ? module_ : replicas_[k]->module;
 }
 
-std::vector<int64_t> DataParallel::split_sizes(int64_t size) const {
-  const int64_t n = std::min<int64_t>(static_cast<int64_t>(devices_.size()), size);
+std::vector<int64_t> balanced_split(int64_t size, int64_t parts) {
+  const int64_t n = std::min(parts, size);
   std::vector<int64_t> sizes(static_cast<size_t>(n), size / n);
   for (int64_t i = 0; i < size % n; ++i) ++sizes[static_cast<size_t>(i)];
   return sizes;
@@ -241,7 +241,7 @@ Tensor DataParallel::forward(const Tensor& input) {
               " an input of shape ", shape_str(input.sizes()));
   EMBER_CHECK(input.size(dim_) > 0, "DataParallel::forward: the input is empty along dim ", dim_, " (shape ",
               shape_str(input.sizes()), ")");
-  const std::vector<int64_t> sizes = split_sizes(input.size(dim_));
+  const std::vector<int64_t> sizes = balanced_split(input.size(dim_), static_cast<int64_t>(devices_.size()));
   std::vector<Tensor> outputs = run_replicas(input, sizes, [&](size_t k, const Tensor& x) {
     return k == 0 ? module_->forward(x) : replicas_[k]->module->forward(x);
   });
@@ -267,7 +267,7 @@ ReplicaLoss DataParallel::forward_loss(const Tensor& input, const Tensor& target
   EMBER_CHECK(target.size(dim_) == batch, "DataParallel::forward_loss: the input has ", batch, " samples along dim ",
               dim_, " but the target has ", target.size(dim_), " (shapes ", shape_str(input.sizes()), " and ",
               shape_str(target.sizes()), ")");
-  const std::vector<int64_t> sizes = split_sizes(batch);
+  const std::vector<int64_t> sizes = balanced_split(batch, static_cast<int64_t>(devices_.size()));
   std::vector<int64_t> offsets(sizes.size(), 0);
   for (size_t k = 1; k < sizes.size(); ++k) offsets[k] = offsets[k - 1] + sizes[k - 1];
   std::vector<Tensor> metrics(sizes.size());

@@ -45,6 +45,10 @@ namespace ember::parallel {
 // result is what the loss function would give on the whole batch.
 enum class LossReduction { kMean, kSum };
 
+// Sizes splitting `size` into min(parts, size) pieces that differ by at most one, the larger
+// first: DataParallel's chunks and a Pipeline's micro-batches.
+std::vector<int64_t> balanced_split(int64_t size, int64_t parts);
+
 // Runs on each replica's thread with that replica's output and its chunk of the target.
 using ReplicaLossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>;
 
@@ -94,8 +98,6 @@ class DataParallel : public nn::Module {
     std::vector<Tensor> buffers;
     std::vector<std::shared_ptr<nn::Module>> modules;
   };
-  // The chunks' sizes along dim for a batch of `size` (empty sizes dropped).
-  std::vector<int64_t> split_sizes(int64_t size) const;
   // Makes the replicas match the master: parameter copies that carry the gradient back,
   // buffers, training flags. Runs on replica k's thread.
   void refresh(size_t k, const Master& master);

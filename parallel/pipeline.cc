@@ -32,6 +32,7 @@
 #include "core/ops.h"
 #include "core/random.h"
 #include "nn/modules/batchnorm.h"
+#include "parallel/deferred_batch_norm.h"
 #include "parallel/replica_threads.h"
 
 namespace ember::parallel {
@@ -78,59 +79,6 @@ class Inbox {
   std::condition_variable cv_;
   std::map<int64_t, Message> messages_;
   std::string aborted_;
-};
-
-// Deferred batch norm: a stage's BatchNorm layers' per-micro-batch statistics, applied once per
-// mini-batch by combining them (Chan's parallel variance) in micro-batch order.
-class DeferredStats final : public nn::RunningStatsSink {
- public:
-  int64_t micro_batch = 0;  // the forward being run
-
-  void record(const nn::Module* layer, const Tensor& input, nn::RunningStatsUpdate update) override {
-    NoGradGuard no_grad;
-    std::vector<int64_t> dims;
-    for (int64_t d = 0; d < input.dim(); ++d)
-      if (d != 1) dims.push_back(d);
-    const Tensor x = input.detach().to(kFloat64);
-    Entry& e = layers_[layer];
-    if (!e.update) order_.push_back(layer);
-    e.update = std::move(update);
-    e.parts[micro_batch] = {x.mean(dims), x.var(dims, /*correction=*/0), input.numel() / input.size(1)};
-  }
-
-  void apply() {
-    NoGradGuard no_grad;
-    for (const nn::Module* layer : order_) {
-      Entry& e = layers_[layer];
-      int64_t total = 0;
-      for (auto& [i, part] : e.parts) total += part.count;
-      Tensor mean;
-      for (auto& [i, part] : e.parts) {
-        Tensor weighted = part.mean * (static_cast<double>(part.count) / static_cast<double>(total));
-        mean = mean.defined() ? mean + weighted : weighted;
-      }
-      Tensor var;
-      for (auto& [i, part] : e.parts) {
-        Tensor term = (part.var + (part.mean - mean).square()) * (static_cast<double>(part.count) / total);
-        var = var.defined() ? var + term : term;
-      }
-      e.update(mean, var, total);
-    }
-    layers_.clear();
-    order_.clear();
-  }
-
- private:
-  struct Part {
-    Tensor mean, var;
-    int64_t count = 0;
-  };
-  struct Entry {
-    nn::RunningStatsUpdate update;
-    std::map<int64_t, Part> parts;
-  };
-  std::map<const nn::Module*, Entry> layers_;
-  std::vector<const nn::Module*> order_;
 };
 
 // Mixes a run's seed with (stage, micro-batch): the generator a micro-batch's stage forward
@@ -433,15 +381,6 @@ class PipelineBackward final : public autograd::Node {
   int64_t dim_;
 };
 
-// Micro-batch sizes along the split dimension: min(chunks, size) of them, differing by at most
-// one, the larger first (so a last one may be smaller).
-std::vector<int64_t> micro_batch_sizes(int64_t size, int64_t chunks) {
-  const int64_t n = std::min(chunks, size);
-  std::vector<int64_t> sizes(static_cast<size_t>(n), size / n);
-  for (int64_t i = 0; i < size % n; ++i) ++sizes[static_cast<size_t>(i)];
-  return sizes;
-}
-
 std::string join(const std::vector<int64_t>& v) {
   std::ostringstream out;
   for (size_t i = 0; i < v.size(); ++i) out << (i ? ", " : "") << v[i];
@@ -510,7 +449,7 @@ void check_input(const Tensor& input, int64_t dim, const char* op) {
 
 Tensor Pipeline::forward(const Tensor& input) {
   check_input(input, options_.dim, "Pipeline::forward");
-  const std::vector<int64_t> sizes = micro_batch_sizes(input.size(options_.dim), chunks_);
+  const std::vector<int64_t> sizes = balanced_split(input.size(options_.dim), chunks_);
   bool any_grad = input.requires_grad();
   for (const Tensor& p : parameters()) any_grad = any_grad || p.requires_grad();
   const bool autograd = GradMode::is_enabled() && any_grad;
@@ -559,7 +498,7 @@ PipelineStep Pipeline::train_step(const Tensor& input, const Tensor& target, con
   EMBER_CHECK(target.defined() && target.dim() > options_.dim && target.size(options_.dim) == input.size(options_.dim),
               "Pipeline::train_step: the target must split like the input along dim ", options_.dim, ": input ",
               shape_str(input.sizes()), ", target ", target.defined() ? shape_str(target.sizes()) : "undefined");
-  const std::vector<int64_t> sizes = micro_batch_sizes(input.size(options_.dim), chunks_);
+  const std::vector<int64_t> sizes = balanced_split(input.size(options_.dim), chunks_);
   auto run = std::make_unique<Engine::Run>(devices_.size());
   run->mode = Engine::Mode::kTrain;
   run->micro_batches = static_cast<int64_t>(sizes.size());

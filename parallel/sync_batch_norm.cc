@@ -10,8 +10,6 @@
 
 namespace ember::parallel {
 
-namespace {
-
 // [count, mean..., var...] in float64 on the statistics' device: one row per rank or replica.
 Tensor stats_row(const Tensor& mean, const Tensor& var, int64_t count) {
   const TensorOptions options = TensorOptions(kFloat64).device(mean.device());
@@ -34,8 +32,6 @@ void combine_rows(const Tensor& rows, Tensor& mean, Tensor& var) {
   mean = global_mean.to(mean.dtype()).view(mean.sizes());
   var = global_var.to(var.dtype()).view(var.sizes());
 }
-
-}  // namespace
 
 void ProcessGroupBatchNormReducer::reduce_stats(Tensor& mean, Tensor& var, int64_t& count) {
   NoGradGuard no_grad;

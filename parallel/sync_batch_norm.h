@@ -33,6 +33,12 @@ class ReplicaBatchNormReducer final : public BatchNormStatsReducer {
   void reduce_grad_sums(Tensor& sum_dy, Tensor& sum_dy_xmu) override;
 };
 
+// Batch statistics of several parts (ranks, replicas, a pipeline's micro-batches) as rows
+// [count, mean..., var...] in float64 on the statistics' device, and the whole's mean and biased
+// variance from the stacked rows [R, 1 + 2C] (into mean and var, keeping their dtype and shape).
+Tensor stats_row(const Tensor& mean, const Tensor& var, int64_t count);
+void combine_rows(const Tensor& rows, Tensor& mean, Tensor& var);
+
 // Turns every BatchNorm1d/BatchNorm2d in `module` into a SyncBatchNorm over `group` (the modules
 // stay where they are, so handles held by the model keep working). Returns how many it converted.
 int convert_sync_batchnorm(nn::Module& module, std::shared_ptr<comm::ProcessGroup> group);

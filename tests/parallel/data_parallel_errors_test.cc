@@ -30,19 +30,6 @@ constexpr double kHangSeconds = 120;
 
 Tensor ce(const Tensor& out, const Tensor& target) { return cross_entropy(out, target); }
 
-// The message of the Error `fn` raises; fails the test if it raises nothing or something else.
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    FAIL("expected ember::Error, got std::exception: " << e.what());
-  }
-  FAIL("expected ember::Error, nothing was thrown");
-  return "";
-}
 
 // After a failure: one training step through `dp` equals the same step of `reference` on cuda:0
 // (whole batch), and the replicas ran again.

@@ -22,6 +22,7 @@
 #include "cuda/conv.h"
 #include "nn/nn.h"
 #include "parallel/data_parallel.h"
+#include "tests/autograd/test_util.h"  // error_of
 
 namespace ember::testing {
 

@@ -232,19 +232,6 @@ std::string temp_path(const std::string& name) {
   return std::string(base ? base : "/tmp") + "/" + name;
 }
 
-// The Error `fn` raises; fails the test if it raises nothing or something else.
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    FAIL("expected ember::Error, got std::exception: " << e.what());
-  }
-  FAIL("expected ember::Error, nothing was thrown");
-  return "";
-}
 
 }  // namespace
 
