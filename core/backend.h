@@ -84,6 +84,9 @@ struct KernelTable {
   const char* name = "?";
   // Devices of this type; the registry rejects an index beyond it.
   int (*device_count)() = nullptr;
+  // Whether this process has started the device runtime (a CUDA context): a forked copy of the
+  // process could not use it, so multiprocessing refuses to fork then. Null: never.
+  bool (*runtime_started)() = nullptr;
   // Memory of device `device_index`. A CUDA allocation belongs to the stream current when it was
   // made: freeing it makes it reusable for that stream's later work at once.
   Allocator* (*allocator)(int device_index) = nullptr;

@@ -11,6 +11,10 @@
 
 namespace ember {
 
+namespace shm {
+class Segment;
+}
+
 // Owns device memory. A backend registers one per device type (see backend.h);
 // implementations must be thread-safe.
 class Allocator {
@@ -39,12 +43,26 @@ class StorageImpl {
   uint32_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
+  // Shared memory (core/shared_memory.h): the segment holding the bytes, null when private.
+  const std::shared_ptr<shm::Segment>& shared_segment() const { return segment_; }
+  size_t shared_offset() const { return segment_offset_; }
+  // Copies the bytes to `segment` at `offset` and frees the old memory: every tensor on this
+  // storage uses the shared copy from now on.
+  void adopt_shared(std::shared_ptr<shm::Segment> segment, size_t offset);
+  // A storage over memory of `segment` that another process filled.
+  static std::shared_ptr<StorageImpl> in_segment(std::shared_ptr<shm::Segment> segment, size_t offset,
+                                                 size_t nbytes);
+
  private:
+  void release();
+
   void* data_;
   size_t nbytes_;
   Device device_;
   Allocator* allocator_;
   std::function<void(void*)> deleter_;
+  std::shared_ptr<shm::Segment> segment_;
+  size_t segment_offset_ = 0;
   std::atomic<uint32_t> version_{0};
 };
 

@@ -5,6 +5,7 @@
 
 #include "core/autograd_hooks.h"
 #include "core/grad_mode.h"
+#include "core/shared_memory.h"
 
 namespace ember {
 
@@ -86,6 +87,13 @@ EMBER_INSTANTIATE_ACCESS(int32_t)
 EMBER_INSTANTIATE_ACCESS(uint8_t)
 EMBER_INSTANTIATE_ACCESS(bool)
 #undef EMBER_INSTANTIATE_ACCESS
+
+const Tensor& Tensor::share_memory_() const {
+  shm::move_to_shared(*impl().storage, "share_memory_");
+  return *this;
+}
+
+bool Tensor::is_shared() const { return impl().storage->shared_segment() != nullptr; }
 
 Tensor Tensor::detach() const {
   const TensorImpl& i = impl();

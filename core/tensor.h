@@ -150,6 +150,11 @@ class Tensor {
   // the CUDA backend); this tensor when it already is.
   Tensor pin_memory() const;
   bool is_pinned() const;
+  // Moves this tensor's storage to shared memory (core/shared_memory.h) in place, so that processes
+  // given it (multiprocessing::spawn, Queue) see one copy: every view on the storage moves too.
+  // A no-op when it already is shared; CUDA tensors raise. Returns this tensor.
+  const Tensor& share_memory_() const;
+  bool is_shared() const;
   Tensor detach() const;  // same storage, no autograd history
   // Points this tensor (and every handle sharing its impl) at `data`'s storage, shape and dtype,
   // keeping its autograd identity: how Module::to(device) moves a parameter in place.

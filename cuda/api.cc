@@ -1,6 +1,7 @@
 // Devices, the per-thread current streams, events, and the memory statistics.
 #include "cuda/api.h"
 
+#include <atomic>
 #include <vector>
 
 #include "core/error.h"
@@ -24,9 +25,16 @@ thread_local std::vector<Stream> current_streams;
 
 }  // namespace
 
+namespace {
+std::atomic<bool> runtime_touched{false};
+}  // namespace
+
+bool runtime_started() { return runtime_touched.load(); }
+
 int device_count() {
   // Fixed for the process (cuda/emu's count too, once the first call made it).
   static const int count = [] {
+    runtime_touched = true;
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
       cudaGetLastError();

@@ -27,6 +27,8 @@
 namespace ember::cuda {
 
 int device_count();
+// Whether this process has called into the CUDA runtime yet (see KernelTable::runtime_started).
+bool runtime_started();
 bool is_available();
 int current_device();
 void set_device(int device);

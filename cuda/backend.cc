@@ -196,6 +196,7 @@ const KernelTable& cuda_table() {
     KernelTable t;
     t.name = "cuda";
     t.device_count = &device_count;
+    t.runtime_started = &runtime_started;
     t.allocator = &device_allocator;
     t.pinned_allocator = [] { return static_cast<Allocator*>(&pinned_allocator()); };
     t.synchronize = [](Device device) { cuda::synchronize(device.index); };

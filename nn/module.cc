@@ -7,6 +7,7 @@
 
 #include "core/grad_mode.h"
 #include "core/ops.h"
+#include "core/shared_memory.h"
 
 namespace ember::nn {
 
@@ -186,6 +187,22 @@ void Module::to(DType dtype) {
     }
   }
   for (const auto& [name, child] : children_) child->to(dtype);
+}
+
+void Module::share_memory() {
+  std::vector<StorageImpl*> storages;
+  for (const auto& [name, t] : named_parameters()) {
+    EMBER_CHECK(t.device().type == kCPU, "Module::share_memory: parameter '", name, "' is on ", t.device(),
+                "; only CPU modules can be shared between processes (CUDA memory is not)");
+    storages.push_back(t.storage().get());
+  }
+  for (const auto& [name, t] : named_buffers()) {
+    if (!t.defined()) continue;
+    EMBER_CHECK(t.device().type == kCPU, "Module::share_memory: buffer '", name, "' is on ", t.device(),
+                "; only CPU modules can be shared between processes (CUDA memory is not)");
+    storages.push_back(t.storage().get());
+  }
+  shm::move_to_shared(storages, "Module::share_memory");
 }
 
 void Module::zero_grad(bool set_to_none) {

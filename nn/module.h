@@ -92,6 +92,10 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual void to(Device device);
   virtual void to(DType dtype);  // floating parameters (and their gradients) and buffers only
   void zero_grad(bool set_to_none = true);
+  // Moves every parameter and buffer to shared memory, packed into one segment, for processes
+  // that train one model together (multiprocessing::spawn, Hogwild!). Gradients stay private to
+  // each process. CPU modules only.
+  void share_memory();
 
   // A deep copy: parameters and buffers are copied, children cloned (DataParallel replicates
   // with it). Implemented by Cloneable<Derived>.
