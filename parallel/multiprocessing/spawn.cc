@@ -308,7 +308,14 @@ int default_worker_threads(int n) {
   return std::max(1, usable_cores() / std::max(1, n));
 }
 
-void spawn(int n, EntryFn fn, const Shared& shared, const SpawnOptions& options) {
+struct Workers::State {
+  int n = 0;
+  std::vector<Worker> workers;
+  bool finished = false;
+};
+
+
+Workers start(int n, EntryFn fn, const Shared& shared, const SpawnOptions& options) {
   EMBER_CHECK(n >= 1, "spawn: expected at least 1 worker, got ", n);
   EMBER_CHECK(fn != nullptr, "spawn: the entry function is null");
   const std::string name = entry_name(fn);
@@ -335,7 +342,10 @@ void spawn(int n, EntryFn fn, const Shared& shared, const SpawnOptions& options)
   base_env.push_back("EMBER_NUM_THREADS=" + std::to_string(threads));
   base_env.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
 
-  std::vector<Worker> workers(n);
+  auto state = std::make_unique<Workers::State>();
+  state->n = n;
+  std::vector<Worker>& workers = state->workers;
+  workers.resize(n);
   const pid_t parent = getpid();
   for (int rank = 0; rank < n; ++rank) {
     Worker& w = workers[rank];
@@ -394,48 +404,84 @@ void spawn(int n, EntryFn fn, const Shared& shared, const SpawnOptions& options)
       try {
         detail::send_message(w.channel, setup, "spawn");
       } catch (const std::exception&) {
-        // The worker is gone already; the loop below reports how it ended.
+        // The worker is gone already; join reports how it ended.
       }
     }
   }
+  return Workers(std::move(state));
+}
 
+Workers::Workers(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Workers::Workers(Workers&&) noexcept = default;
+Workers& Workers::operator=(Workers&&) noexcept = default;
+
+Workers::~Workers() {
+  if (state_ != nullptr && !state_->finished) stop_all(state_->workers);
+}
+
+std::vector<int> Workers::pids() const {
+  std::vector<int> out;
+  for (const auto& w : state_->workers) out.push_back(w.pid);
+  return out;
+}
+
+bool Workers::done() {
+  if (state_->finished) return true;
+  std::vector<Worker>& workers = state_->workers;
+  bool all_done = true;
+  for (auto& w : workers) {
+    drain(w);
+    if (!w.exited) {
+      int status = 0;
+      if (waitpid(w.pid, &status, WNOHANG) == w.pid) {
+        w.exited = true;
+        w.status = status;
+        drain(w);
+      }
+    }
+    if (failed(w)) {
+      state_->finished = true;
+      report_failure(workers, w, state_->n);
+    }
+    all_done = all_done && w.exited;
+  }
+  if (all_done) {
+    state_->finished = true;
+    for (auto& w : workers) {
+      if (w.channel >= 0) close(w.channel);
+      w.channel = -1;
+    }
+  }
+  return all_done;
+}
+
+void Workers::join(std::optional<std::chrono::milliseconds> timeout) {
   const auto start = std::chrono::steady_clock::now();
-  for (;;) {
+  while (!done()) {
     std::vector<pollfd> fds;
-    for (const auto& w : workers) {
+    for (const auto& w : state_->workers) {
       if (w.channel >= 0) fds.push_back({w.channel, POLLIN, 0});
     }
-    if (!fds.empty()) poll(fds.data(), fds.size(), 50);
-    bool all_done = true;
-    for (auto& w : workers) {
-      drain(w);
-      if (!w.exited) {
-        int status = 0;
-        const pid_t r = waitpid(w.pid, &status, WNOHANG);
-        if (r == w.pid) {
-          w.exited = true;
-          w.status = status;
-          drain(w);
-        }
-      }
-      if (failed(w)) report_failure(workers, w, n);
-      all_done = all_done && w.exited;
+    if (!fds.empty()) {
+      poll(fds.data(), fds.size(), 50);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    if (all_done) break;
-    if (fds.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (options.timeout && std::chrono::steady_clock::now() - start > *options.timeout) {
+    if (timeout && std::chrono::steady_clock::now() - start > *timeout) {
       std::ostringstream late;
-      for (const auto& w : workers) {
+      for (const auto& w : state_->workers) {
         if (!w.exited) late << (late.tellp() > 0 ? ", " : "") << w.rank;
       }
-      stop_all(workers);
-      EMBER_FAIL("spawn: worker(s) ", late.str(), " of ", n, " did not finish within ", options.timeout->count(),
+      state_->finished = true;
+      stop_all(state_->workers);
+      EMBER_FAIL("spawn: worker(s) ", late.str(), " of ", state_->n, " did not finish within ", timeout->count(),
                  " ms; all were stopped");
     }
   }
-  for (auto& w : workers) {
-    if (w.channel >= 0) close(w.channel);
-  }
+}
+
+void spawn(int n, EntryFn fn, const Shared& shared, const SpawnOptions& options) {
+  start(n, fn, shared, options).join(options.timeout);
 }
 
 }  // namespace ember::multiprocessing

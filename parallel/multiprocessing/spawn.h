@@ -25,8 +25,10 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "parallel/multiprocessing/shared.h"
 
@@ -38,13 +40,37 @@ enum class StartMethod { kSpawn, kFork };
 
 struct SpawnOptions {
   StartMethod start_method = StartMethod::kSpawn;
-  // Fail (stopping every worker) when they have not all finished by then.
+  // spawn fails (stopping every worker) when they have not all finished by then.
   std::optional<std::chrono::milliseconds> timeout;
   // Compute threads per worker; 0: EMBER_NUM_THREADS if set, else max(1, cores / n).
   int threads_per_worker = 0;
 };
 
-// Starts n workers running `fn` (registered with EMBER_SPAWN_ENTRY) and waits for them.
+// Started workers, for a parent with its own work while they run (feeding or draining a Queue):
+// torch.multiprocessing.spawn(join=False)'s context.
+class Workers {
+ public:
+  Workers(Workers&&) noexcept;
+  Workers& operator=(Workers&&) noexcept;
+  // Workers not joined yet are stopped (SIGTERM, SIGKILL after 3 s) and reaped.
+  ~Workers();
+  // Waits for every worker. The first failure raises (the others are stopped), as does the
+  // timeout, after stopping them all.
+  void join(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  // Without waiting: true once every worker has finished; a failure raises as in join.
+  bool done();
+  std::vector<int> pids() const;
+
+ private:
+  struct State;
+  explicit Workers(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+  friend Workers start(int, EntryFn, const Shared&, const SpawnOptions&);
+};
+
+// Starts n workers running `fn` (registered with EMBER_SPAWN_ENTRY) and returns at once.
+Workers start(int n, EntryFn fn, const Shared& shared = Shared(), const SpawnOptions& options = {});
+// start(...).join(options.timeout): starts n workers and waits for them.
 void spawn(int n, EntryFn fn, const Shared& shared = Shared(), const SpawnOptions& options = {});
 
 // In a process started by spawn, runs its entry and exits (status 0, or 1 after reporting the

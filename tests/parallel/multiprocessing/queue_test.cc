@@ -3,7 +3,6 @@
 // exactly once, and a thousand handles to one segment cost the receiver one descriptor.
 #include <catch2/catch.hpp>
 #include <set>
-#include <thread>
 
 #include "core/ember_core.h"
 #include "parallel/multiprocessing/multiprocessing.h"
@@ -55,14 +54,13 @@ TEST_CASE("a plain tensor is copied, a shared one is handed over") {
   Tensor original = plain.clone();
   Tensor shared = rand({3, 4}).share_memory_();
   Tensor shared_before = shared.clone();
-  // The queue holds some hundreds of messages: a full one blocks put until the worker gets.
-  std::thread producer([&] {
-    in.put(plain);
-    in.put(shared);
-    for (int i = 0; i < kHandles; ++i) in.put(shared);
-  });
-  mp::spawn(1, echo, mp::Shared().add("in", in).add("out", out));
-  producer.join();
+  // The queue holds some hundreds of messages, and a full one blocks put until a worker gets:
+  // the parent feeds it while the worker runs.
+  mp::Workers worker = mp::start(1, echo, mp::Shared().add("in", in).add("out", out));
+  in.put(plain);
+  in.put(shared);
+  for (int i = 0; i < kHandles; ++i) in.put(shared);
+  worker.join();
   Tensor doubled = out.get(kWait);
   CHECK(doubled.sizes() == Shape{4, 5});
   CHECK(max_diff(doubled, original * 2) == 0.0);

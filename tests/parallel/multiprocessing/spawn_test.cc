@@ -243,3 +243,23 @@ TEST_CASE("a worker that does not finish in time is stopped") {
   CHECK(Clock::now() - start < std::chrono::seconds(20));
   for (int r = 0; r < 2; ++r) CHECK(::kill(static_cast<pid_t>(pids.select(0, r).item<int64_t>()), 0) != 0);
 }
+
+TEST_CASE("start returns at once; done reports progress; dropping the handle stops the workers") {
+  Tensor board = zeros({3}, kInt64).share_memory_();
+  {
+    mp::Workers workers = mp::start(2, write_and_meet, mp::Shared().add("slots", arange(100, 102, 1, kFloat64).share_memory_())
+                                                          .add("board", board).set("greeting", "hello"));
+    CHECK(workers.pids().size() == 2);
+    workers.join();
+    CHECK(workers.done());
+    CHECK(board.select(0, 2).item<int64_t>() == 2);
+  }
+  Tensor pids = zeros({2}, kInt64).share_memory_();
+  std::vector<int> started;
+  {
+    mp::Workers sleepers = mp::start(2, wait_to_be_killed, mp::Shared().add("pids", pids));
+    started = sleepers.pids();
+    CHECK_FALSE(sleepers.done());
+  }
+  for (int pid : started) CHECK(::kill(pid, 0) != 0);  // stopped and reaped
+}
