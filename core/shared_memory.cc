@@ -81,8 +81,9 @@ struct Registry {
   std::map<uint64_t, std::weak_ptr<Segment>> segments;
   std::map<std::tuple<uint64_t, size_t, size_t>, std::weak_ptr<StorageImpl>> storages;
   size_t storages_after_sweep = 0;
-  // The segment small shares are packed into, and how much of it is used.
-  std::shared_ptr<Segment> current;
+  // The segment small shares are packed into, and how much of it is used. Weak: a chunk goes
+  // back to the kernel with its last tensor.
+  std::weak_ptr<Segment> current;
   size_t used = 0;
   size_t next_chunk = kFirstChunk;
 };
@@ -203,8 +204,9 @@ void move_to_shared(StorageImpl& storage, const char* op) {
   size_t offset = 0;
   {
     std::lock_guard<std::mutex> lock(r.mu);
-    if (r.current != nullptr && r.current->size() - r.used >= need) {
-      segment = r.current;
+    auto current = r.current.lock();
+    if (current != nullptr && current->size() - r.used >= need) {
+      segment = std::move(current);
       offset = r.used;
       r.used += need;
     }

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -185,6 +186,7 @@ void Writer::raw(const void* data, size_t n) { bytes_.append(static_cast<const c
 
 size_t Writer::fd(int fd) {
   fds_.push_back(fd);
+  owners_.push_back(nullptr);
   return fds_.size() - 1;
 }
 
@@ -203,15 +205,12 @@ void Writer::tensor(const Tensor& t) {
   for (int64_t s : t.sizes()) u64(static_cast<uint64_t>(s));
   if (segment != nullptr) {
     for (int64_t s : t.strides()) u64(static_cast<uint64_t>(s));
-    size_t index = fds_.size();
-    for (size_t i = 0; i < segments_.size(); ++i) {
-      if (segments_[i] == segment) index = i;
-    }
-    if (index == fds_.size()) {
-      // segments_ and fds_ stay index-aligned only for segments; other descriptors come after.
+    // One descriptor per segment per message, however many tensors live in it.
+    const auto known = std::find(owners_.begin(), owners_.end(), segment);
+    size_t index = static_cast<size_t>(known - owners_.begin());
+    if (known == owners_.end()) {
       index = this->fd(segment->fd());
-      segments_.resize(fds_.size());
-      segments_[index] = segment;
+      owners_[index] = segment;
     }
     u64(index);
     u64(t.storage()->shared_offset());
@@ -229,7 +228,7 @@ Message Writer::finish() {
   Message m;
   m.bytes = std::move(bytes_);
   m.fds = std::move(fds_);
-  for (auto& s : segments_) {
+  for (auto& s : owners_) {
     if (s != nullptr) m.keep_alive.push_back(std::move(s));
   }
   return m;

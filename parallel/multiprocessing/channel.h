@@ -45,7 +45,8 @@ class Writer {
  private:
   std::string bytes_;
   std::vector<int> fds_;
-  std::vector<std::shared_ptr<shm::Segment>> segments_;
+  // Beside each descriptor, the segment it belongs to (null for other descriptors).
+  std::vector<std::shared_ptr<shm::Segment>> owners_;
 };
 
 class Reader {

@@ -181,9 +181,20 @@ struct Worker {
   int channel = -1;  // the parent's end
   bool exited = false;
   int status = 0;
-  bool done = false;  // reported success
   std::string error;  // reported failure
 };
+
+// Records the worker's exit if it has exited (`wait`: once it has); true once it has.
+bool reap(Worker& w, bool wait = false) {
+  if (w.exited) return true;
+  int status = 0;
+  const pid_t r = waitpid(w.pid, &status, wait ? 0 : WNOHANG);
+  if (r == 0) return false;
+  // r < 0: not our child any more (reaped elsewhere); nothing left to wait for.
+  w.exited = true;
+  w.status = r == w.pid ? status : 0;
+  return true;
+}
 
 // Reads whatever the worker has said so far.
 void drain(Worker& w) {
@@ -207,7 +218,6 @@ void drain(Worker& w) {
       char kind = 0;
       r.raw(&kind, 1);
       const std::string text = r.text();
-      if (kind == kDone) w.done = true;
       if (kind == kFailed) w.error = text;
     } catch (const std::exception& e) {
       w.error = std::string("sent a malformed report: ") + e.what();
@@ -221,23 +231,16 @@ bool failed(const Worker& w) {
 
 void stop_all(std::vector<Worker>& workers) {
   for (auto& w : workers) {
+    // A worker never started (a failed start) has no pid: kill(-1) would signal every process.
+    if (w.pid <= 0) w.exited = true;
     if (!w.exited) kill(w.pid, SIGTERM);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
   for (auto& w : workers) {
-    while (!w.exited) {
-      int status = 0;
-      const pid_t r = waitpid(w.pid, &status, WNOHANG);
-      if (r == w.pid || r < 0) {
-        w.exited = true;
-        w.status = status;
-        break;
-      }
+    while (!reap(w)) {
       if (std::chrono::steady_clock::now() > deadline) {
         kill(w.pid, SIGKILL);
-        waitpid(w.pid, &status, 0);
-        w.exited = true;
-        w.status = status;
+        reap(w, /*wait=*/true);
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -252,14 +255,8 @@ void stop_all(std::vector<Worker>& workers) {
 [[noreturn]] void report_failure(std::vector<Worker>& workers, Worker& first, int n) {
   // A worker that reported an error is exiting: wait a moment to report its status too.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (!first.exited && std::chrono::steady_clock::now() < until) {
-    int status = 0;
-    if (waitpid(first.pid, &status, WNOHANG) == first.pid) {
-      first.exited = true;
-      first.status = status;
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+  while (!reap(first) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   drain(first);
   const Worker copy = first;
@@ -313,7 +310,6 @@ struct Workers::State {
   std::vector<Worker> workers;
   bool finished = false;
 };
-
 
 Workers start(int n, EntryFn fn, const Shared& shared, const SpawnOptions& options) {
   EMBER_CHECK(n >= 1, "spawn: expected at least 1 worker, got ", n);
@@ -431,14 +427,7 @@ bool Workers::done() {
   bool all_done = true;
   for (auto& w : workers) {
     drain(w);
-    if (!w.exited) {
-      int status = 0;
-      if (waitpid(w.pid, &status, WNOHANG) == w.pid) {
-        w.exited = true;
-        w.status = status;
-        drain(w);
-      }
-    }
+    if (!w.exited && reap(w)) drain(w);
     if (failed(w)) {
       state_->finished = true;
       report_failure(workers, w, state_->n);

@@ -136,9 +136,9 @@ TEST_CASE("the first failing worker is named with its error text, and the others
 
 TEST_CASE("kill -9 of one worker is reported by the parent, and leaves nothing in /dev/shm") {
   const auto shm_before = testing::dev_shm();
-  const size_t fds_before = testing::open_fds();
   const int n = 3;
   Tensor pids = zeros({n}, kInt64).share_memory_();
+  const size_t fds_before = testing::open_fds();  // pids' segment included
   std::atomic<bool> killed{false};
   std::thread killer([&] {
     volatile int64_t* p = pids.data_ptr<int64_t>();
@@ -262,4 +262,29 @@ TEST_CASE("start returns at once; done reports progress; dropping the handle sto
     CHECK_FALSE(sleepers.done());
   }
   for (int pid : started) CHECK(::kill(pid, 0) != 0);  // stopped and reaped
+}
+
+TEST_CASE("a start that fails part way stops the workers already started, and only those") {
+  Tensor pids = zeros({3}, kInt64).share_memory_();
+  mp::Shared shared;
+  shared.add("pids", pids);
+  rlimit old{};
+  getrlimit(RLIMIT_NOFILE, &old);
+  rlimit low = old;
+  // open_fds() counts its own directory descriptor too: two workers' socket pairs fit, the
+  // third's does not.
+  low.rlim_cur = testing::open_fds() + 2;
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+  std::string m;
+  try {
+    mp::start(3, wait_to_be_killed, shared);
+  } catch (const Error& e) {
+    m = e.what();
+  }
+  setrlimit(RLIMIT_NOFILE, &old);
+  INFO(m);
+  CHECK(contains(m, "spawn: cannot create a socket pair"));
+  CHECK(::getpid() > 0);  // still here: the unstarted workers' pid -1 was not signalled
+  const auto first = static_cast<pid_t>(pids.select(0, 0).item<int64_t>());
+  if (first != 0) CHECK(::kill(first, 0) != 0);
 }
