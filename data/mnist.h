@@ -14,6 +14,9 @@ namespace ember::data {
 
 // Where the Debian package dataset-fashion-mnist (installed by tools/setup) puts the files.
 inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+// The training images' mean and standard deviation (of pixels scaled to [0, 1]), for Normalize.
+inline constexpr float kFashionMnistMean = 0.2860f;
+inline constexpr float kFashionMnistStd = 0.3530f;
 
 // Reads {train,t10k}-images-idx3-ubyte and {train,t10k}-labels-idx1-ubyte from `root`, each
 // plain or with a .gz suffix (the plain file wins when both exist).

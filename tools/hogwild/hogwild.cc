@@ -51,7 +51,8 @@ std::shared_ptr<nn::Module> make_model(const std::string& name) {
 }
 
 data::TransformPtr normalize() {
-  return std::make_shared<data::Compose>(data::ToFloat(), data::Normalize({0.2860f}, {0.3530f}));
+  return std::make_shared<data::Compose>(data::ToFloat(),
+                                         data::Normalize({data::kFashionMnistMean}, {data::kFashionMnistStd}));
 }
 
 void train(nn::Module& model, const data::DatasetPtr& train_set, int64_t examples, const Settings& settings,

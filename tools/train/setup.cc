@@ -13,8 +13,8 @@ DataSetup make_data(const TrainConfig& c) {
     s.channels = 1;
     s.image_size = 28;
     s.classes = 10;
-    mean = {0.2860f};
-    std = {0.3530f};
+    mean = {data::kFashionMnistMean};
+    std = {data::kFashionMnistStd};
     s.description = "Fashion-MNIST from " + root;
   } else if (c.data == "cifar10" || c.data == "cifar100") {
     if (c.data == "cifar10") {
