@@ -1,5 +1,6 @@
 #include "comm/nccl/watchdog.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -14,6 +15,12 @@ namespace {
 // Short enough that a completed collective releases its tensors promptly, long enough to cost
 // nothing next to a training step.
 constexpr std::chrono::milliseconds kPoll{5};
+
+// For a thread that must not end the process because another is already ending it. Bounded, so
+// that a stuck exit still ends in the caller's abort rather than a hang.
+void wait_for_exit() {
+  std::this_thread::sleep_for(std::chrono::seconds(30));
+}
 
 }  // namespace
 
@@ -30,6 +37,9 @@ std::terminate_handler previous_terminate = nullptr;
 // naming the collective, not only with the CUDA error's text.
 [[noreturn]] void on_terminate() {
   Watchdog::get().poll();  // ends the job itself when a communicator failed
+  // The watchdog thread's abort is what woke this thread with a CUDA error: aborting here would
+  // end the process before the watchdog's line is written.
+  if (Watchdog::get().failing()) wait_for_exit();
   if (previous_terminate != nullptr) previous_terminate();
   std::abort();
 }
@@ -74,6 +84,10 @@ void Watchdog::publish() {
 }
 
 void Watchdog::fail_job(const NcclWork& work, const std::string& why) {
+  if (failing_.exchange(true)) {
+    wait_for_exit();
+    std::abort();
+  }
   const auto& comm = work.communicator();
   comm->abort();
   const std::string message = work.description() + " " + why + " (NCCL, " + comm->where() + "; the communicator "

@@ -5,6 +5,7 @@
 // what is in flight, for a rank that mpirun stops because another died.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -21,19 +22,24 @@ class Watchdog {
   void watch(std::shared_ptr<NcclWork> work);
   // One pass over the in-flight works: releases the completed, ends the job on a failure.
   void poll();
+  // Whether some thread is inside fail_job: the job is about to end with its line.
+  bool failing() const { return failing_.load(); }
   ~Watchdog();
 
  private:
   Watchdog();
   void loop();
-  // Aborts the work's communicator, fails its works and ends the job with `why`.
+  // Aborts the work's communicator, fails its works and ends the job with `why`. Only the first
+  // caller ends the job; any other thread that gets here waits for it to.
   [[noreturn]] void fail_job(const NcclWork& work, const std::string& why);
+
   void publish();  // mutex_ held
 
   std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<std::shared_ptr<NcclWork>> in_flight_;
   bool stopping_ = false;
+  std::atomic<bool> failing_{false};
   std::thread thread_;
 };
 
