@@ -491,9 +491,16 @@ TEST_CASE("conv2d kernels: repeated and concurrent calls agree", "[conv]") {
   Tensor x = randn({4, 16, 12, 12}), w = randn({32, 16, 3, 3});
   const std::vector<double> first = values(table.conv2d(x, w, Tensor(), p));
   CHECK(values(table.conv2d(x, w, Tensor(), p)) == first);  // served from the primitive cache
-  std::vector<std::vector<double>> results(3);
-  std::vector<std::thread> threads;
-  for (auto& r : results) threads.emplace_back([&] { r = values(table.conv2d(x, w, Tensor(), p)); });
-  for (auto& t : threads) t.join();
-  for (const auto& r : results) CHECK(r == first);
+  // Threads running one cached primitive at once must not share its scratch memory (oneDNN's
+  // library-managed scratchpad is one buffer per primitive): many rounds, since a race shows rarely.
+  for (int round = 0; round < 50; ++round) {
+    std::vector<std::vector<double>> results(4);
+    std::vector<std::thread> threads;
+    for (auto& r : results)
+      threads.emplace_back([&] {
+        for (int i = 0; i < 4; ++i) r = values(table.conv2d(x, w, Tensor(), p));
+      });
+    for (auto& t : threads) t.join();
+    for (const auto& r : results) REQUIRE(r == first);
+  }
 }

@@ -54,7 +54,7 @@ Geometry geometry(const Shape& input, const Shape& weight, const ConvParams& p) 
 // outputs).
 struct Activation {
   memory::desc user, desc;
-  std::optional<dnnl::reorder> reorder;
+  std::optional<onednn::Reorder> reorder;
 };
 
 // A ready-to-run primitive plus the descriptors its arguments must match. `activation_a` and
@@ -62,10 +62,11 @@ struct Activation {
 // (src, diff_dst).
 struct ConvPrimitive {
   dnnl::primitive conv;
+  memory::desc scratchpad;  // each execution brings its own (onednn::user_scratchpad)
   Activation activation_a, activation_b;
   memory::desc weights;       // as the primitive reads (or, backward-weight, writes) them
   memory::desc user_weights;  // Ember's contiguous weight tensor
-  std::optional<dnnl::reorder> weights_reorder;  // user->primitive, or primitive->user for grads
+  std::optional<onednn::Reorder> weights_reorder;  // user->primitive, or primitive->user for grads
   memory::desc bias;
 };
 
@@ -81,11 +82,7 @@ bool wants_winograd(const Geometry& g, const ConvParams& p, memory::data_type ty
 // The operand as the primitive wants it; `user` is Ember's NHWC layout, `input` the direction.
 Activation activation(const memory::desc& wanted, const memory::desc& user, bool input) {
   Activation a{user, wanted, std::nullopt};
-  if (wanted != user) {
-    const dnnl::engine& engine = onednn::engine();
-    a.reorder = input ? dnnl::reorder(dnnl::reorder::primitive_desc(engine, user, engine, wanted))
-                      : dnnl::reorder(dnnl::reorder::primitive_desc(engine, wanted, engine, user));
-  }
+  if (wanted != user) a.reorder = input ? onednn::make_reorder(user, wanted) : onednn::make_reorder(wanted, user);
   return a;
 }
 
@@ -115,40 +112,41 @@ std::shared_ptr<const ConvPrimitive> create(Pass pass, const Geometry& g, const 
   result->user_weights = user_weights;
   result->bias = bias;
   const bool pass_with_bias = with_bias && pass != Pass::BackwardData;
+  const dnnl::primitive_attr attr = onednn::user_scratchpad();
   dnnl::convolution_forward::primitive_desc forward(
       {dnnl::prop_kind::forward_training, algo, src, any_weights, pass == Pass::Forward ? bias : memory::desc(), dst,
        strides, dilates, padding, padding},
-      engine);
+      attr, engine);
   if (pass == Pass::Forward) {
     if (is_reference_impl(forward.impl_info_str())) return nullptr;
     result->conv = dnnl::convolution_forward(forward);
+    result->scratchpad = forward.scratchpad_desc();
     result->activation_a = activation(forward.src_desc(), user_src, true);
     result->activation_b = activation(forward.dst_desc(), user_dst, false);
     result->weights = forward.weights_desc();
   } else if (pass == Pass::BackwardData) {
     dnnl::convolution_backward_data::primitive_desc backward(
-        {algo, src, any_weights, dst, strides, dilates, padding, padding}, engine, forward);
+        {algo, src, any_weights, dst, strides, dilates, padding, padding}, attr, engine, forward);
     if (is_reference_impl(backward.impl_info_str())) return nullptr;
     result->conv = dnnl::convolution_backward_data(backward);
+    result->scratchpad = backward.scratchpad_desc();
     result->activation_a = activation(backward.diff_src_desc(), user_src, false);
     result->activation_b = activation(backward.diff_dst_desc(), user_dst, true);
     result->weights = backward.weights_desc();
   } else {
     dnnl::convolution_backward_weights::primitive_desc backward(
         {algo, src, any_weights, pass_with_bias ? bias : memory::desc(), dst, strides, dilates, padding, padding},
-        engine, forward);
+        attr, engine, forward);
     if (is_reference_impl(backward.impl_info_str())) return nullptr;
     result->conv = dnnl::convolution_backward_weights(backward);
+    result->scratchpad = backward.scratchpad_desc();
     result->activation_a = activation(backward.src_desc(), user_src, true);
     result->activation_b = activation(backward.diff_dst_desc(), user_dst, true);
     result->weights = backward.diff_weights_desc();
   }
   if (result->weights != user_weights) {
-    result->weights_reorder = pass == Pass::BackwardWeights
-                                  ? dnnl::reorder(dnnl::reorder::primitive_desc(engine, result->weights, engine,
-                                                                                user_weights))
-                                  : dnnl::reorder(dnnl::reorder::primitive_desc(engine, user_weights, engine,
-                                                                                result->weights));
+    result->weights_reorder = pass == Pass::BackwardWeights ? onednn::make_reorder(result->weights, user_weights)
+                                                            : onednn::make_reorder(user_weights, result->weights);
   }
   return result;
 }
@@ -182,11 +180,16 @@ std::shared_ptr<const ConvPrimitive> lookup(Pass pass, const Geometry& g, const 
   return made;
 }
 
-// Runs `primitive`, turning a oneDNN failure into an ember::Error that names the op.
-void execute(const char* op, const dnnl::primitive& primitive, dnnl::stream& stream,
-             const std::unordered_map<int, memory>& args) {
+// Runs the convolution with a scratchpad of its own, turning a oneDNN failure into an ember::Error
+// that names the op.
+void execute(const char* op, const ConvPrimitive& prim, dnnl::stream& stream, std::unordered_map<int, memory> args) {
+  Tensor scratch;
+  if (prim.scratchpad.get_size() > 0) {
+    scratch = onednn::scratch_for(prim.scratchpad);
+    args.emplace(DNNL_ARG_SCRATCHPAD, user_memory(prim.scratchpad, scratch));
+  }
   try {
-    primitive.execute(stream, args);
+    prim.conv.execute(stream, args);
     stream.wait();
   } catch (const dnnl::error& e) {
     EMBER_FAIL(op, ": oneDNN execution failed (status ", static_cast<int>(e.status), "): ", e.what());
@@ -199,7 +202,7 @@ memory weights_for(const ConvPrimitive& prim, const Tensor& weight, Tensor* scra
   if (!prim.weights_reorder) return user;
   *scratch = onednn::scratch_for(prim.weights);
   memory blocked = user_memory(prim.weights, *scratch);
-  onednn::execute_single_threaded(*prim.weights_reorder, user, blocked);
+  onednn::execute(*prim.weights_reorder, user, blocked, true);
   return blocked;
 }
 
@@ -209,7 +212,7 @@ memory input_for(const Activation& a, const Tensor& t, Tensor* scratch) {
   *scratch = onednn::scratch_for(a.desc);
   memory wanted = user_memory(a.desc, *scratch);
   memory from = user_memory(a.user, t);
-  a.reorder->execute(onednn::stream(), from, wanted);
+  onednn::execute(*a.reorder, from, wanted);
   return wanted;
 }
 
@@ -224,8 +227,7 @@ memory output_for(const Activation& a, const Tensor& t, Tensor* scratch) {
 void finish_output(const Activation& a, memory& written, const Tensor& t) {
   if (!a.reorder) return;
   memory to = user_memory(a.user, t);
-  a.reorder->execute(onednn::stream(), written, to);
-  onednn::stream().wait();
+  onednn::execute(*a.reorder, written, to);
 }
 
 std::optional<memory::data_type> fast_type(const Tensor& a, const Tensor& b) {
@@ -307,7 +309,7 @@ Tensor conv2d_kernel(const Tensor& input, const Tensor& weight, const Tensor& bi
                                           {DNNL_ARG_WEIGHTS, weights_for(*prim, w, &weight_scratch)},
                                           {DNNL_ARG_DST, out}};
   if (b.defined()) args.emplace(DNNL_ARG_BIAS, user_memory(prim->bias, b));
-  execute("conv2d", prim->conv, stream, args);
+  execute("conv2d", *prim, stream, args);
   finish_output(prim->activation_b, out, y);
   return y;
 }
@@ -332,7 +334,7 @@ Tensor conv2d_backward_input_kernel(const Tensor& grad_output, const Tensor& wei
   dnnl::stream& stream = onednn::stream();
   Tensor weight_scratch, dx_scratch, dy_scratch;
   memory out = output_for(prim->activation_a, dx, &dx_scratch);
-  execute("conv2d_backward_input", prim->conv, stream,
+  execute("conv2d_backward_input", *prim, stream,
           {{DNNL_ARG_DIFF_SRC, out},
            {DNNL_ARG_WEIGHTS, weights_for(*prim, w, &weight_scratch)},
            {DNNL_ARG_DIFF_DST, input_for(prim->activation_b, dy, &dy_scratch)}});
@@ -370,10 +372,10 @@ std::pair<Tensor, Tensor> conv2d_backward_weight_kernel(const Tensor& grad_outpu
                                           {DNNL_ARG_DIFF_DST, input_for(prim->activation_b, dy, &dy_scratch)},
                                           {DNNL_ARG_DIFF_WEIGHTS, written}};
   if (want_bias) args.emplace(DNNL_ARG_DIFF_BIAS, user_memory(prim->bias, grad_bias));
-  execute("conv2d_backward_weight", prim->conv, stream, args);
+  execute("conv2d_backward_weight", *prim, stream, args);
   if (prim->weights_reorder) {
     memory user = user_memory(prim->user_weights, grad_weight);
-    onednn::execute_single_threaded(*prim->weights_reorder, written, user);
+    onednn::execute(*prim->weights_reorder, written, user, true);
   }
   return {grad_weight, grad_bias};
 }

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "core/cpu/thread_pool.h"
 #include "core/factory.h"
@@ -119,13 +120,29 @@ Tensor to_channels_last(const Tensor& t) {
   return out;
 }
 
-void execute_single_threaded(const dnnl::reorder& reorder, dnnl::memory& from, dnnl::memory& to) {
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+Reorder make_reorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+  const dnnl::reorder::primitive_desc pd(engine(), from, engine(), to, user_scratchpad());
+  return Reorder{dnnl::reorder(pd), pd.scratchpad_desc()};
+}
+
+void execute(const Reorder& reorder, dnnl::memory& from, dnnl::memory& to, bool single_threaded) {
   dnnl::stream& s = stream();
-  // Waking the OpenMP team costs more than reordering a few thousand weights on one core.
-  omp_set_num_threads(1);
-  reorder.execute(s, from, to);
+  std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+  Tensor scratch;
+  if (reorder.scratchpad.get_size() > 0) {
+    scratch = scratch_for(reorder.scratchpad);
+    args.emplace(DNNL_ARG_SCRATCHPAD, user_memory(reorder.scratchpad, scratch));
+  }
+  if (single_threaded) omp_set_num_threads(1);
+  reorder.primitive.execute(s, args);
   s.wait();
-  omp_set_num_threads(omp_team_size);
+  if (single_threaded) omp_set_num_threads(omp_team_size);
 }
 
 dnnl::memory user_memory(const dnnl::memory::desc& desc, const Tensor& t) {

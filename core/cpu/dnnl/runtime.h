@@ -35,8 +35,21 @@ bool is_channels_last(const Tensor& t);
 // images, which is what a network's input batch is; Ember's generic copy for anything else).
 Tensor to_channels_last(const Tensor& t);
 
-// Runs a reorder of a small tensor (weights) on the calling thread only, then waits for it.
-void execute_single_threaded(const dnnl::reorder& reorder, dnnl::memory& from, dnnl::memory& to);
+// Attributes for every primitive Ember caches: a user-managed scratchpad. oneDNN's default
+// (library-managed, without DNNL_ENABLE_CONCURRENT_EXEC, as Debian builds it) is one buffer per
+// primitive, so two threads running one cached primitive at once would share its scratch memory.
+dnnl::primitive_attr user_scratchpad();
+
+// A reorder between two layouts, with the scratchpad each execution must bring.
+struct Reorder {
+  dnnl::reorder primitive;
+  dnnl::memory::desc scratchpad;
+};
+Reorder make_reorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to);
+
+// Runs `reorder` on the calling thread's stream and waits for it; `single_threaded` for small
+// tensors (weights), where waking the OpenMP team costs more than the copy.
+void execute(const Reorder& reorder, dnnl::memory& from, dnnl::memory& to, bool single_threaded = false);
 
 // A oneDNN memory over t's storage (no copy); `desc` must describe t's layout.
 dnnl::memory user_memory(const dnnl::memory::desc& desc, const Tensor& t);
