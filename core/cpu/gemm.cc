@@ -1,21 +1,25 @@
 // The backend's gemm entry: batching and dtype handling around sgemm / the reference loops.
 // float32 runs on oneDNN's sgemm (chosen by //tools/bench:ops over Eigen: it keeps its speed on
 // the skinny im2col shapes of small convnets on AVX-512 CPUs), with long reductions split over K
-// by Ember itself and, on CPUs without AVX-512, the skinny shapes on which oneDNN's AVX2 kernels
-// fall behind taken by Ember's own kernel (skinny_sgemm.h); 16-bit floats are widened to float32,
-// multiplied, and rounded back once.
+// by Ember itself, or on Ember's own AVX2 kernel for skinny shapes (skinny_sgemm.h) where timing
+// the two on the shape's first call says so (core/kernel_select.h; under the heuristic, only on
+// CPUs without AVX-512, where oneDNN's AVX2 kernels measured behind); 16-bit floats are widened to
+// float32, multiplied, and rounded back once.
 #include "core/cpu/gemm.h"
 
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
+#include "core/cpu/avx2_tile.h"
 #include "core/cpu/dnnl/runtime.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/skinny_sgemm.h"
 #include "core/cpu/thread_pool.h"
 #include "core/error.h"
+#include "core/kernel_select.h"
 
 namespace ember::cpu {
 
@@ -71,6 +75,36 @@ void sgemm_split_k(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
     }
 }
 
+void library_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// Whether Ember's skinny kernel (skinny_sgemm.h) takes this product rather than oneDNN's sgemm.
+// Where it can, and the product is large enough for the choice to matter, the two are timed on
+// the first call of the shape (core/kernel_select.h) into a copy of C; otherwise, and under
+// EMBER_KERNEL_SELECT=heuristic, skinny_sgemm_preferred's rule measured on the AVX2 VM decides.
+bool skinny_chosen(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const bool heuristic = skinny_sgemm_preferred(trans_a, trans_b, m, n, k, alpha, beta);
+  const bool applies = avx2::supported() && !trans_b && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) &&
+                       m <= 288 && m * n * k >= (int64_t{1} << 22);
+  if (!applies || (kernel_select::mode() == kernel_select::Mode::Heuristic && !kernel_select::forcing()))
+    return heuristic;
+  const std::string key = "sgemm " + std::string(trans_a ? "T" : "N") + "N m=" + std::to_string(m) +
+                          " n=" + std::to_string(n) + " k=" + std::to_string(k) + (beta == 1.0f ? " accumulate" : "") +
+                          " threads=" + std::to_string(num_threads());
+  static kernel_select::Memo<bool> chosen;
+  if (auto found = chosen.find(key)) return *found;
+  std::vector<float> scratch(static_cast<size_t>(m * n));
+  const int index = kernel_select::choose(key, {"onednn-sgemm", "ember-skinny-avx2"}, heuristic ? 1 : 0, [&](int i) {
+    for (int64_t r = 0; r < m; ++r) std::copy_n(c + r * ldc, n, scratch.data() + r * n);
+    if (i == 1)
+      skinny_sgemm(trans_a, m, n, k, a, lda, b, ldb, beta == 1.0f, scratch.data(), n);
+    else
+      library_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, scratch.data(), n);
+  });
+  return chosen.store(key, index == 1);
+}
+
 }  // namespace
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
@@ -81,10 +115,17 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
-  if (skinny_sgemm_preferred(trans_a, trans_b, m, n, k, alpha, beta)) {
+  if (skinny_chosen(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) {
     skinny_sgemm(trans_a, m, n, k, a, lda, b, ldb, /*accumulate=*/beta == 1.0f, c, ldc);
     return;
   }
+  library_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+namespace {
+
+void library_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const int threads = num_threads();
   if (wants_split_k(m, n, k, threads)) {
     sgemm_split_k(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads);
@@ -93,8 +134,6 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   onednn::size_openmp_team();
   checked_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
-
-namespace {
 
 template <typename T>
 std::vector<float> widen(const T* data, bool trans, int64_t rows, int64_t cols, int64_t ld) {

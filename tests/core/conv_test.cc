@@ -15,6 +15,7 @@
 #include "core/cpu/strided_conv_backward_data.h"
 #include "core/cpu/strided_conv_forward.h"
 #include "core/ember_core.h"
+#include "core/kernel_select.h"
 
 namespace {
 
@@ -503,4 +504,50 @@ TEST_CASE("conv2d kernels: repeated and concurrent calls agree", "[conv]") {
     for (auto& t : threads) t.join();
     for (const auto& r : results) REQUIRE(r == first);
   }
+}
+
+// Under EMBER_KERNEL_SELECT=benchmark any candidate may win a shape, so each must match the
+// references on its own: forced one at a time over layers it takes (odd sizes, non-contiguous
+// layouts, strided and pointwise, with and without bias), and each that this CPU has must really
+// have run.
+TEST_CASE("conv2d kernels: every selectable candidate matches the references", "[conv][select]") {
+  manual_seed(12);
+  std::vector<Case> cases;
+  for (int64_t c : {8, 16, 32})
+    for (int64_t stride : {1, 2}) {
+      Case k3 = make_case(3, c, 13, 11, 16, 3);
+      k3.stride_h = k3.stride_w = stride, k3.pad_h = k3.pad_w = 1;
+      k3.input = stride == 1 ? Layout::WidthSlice : Layout::ChannelsLast;
+      cases.push_back(k3);
+      Case k1 = make_case(2, c, 16, 16, 32, 1);
+      k1.stride_h = k1.stride_w = stride, k1.bias = stride == 1;
+      k1.grad_output = Layout::BatchSlice;
+      cases.push_back(k1);
+    }
+  Case odd = make_case(2, 5, 9, 7, 12, 3);
+  odd.pad_h = 1, odd.stride_w = 2;
+  cases.push_back(odd);
+
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  struct Candidate {
+    const char* name;
+    bool must_run;
+  };
+  const std::vector<Candidate> candidates = {{"onednn-nhwc", true},
+                                             {"onednn-blocked", true},
+                                             {"onednn-winograd", __builtin_cpu_supports("avx512bw") != 0},
+                                             {"ember-direct-avx512", avx512},
+                                             {"ember-strided-avx2", avx2},
+                                             {"ember-strided-bwd-data-avx2", avx2},
+                                             {"ember-weight-grad-avx2", avx2}};
+  for (const Candidate& candidate : candidates) {
+    INFO("forced kernel " << candidate.name);
+    kernel_select::force(candidate.name);
+    for (const Case& k : cases) check(k);
+    int ran = 0;
+    for (const auto& d : kernel_select::decisions()) ran += d.candidates[d.chosen] == candidate.name;
+    if (candidate.must_run) CHECK(ran > 0);
+  }
+  kernel_select::force("");
 }

@@ -3,7 +3,7 @@
 
 ResNet-20 (option-A shortcuts) and ResNet-18 (CIFAR stem, 1x1 projection shortcuts) as Ember's
 models/resnet.cc builds them, batch 128 of 3x32x32, cross-entropy, SGD (lr 0.1, momentum 0.9,
-weight decay 5e-4), 2 threads, float32; median step after 3 warm-up steps; best of NCHW and
+weight decay 5e-4), 2 threads, float32; median of at least 10 steps after 3 warm-up steps; best of NCHW and
 channels_last memory formats.
 
     /usr/bin/python3 tools/bench/pytorch_train_step.py [steps]     # Debian's PyTorch 1.13
@@ -89,22 +89,21 @@ def images_per_second(name, channels_last, steps):
         optimizer.step()
         if step >= 3:
             times.append(time.perf_counter() - start)
-    return BATCH / statistics.median(times)
+    return BATCH / statistics.median(times), BATCH / max(times), BATCH / min(times)
 
 
 def main():
-    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 10
+    steps = max(10, int(sys.argv[1]) if len(sys.argv) > 1 else 10)
     torch.set_num_threads(THREADS)
     print(f"PyTorch {torch.__version__} train step: batch {BATCH}, 3x32x32, fp32, {THREADS} threads, "
-          f"median of {steps} steps (ResNet-18: {max(3, steps // 3)})")
+          f"median of {steps} steps (spread: slowest-fastest step)")
     best = {}
     for name in MODELS:
         params = sum(p.numel() for p in MODELS[name]().parameters())
-        model_steps = steps if name == "resnet20" else max(3, steps // 3)
-        rates = {fmt: images_per_second(name, fmt == "channels_last", model_steps) for fmt in ("nchw", "channels_last")}
-        best[name] = max(rates.values())
-        print(f"{name:10s} {params / 1e6:6.3f}M params  nchw {rates['nchw']:8.1f} img/s  "
-              f"channels_last {rates['channels_last']:8.1f} img/s")
+        rates = {fmt: images_per_second(name, fmt == "channels_last", steps) for fmt in ("nchw", "channels_last")}
+        best[name] = max(r[0] for r in rates.values())
+        print(f"{name:10s} {params / 1e6:6.3f}M params" + "".join(
+            f"  {fmt} {r[0]:8.1f} img/s ({r[1]:.1f}-{r[2]:.1f})" for fmt, r in rates.items()))
     print(f"bench pytorch_train_step: torch={torch.__version__} resnet20_ips={best['resnet20']:.1f} "
           f"resnet18_ips={best['resnet18']:.1f}")
 

@@ -8,7 +8,10 @@
 // FLOPs of a step = 3 x the forward's (backward-data and backward-weight cost what the forward
 // does), forward = sum over convolutions of 2*N*O*OH*OW*(C/groups)*KH*KW plus 2*N*in*out per
 // linear layer, counted exactly by routing one forward through a counting copy of the CPU kernel
-// table. Batch 128, 2 threads, float32, median step after 3 warm-up steps.
+// table. Batch 128, 2 threads, float32, median of at least 10 steps after 3 warm-up steps (the
+// first of which makes the kernel choices: core/kernel_select.h), with the spread of the steps.
+// Per model, each convolution pass's chosen algorithm and its share of the step follow, so that a
+// slow step on a new CPU says where its time went.
 #include <cblas.h>
 
 #include <algorithm>
@@ -20,6 +23,7 @@
 #include "autograd/functional.h"
 #include "core/cpu/thread_pool.h"
 #include "core/ember_core.h"
+#include "core/kernel_select.h"
 #include "tools/bench/census.h"
 #include "tools/bench/openblas_core.h"
 #include "tools/bench/timing.h"
@@ -35,6 +39,10 @@ constexpr int64_t kBatch = 128;
 
 struct Result {
   double images_per_second, gflops;
+  double slowest_ips, fastest_ips;  // the spread of the timed steps
+  double first_step_seconds;        // includes the kernel trials
+  std::vector<kernel_select::Usage> passes;
+  double timed_seconds;
 };
 
 Result time_model(const std::string& name, int steps) {
@@ -45,16 +53,57 @@ Result time_model(const std::string& name, int steps) {
   const double step_flops = 3.0 * kBatch * bench::take_census(*model, {3, 32, 32}).forward_flops_per_image;
   optim::SGD optimizer(model->parameters(), optim::SGDOptions(0.1).momentum(0.9).weight_decay(5e-4));
   std::vector<double> times;
+  double first = 0;
   for (int step = 0; step < steps + 3; ++step) {
+    if (step == 3) {
+      kernel_select::clear_usage();
+      kernel_select::set_profiling(true);
+    }
     const double start = bench::now_seconds();
     optimizer.zero_grad();
     Tensor loss = cross_entropy(model->forward(images), labels);
     loss.backward();
     optimizer.step();
-    if (step >= 3) times.push_back(bench::now_seconds() - start);
+    const double seconds = bench::now_seconds() - start;
+    if (step == 0) first = seconds;
+    if (step >= 3) times.push_back(seconds);
   }
+  kernel_select::set_profiling(false);
   const double seconds = bench::median(times);
-  return {kBatch / seconds, step_flops / seconds * 1e-9};
+  double total = 0;
+  for (double t : times) total += t;
+  return {kBatch / seconds,
+          step_flops / seconds * 1e-9,
+          kBatch / *std::max_element(times.begin(), times.end()),
+          kBatch / *std::min_element(times.begin(), times.end()),
+          first,
+          kernel_select::usage(),
+          total};
+}
+
+// Where a model's step went: each convolution pass (and chosen GEMM) by time, with the algorithm
+// chosen for it, how, and what the others measured in their trials.
+void print_passes(const std::string& name, const Result& r, int steps) {
+  std::printf("%s: per pass, by share of the step (%s selection; first step %.2f s, trials included)\n",
+              name.c_str(), kernel_select::mode_name(kernel_select::mode()), r.first_step_seconds);
+  std::printf("  %6s %8s  %-24s %-15s %s\n", "share", "ms/step", "algorithm", "chosen by", "pass");
+  double shown = 0;
+  for (const auto& u : r.passes) {
+    const double share = u.seconds / r.timed_seconds;
+    shown += share;
+    const auto& d = u.decision;
+    const std::string algorithm = d.candidates.empty() ? "?" : d.candidates[d.chosen];
+    std::string trials;
+    for (size_t i = 0; i < d.seconds.size(); ++i)
+      if (static_cast<int>(i) != d.chosen)
+        trials += (trials.empty() ? " [" : ", ") + d.candidates[i] + " " +
+                  (d.seconds[i] < 0 ? std::string("failed") : std::to_string(d.seconds[i] / d.seconds[d.chosen]).substr(0, 4) + "x");
+    if (!trials.empty()) trials += "]";
+    std::printf("  %5.1f%% %8.2f  %-24s %-15s %s%s\n", 100 * share, 1e3 * u.seconds / steps, algorithm.c_str(),
+                d.how.c_str(), d.key.c_str(), trials.c_str());
+  }
+  std::printf("  %5.1f%%           everything else (batch norm, ReLU, pooling, loss, optimizer, autograd)\n",
+              100 * (1 - shown));
 }
 
 // OpenBLAS sgemm on a 2048 cube, best of 5: the machine's practical dense fp32 rate.
@@ -74,20 +123,25 @@ double openblas_gflops() {
 
 int main(int argc, char** argv) {
   if (!bench::pin_openblas_core(argv)) return 1;
-  const int steps = argc > 1 ? std::atoi(argv[1]) : 10;
+  const int steps = std::max(10, argc > 1 ? std::atoi(argv[1]) : 10);
   cpu::set_num_threads(kThreads);
   openblas_set_num_threads(kThreads);
   const double blas = openblas_gflops();
-  std::printf("train_step benchmark: batch %lld, 3x32x32, fp32, %d threads, SGD momentum 0.9, median of %d steps\n",
-              static_cast<long long>(kBatch), kThreads, steps);
-  std::printf("%-10s %10s %12s %14s\n", "model", "images/s", "GFLOP/s", "of OpenBLAS");
+  std::printf("train_step benchmark: batch %lld, 3x32x32, fp32, %d threads, SGD momentum 0.9, median of %d steps, "
+              "kernel selection: %s\n",
+              static_cast<long long>(kBatch), kThreads, steps, kernel_select::mode_name(kernel_select::mode()));
   const Result r20 = time_model("resnet20", steps);
-  std::printf("%-10s %10.1f %12.1f %13.0f%%\n", "resnet20", r20.images_per_second, r20.gflops, 100 * r20.gflops / blas);
-  const Result r18 = time_model("resnet18", std::max(3, steps / 3));
-  std::printf("%-10s %10.1f %12.1f %13.0f%%\n", "resnet18", r18.images_per_second, r18.gflops, 100 * r18.gflops / blas);
+  const Result r18 = time_model("resnet18", steps);
+  std::printf("%-10s %10s %16s %12s %14s\n", "model", "images/s", "spread (img/s)", "GFLOP/s", "of OpenBLAS");
+  for (const auto& [name, r] : {std::pair<const char*, const Result&>{"resnet20", r20}, {"resnet18", r18}})
+    std::printf("%-10s %10.1f %7.1f-%-8.1f %12.1f %13.0f%%\n", name, r.images_per_second, r.slowest_ips,
+                r.fastest_ips, r.gflops, 100 * r.gflops / blas);
   std::printf("OpenBLAS sgemm 2048^3 in the same run: %.1f GFLOP/s\n", blas);
+  print_passes("resnet20", r20, steps);
+  print_passes("resnet18", r18, steps);
   std::printf("bench train_step: resnet20_ips=%.1f resnet18_ips=%.1f resnet20_gflops=%.1f resnet18_gflops=%.1f "
-              "openblas_gflops=%.1f\n",
-              r20.images_per_second, r18.images_per_second, r20.gflops, r18.gflops, blas);
+              "openblas_gflops=%.1f resnet20_spread=%.1f-%.1f resnet18_spread=%.1f-%.1f\n",
+              r20.images_per_second, r18.images_per_second, r20.gflops, r18.gflops, blas, r20.slowest_ips,
+              r20.fastest_ips, r18.slowest_ips, r18.fastest_ips);
   return 0;
 }

@@ -254,6 +254,8 @@ Flags make_flags() {
   f.add_bool("recompute", "with --pipeline: keep only each stage's micro-batch inputs and rerun the forward in the "
              "backward (less memory, about a third more compute)");
   f.add_int("threads", 0, "compute threads per process (0: EMBER_NUM_THREADS, else every core)", 0);
+  f.add_bool("deterministic", "run the same kernels every time (EMBER_KERNEL_SELECT=heuristic): no timing trials "
+             "on a shape's first use, so two runs with the same seed give the same numbers");
   f.add_string("checkpoint-dir", "", "write a checkpoint here after every epoch (and on Ctrl-C)");
   f.add_int("keep-checkpoints", 2, "how many epoch checkpoints to keep, besides best.safetensors", 1);
   f.add_string("resume", "", "continue from this checkpoint, or 'latest' in --checkpoint-dir");
@@ -300,6 +302,7 @@ TrainConfig config_from(const Flags& f) {
   else if (!c.pipeline.empty()) c.device = c.pipeline.front();
   else c.device = c.data_parallel.empty() ? resolve_device(f.get_string("device")) : c.data_parallel.front();
   c.threads = f.get_int("threads");
+  c.deterministic = f.get_bool("deterministic");
   c.checkpoint_dir = f.get_string("checkpoint-dir");
   c.keep_checkpoints = f.get_int("keep-checkpoints");
   c.resume = f.get_string("resume");

@@ -35,6 +35,7 @@ struct TrainConfig {
   std::string pipeline_schedule = "gpipe";  // --pipeline: "gpipe" or "1f1b"
   bool recompute = false;                   // --pipeline: stages rerun their forward in the backward
   int64_t threads = 0;  // 0: EMBER_NUM_THREADS or every core
+  bool deterministic = false;  // fixed kernels (core/kernel_select.h heuristic mode)
   std::string checkpoint_dir;
   int64_t keep_checkpoints = 2;
   std::string resume;  // a checkpoint path, or "latest" (the newest in checkpoint_dir)

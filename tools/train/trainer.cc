@@ -24,6 +24,7 @@
 #include "cuda/api.h"
 #include "core/cpu/thread_pool.h"
 #include "core/ember_core.h"
+#include "core/kernel_select.h"
 #include "models/sequential_form.h"
 #include "models/zoo.h"
 #include "nn/checkpoint.h"
@@ -210,6 +211,7 @@ void prune_checkpoints(const std::string& dir, int64_t current_epoch, int64_t ke
 TrainResult run_training(const TrainConfig& config) {
   auto run_start = std::chrono::steady_clock::now();
   if (config.threads > 0) cpu::set_num_threads(static_cast<int>(config.threads));
+  if (config.deterministic) kernel_select::set_mode(kernel_select::Mode::Heuristic);
   const Device device = Device::parse(config.device);
 
   // DataParallel and split runs are one process (flag parsing refused them under a launcher of

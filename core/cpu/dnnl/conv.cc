@@ -1,18 +1,21 @@
-// conv2d forward, backward-data and backward-weight on oneDNN primitives, cached per problem.
-// Activations are Ember's channels-last (NHWC) tensors; outputs are returned channels-last. Most
-// convolutions run oneDNN's direct kernels on NHWC memory in place. 3x3 stride-1 convolutions
-// with 32 or more channels run its Winograd F(4x4, 3x3) kernels instead (where oneDNN has them:
-// AVX-512 CPUs), which need oneDNN's blocked layout: the activations are reordered into scratch
-// and back, which costs far less than the 2-2.5x the kernels gain (tools/bench/conv measures
-// both). Weights stay Ember's plain [O, C/G, KH, KW] and are reordered per call (they are
-// small). Where oneDNN's channels-last kernels measured well below its blocked ones, Ember's own
-// kernels take the pass instead (direct_conv.h, direct_conv_weight_grad.h, strided_conv_forward.h,
-// strided_conv_backward_data.h).
+// conv2d forward, backward-data and backward-weight: oneDNN primitives (cached per problem) and
+// Ember's own kernels, one of them chosen per pass and problem. Activations are Ember's
+// channels-last (NHWC) tensors; outputs are returned channels-last; weights stay Ember's plain
+// [O, C/G, KH, KW] and are reordered per call where a kernel wants another layout (they are small).
+// The candidates: oneDNN's direct kernels on the NHWC memory in place; its direct kernels in the
+// blocked layout it prefers, with the activations reordered into scratch and back; its Winograd
+// F(4x4, 3x3) kernels for 3x3 stride-1 layers (AVX-512 CPUs); and Ember's own kernels where they
+// apply (direct_conv.h, strided_conv_forward.h, strided_conv_backward_data.h,
+// direct_conv_weight_grad.h). Which wins depends on the CPU's caches as much as its ISA, so by
+// default each problem's first call times them all (core/kernel_select.h); the heuristic, for
+// EMBER_KERNEL_SELECT=heuristic, is the rule tools/bench/conv measured on the benchmark VMs.
 // Anything oneDNN rejects falls back to ember::cpu::reference.
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -24,8 +27,11 @@
 #include "core/cpu/nn_kernels.h"
 #include "core/cpu/strided_conv_backward_data.h"
 #include "core/cpu/strided_conv_forward.h"
+#include "core/cpu/avx2_tile.h"
+#include "core/cpu/thread_pool.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
+#include "core/kernel_select.h"
 
 namespace ember::cpu {
 
@@ -36,6 +42,10 @@ using onednn::channels_last_strides;
 using onednn::user_memory;
 
 enum class Pass : int64_t { Forward, BackwardData, BackwardWeights };
+
+// oneDNN's kernels as candidates: direct on Ember's NHWC memory; direct in the layout oneDNN
+// prefers (blocked), with reorders in and out; Winograd (blocked too).
+enum class Variant : int64_t { Nhwc, Blocked, Winograd };
 
 // N batch, C/O input/output channels, H/W input size, KH/KW kernel, OH/OW output size.
 struct Geometry {
@@ -89,13 +99,14 @@ Activation activation(const memory::desc& wanted, const memory::desc& user, bool
 // Builds the primitive for one problem; nullptr when oneDNN refuses it or only offers its slow
 // reference kernel (Ember's im2col path is faster than that).
 std::shared_ptr<const ConvPrimitive> create(Pass pass, const Geometry& g, const ConvParams& p,
-                                            memory::data_type type, bool with_bias, bool winograd) {
+                                            memory::data_type type, bool with_bias, Variant variant) {
+  const bool winograd = variant == Variant::Winograd, any_layout = variant != Variant::Nhwc;
   using tag = memory::format_tag;
   const memory::desc user_src({g.n, g.c, g.h, g.w}, type, tag::nhwc);
   const memory::desc user_dst({g.n, g.o, g.oh, g.ow}, type, tag::nhwc);
-  // Winograd picks its own (blocked) activation layout; the direct kernels take NHWC as it is.
-  const memory::desc src = winograd ? memory::desc({g.n, g.c, g.h, g.w}, type, tag::any) : user_src;
-  const memory::desc dst = winograd ? memory::desc({g.n, g.o, g.oh, g.ow}, type, tag::any) : user_dst;
+  // Winograd and the blocked variant pick their own activation layout; Nhwc takes Ember's as it is.
+  const memory::desc src = any_layout ? memory::desc({g.n, g.c, g.h, g.w}, type, tag::any) : user_src;
+  const memory::desc dst = any_layout ? memory::desc({g.n, g.o, g.oh, g.ow}, type, tag::any) : user_dst;
   const memory::dims weight_dims = p.groups == 1
                                        ? memory::dims{g.o, g.c, g.kh, g.kw}
                                        : memory::dims{p.groups, g.o / p.groups, g.c / p.groups, g.kh, g.kw};
@@ -144,6 +155,8 @@ std::shared_ptr<const ConvPrimitive> create(Pass pass, const Geometry& g, const 
     result->activation_b = activation(backward.diff_dst_desc(), user_dst, true);
     result->weights = backward.diff_weights_desc();
   }
+  // A blocked variant that chose NHWC after all is the Nhwc candidate again.
+  if (variant == Variant::Blocked && !result->activation_a.reorder && !result->activation_b.reorder) return nullptr;
   if (result->weights != user_weights) {
     result->weights_reorder = pass == Pass::BackwardWeights ? onednn::make_reorder(result->weights, user_weights)
                                                             : onednn::make_reorder(user_weights, result->weights);
@@ -151,28 +164,22 @@ std::shared_ptr<const ConvPrimitive> create(Pass pass, const Geometry& g, const 
   return result;
 }
 
-// Primitives by problem. Activation layouts are not part of the key because they are always NHWC
-// (callers convert first) and weights always Ember's plain layout; dtype and bias complete it.
+// Primitives by problem and variant; nullptr (remembered) where oneDNN has none but its reference
+// kernel. Activation layouts are not part of the key because Ember's are always NHWC (callers
+// convert first) and weights always Ember's plain layout; dtype and bias complete it.
 std::shared_ptr<const ConvPrimitive> lookup(Pass pass, const Geometry& g, const ConvParams& p, DType dtype,
-                                            memory::data_type type, bool with_bias) {
+                                            memory::data_type type, bool with_bias, Variant variant) {
   static std::mutex mutex;
   static std::map<std::vector<int64_t>, std::shared_ptr<const ConvPrimitive>> cache;
-  std::vector<int64_t> key = {static_cast<int64_t>(pass), static_cast<int64_t>(dtype), with_bias,
-                              g.n, g.c, g.h, g.w, g.o, g.kh, g.kw,
+  std::vector<int64_t> key = {static_cast<int64_t>(pass), static_cast<int64_t>(variant), static_cast<int64_t>(dtype),
+                              with_bias, g.n, g.c, g.h, g.w, g.o, g.kh, g.kw,
                               p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups};
   std::lock_guard<std::mutex> lock(mutex);
   auto found = cache.find(key);
   if (found != cache.end()) return found->second;
   std::shared_ptr<const ConvPrimitive> made;
-  if (wants_winograd(g, p, type)) {
-    try {
-      made = create(pass, g, p, type, with_bias, true);
-    } catch (const dnnl::error&) {
-      made = nullptr;  // no Winograd kernel for this problem: the direct one below
-    }
-  }
   try {
-    if (!made) made = create(pass, g, p, type, with_bias, false);
+    made = create(pass, g, p, type, with_bias, variant);
   } catch (const dnnl::error&) {
     made = nullptr;  // unimplemented for this problem: remembered, so we ask oneDNN only once
   }
@@ -251,133 +258,260 @@ std::optional<DirectConvGeometry> direct_geometry(DType dtype, const Shape& inpu
   return g;
 }
 
-// The forward's problem when Ember's own kernel should take it (a shape it measured faster on).
-std::optional<DirectConvGeometry> own_forward(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                                              const ConvParams& p) {
-  if (weight.dtype() != kFloat32 || (bias.defined() && bias.dtype() != kFloat32)) return std::nullopt;
-  const auto g = direct_geometry(input.dtype(), input.sizes(), weight.sizes(), p);
-  if (!g || !(direct_conv_preferred(*g) || strided_conv_forward_preferred(*g))) return std::nullopt;
-  return g;
+// ---- The candidates of each pass and the choice among them ----
+
+// Ember's own kernels as candidates (core/cpu/direct_conv.h and the AVX2 ones).
+enum class Own { None, Direct, StridedForward, StridedBackwardData, WeightGrad };
+
+// One way to run a pass: one of Ember's kernels, or a oneDNN primitive.
+struct Option {
+  Own own = Own::None;
+  Variant variant = Variant::Nhwc;
+  std::shared_ptr<const ConvPrimitive> prim;
+  std::string name() const {
+    switch (own) {
+      case Own::Direct: return "ember-direct-avx512";
+      case Own::StridedForward: return "ember-strided-avx2";
+      case Own::StridedBackwardData: return "ember-strided-bwd-data-avx2";
+      case Own::WeightGrad: return "ember-weight-grad-avx2";
+      case Own::None: break;
+    }
+    return variant == Variant::Nhwc ? "onednn-nhwc" : variant == Variant::Blocked ? "onednn-blocked" : "onednn-winograd";
+  }
+};
+
+// One pass of one problem, as the choice sees it.
+struct Problem {
+  Pass pass;
+  Geometry g;
+  ConvParams p;
+  DType dtype;
+  memory::data_type type;
+  bool with_bias;
+  std::optional<DirectConvGeometry> own;  // Ember's view of it, when float32 and ungrouped
+
+  std::string key() const {
+    static const char* passes[] = {"fwd", "bwd_data", "bwd_weight"};
+    std::ostringstream k;
+    k << "conv2d " << passes[static_cast<int>(pass)] << " " << dtype_name(dtype) << " x=" << g.n << "x" << g.c << "x"
+      << g.h << "x" << g.w << " w=" << g.o << "x" << g.c / p.groups << "x" << g.kh << "x" << g.kw << " s=" << p.stride_h
+      << "x" << p.stride_w << " p=" << p.pad_h << "x" << p.pad_w << " d=" << p.dilation_h << "x" << p.dilation_w
+      << " g=" << p.groups << (with_bias ? " bias" : "") << " threads=" << num_threads();
+    return k.str();
+  }
+  std::shared_ptr<const ConvPrimitive> primitive(Variant v) const {
+    return lookup(pass, g, p, dtype, type, with_bias, v);
+  }
+};
+
+bool strided(const DirectConvGeometry& g) { return g.stride_h > 1 || g.stride_w > 1; }
+bool undilated(const DirectConvGeometry& g) { return g.dilation_h == 1 && g.dilation_w == 1; }
+
+// Which of Ember's kernels can take the pass at all (each header's requirements, narrowed to the
+// layer kinds each was written for, so that trials stay few).
+std::vector<Own> own_candidates(const Problem& pr) {
+  std::vector<Own> out;
+  if (!pr.own) return out;
+  const DirectConvGeometry& g = *pr.own;
+  switch (pr.pass) {
+    case Pass::Forward:
+      if (direct_conv_supported() && g.kh == 1 && g.kw == 1 && g.pad_h == 0 && g.pad_w == 0) out.push_back(Own::Direct);
+      if (avx2::supported() && strided(g) && undilated(g) && g.kh == 3 && g.kw == 3 && g.o % 8 == 0)
+        out.push_back(Own::StridedForward);
+      break;
+    case Pass::BackwardData:
+      if (avx2::supported() && strided(g) && undilated(g) && g.kh <= 3 && g.kw <= 3 && g.c % 8 == 0)
+        out.push_back(Own::StridedBackwardData);
+      break;
+    case Pass::BackwardWeights:
+      if (avx2::supported() && (g.c % 8 == 0 || g.o % 8 == 0)) out.push_back(Own::WeightGrad);
+      break;
+  }
+  return out;
 }
 
-// Likewise for the backward passes (core/cpu/strided_conv_backward_data.h,
-// core/cpu/direct_conv_weight_grad.h).
-std::optional<DirectConvGeometry> own_backward_data(const Tensor& grad_output, const Tensor& weight,
-                                                    const Shape& input_shape, const ConvParams& p) {
-  if (weight.dtype() != kFloat32) return std::nullopt;
-  const auto g = direct_geometry(grad_output.dtype(), input_shape, weight.sizes(), p);
-  if (!g || !strided_conv_backward_data_preferred(*g)) return std::nullopt;
-  return g;
+// The fixed rules measured on the benchmark VMs (each kernel's *_preferred), for
+// EMBER_KERNEL_SELECT=heuristic and as the choice when no trial succeeds.
+Option heuristic_option(const Problem& pr) {
+  if (pr.own) {
+    const DirectConvGeometry& g = *pr.own;
+    if (pr.pass == Pass::Forward && direct_conv_preferred(g)) return {Own::Direct};
+    if (pr.pass == Pass::Forward && strided_conv_forward_preferred(g)) return {Own::StridedForward};
+    if (pr.pass == Pass::BackwardData && strided_conv_backward_data_preferred(g)) return {Own::StridedBackwardData};
+    if (pr.pass == Pass::BackwardWeights && direct_conv_weight_grad_preferred(g)) return {Own::WeightGrad};
+  }
+  if (wants_winograd(pr.g, pr.p, pr.type))
+    if (auto prim = pr.primitive(Variant::Winograd)) return {Own::None, Variant::Winograd, prim};
+  return {Own::None, Variant::Nhwc, pr.primitive(Variant::Nhwc)};  // prim null: the reference kernel
 }
 
-std::optional<DirectConvGeometry> own_weight_grad(const Tensor& grad_output, const Tensor& input,
-                                                  const Shape& weight_shape, const ConvParams& p) {
-  if (grad_output.dtype() != kFloat32) return std::nullopt;
-  const auto g = direct_geometry(input.dtype(), input.sizes(), weight_shape, p);
-  if (!g || !direct_conv_weight_grad_preferred(*g)) return std::nullopt;
-  return g;
+// Every candidate for the pass, the heuristic's among them.
+std::vector<Option> all_options(const Problem& pr) {
+  std::vector<Option> out;
+  for (Own own : own_candidates(pr)) out.push_back({own});
+  const bool winograd_shape = pr.type == memory::data_type::f32 && pr.g.kh == 3 && pr.g.kw == 3 &&
+                              pr.p.stride_h == 1 && pr.p.stride_w == 1 && pr.p.dilation_h == 1 &&
+                              pr.p.dilation_w == 1 && pr.p.groups == 1;
+  for (Variant v : {Variant::Nhwc, Variant::Blocked, Variant::Winograd}) {
+    if (v == Variant::Winograd && !winograd_shape) continue;
+    if (auto prim = pr.primitive(v)) out.push_back({Own::None, v, prim});
+  }
+  return out;
 }
 
-}  // namespace
+// The option for the pass: the heuristic's, or the fastest of all_options() measured on the
+// caller's data by `trial`, decided once per key (core/kernel_select.h).
+Option select(const Problem& pr, const std::string& key, const std::function<void(const Option&)>& trial) {
+  static kernel_select::Memo<Option> chosen;
+  if (auto found = chosen.find(key)) return *found;
+  Option heuristic = heuristic_option(pr);
+  std::vector<Option> options = {heuristic};
+  if (kernel_select::mode() == kernel_select::Mode::Benchmark || kernel_select::forcing()) {
+    std::vector<Option> all = all_options(pr);
+    if (!all.empty()) options = all;
+  }
+  std::vector<std::string> names;
+  int heuristic_index = 0;
+  for (const Option& o : options) {
+    if (o.name() == heuristic.name()) heuristic_index = static_cast<int>(names.size());
+    names.push_back(o.name());
+  }
+  const int index = kernel_select::choose(key, names, heuristic_index, [&](int i) { trial(options[i]); });
+  return chosen.store(key, options[index]);
+}
 
-Tensor conv2d_kernel(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvParams& p) {
-  if (const auto g = own_forward(input, weight, bias, p)) {
-    NoGradGuard no_grad;
+// ---- Running one option ----
+
+Tensor forward_with(const Option& o, const Problem& pr, const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  NoGradGuard no_grad;
+  const Geometry& g = pr.g;
+  if (o.own != Own::None) {
     Tensor x = onednn::to_channels_last(input), w = weight.contiguous();
     Tensor b = bias.defined() ? bias.contiguous() : Tensor();
-    Tensor y = empty_channels_last({g->n, g->o, g->out_h(), g->out_w()}, input.options());
+    Tensor y = empty_channels_last({g.n, g.o, g.oh, g.ow}, input.options());
     const float* b_data = b.defined() ? b.data_ptr<float>() : nullptr;
-    if (direct_conv_preferred(*g))
-      direct_conv_forward(*g, x.data_ptr<float>(), w.data_ptr<float>(), b_data, y.data_ptr<float>());
+    if (o.own == Own::Direct)
+      direct_conv_forward(*pr.own, x.data_ptr<float>(), w.data_ptr<float>(), b_data, y.data_ptr<float>());
     else
-      strided_conv_forward(*g, x.data_ptr<float>(), w.data_ptr<float>(), b_data, y.data_ptr<float>());
+      strided_conv_forward(*pr.own, x.data_ptr<float>(), w.data_ptr<float>(), b_data, y.data_ptr<float>());
     return y;
   }
-  const auto type = fast_type(input, weight);
-  if (!type) return reference::conv2d(input, weight, bias, p);
-  const Geometry g = geometry(input.sizes(), weight.sizes(), p);
-  auto prim = lookup(Pass::Forward, g, p, input.dtype(), *type, bias.defined());
-  if (!prim) return reference::conv2d(input, weight, bias, p);
-  NoGradGuard no_grad;
+  if (!o.prim) return reference::conv2d(input, weight, bias, pr.p);
+  const ConvPrimitive& prim = *o.prim;
   Tensor x = onednn::to_channels_last(input), w = weight.contiguous();
   Tensor b = bias.defined() ? bias.to(input.dtype()).contiguous() : Tensor();
   Tensor y = empty_channels_last({g.n, g.o, g.oh, g.ow}, input.options());
   dnnl::stream& stream = onednn::stream();
   Tensor weight_scratch, x_scratch, y_scratch;
-  memory out = output_for(prim->activation_b, y, &y_scratch);
-  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, input_for(prim->activation_a, x, &x_scratch)},
-                                          {DNNL_ARG_WEIGHTS, weights_for(*prim, w, &weight_scratch)},
+  memory out = output_for(prim.activation_b, y, &y_scratch);
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, input_for(prim.activation_a, x, &x_scratch)},
+                                          {DNNL_ARG_WEIGHTS, weights_for(prim, w, &weight_scratch)},
                                           {DNNL_ARG_DST, out}};
-  if (b.defined()) args.emplace(DNNL_ARG_BIAS, user_memory(prim->bias, b));
-  execute("conv2d", *prim, stream, args);
-  finish_output(prim->activation_b, out, y);
+  if (b.defined()) args.emplace(DNNL_ARG_BIAS, user_memory(prim.bias, b));
+  execute("conv2d", prim, stream, args);
+  finish_output(prim.activation_b, out, y);
   return y;
 }
 
-Tensor conv2d_backward_input_kernel(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,
-                                    const ConvParams& p) {
-  if (const auto g = own_backward_data(grad_output, weight, input_shape, p)) {
-    NoGradGuard no_grad;
+Tensor backward_data_with(const Option& o, const Problem& pr, const Tensor& grad_output, const Tensor& weight,
+                          const Shape& input_shape) {
+  NoGradGuard no_grad;
+  if (o.own != Own::None) {
     Tensor dy = onednn::to_channels_last(grad_output), w = weight.contiguous();
     Tensor dx = empty_channels_last(input_shape, grad_output.options());
-    strided_conv_backward_data(*g, dy.data_ptr<float>(), w.data_ptr<float>(), dx.data_ptr<float>());
+    strided_conv_backward_data(*pr.own, dy.data_ptr<float>(), w.data_ptr<float>(), dx.data_ptr<float>());
     return dx;
   }
-  const auto type = fast_type(grad_output, weight);
-  if (!type) return reference::conv2d_backward_input(grad_output, weight, input_shape, p);
-  const Geometry g = geometry(input_shape, weight.sizes(), p);
-  auto prim = lookup(Pass::BackwardData, g, p, grad_output.dtype(), *type, false);
-  if (!prim) return reference::conv2d_backward_input(grad_output, weight, input_shape, p);
-  NoGradGuard no_grad;
+  if (!o.prim) return reference::conv2d_backward_input(grad_output, weight, input_shape, pr.p);
+  const ConvPrimitive& prim = *o.prim;
   Tensor dy = onednn::to_channels_last(grad_output), w = weight.contiguous();
   Tensor dx = empty_channels_last(input_shape, grad_output.options());
   dnnl::stream& stream = onednn::stream();
   Tensor weight_scratch, dx_scratch, dy_scratch;
-  memory out = output_for(prim->activation_a, dx, &dx_scratch);
-  execute("conv2d_backward_input", *prim, stream,
+  memory out = output_for(prim.activation_a, dx, &dx_scratch);
+  execute("conv2d_backward_input", prim, stream,
           {{DNNL_ARG_DIFF_SRC, out},
-           {DNNL_ARG_WEIGHTS, weights_for(*prim, w, &weight_scratch)},
-           {DNNL_ARG_DIFF_DST, input_for(prim->activation_b, dy, &dy_scratch)}});
-  finish_output(prim->activation_a, out, dx);
+           {DNNL_ARG_WEIGHTS, weights_for(prim, w, &weight_scratch)},
+           {DNNL_ARG_DIFF_DST, input_for(prim.activation_b, dy, &dy_scratch)}});
+  finish_output(prim.activation_a, out, dx);
   return dx;
+}
+
+std::pair<Tensor, Tensor> backward_weight_with(const Option& o, const Problem& pr, const Tensor& grad_output,
+                                               const Tensor& input, const Shape& weight_shape, bool want_bias) {
+  NoGradGuard no_grad;
+  if (o.own != Own::None) {
+    Tensor x = onednn::to_channels_last(input), dy = onednn::to_channels_last(grad_output);
+    Tensor grad_weight = empty(weight_shape, input.options());
+    direct_conv_weight_grad(*pr.own, x.data_ptr<float>(), dy.data_ptr<float>(), grad_weight.data_ptr<float>());
+    // The bias gradient is dy summed over every pixel: a sum over N, H and W of the logical tensor.
+    Tensor grad_bias = want_bias ? dy.sum({0, 2, 3}) : Tensor();
+    return {grad_weight, grad_bias};
+  }
+  if (!o.prim) return reference::conv2d_backward_weight(grad_output, input, weight_shape, want_bias, pr.p);
+  const ConvPrimitive& prim = *o.prim;
+  Tensor x = onednn::to_channels_last(input), dy = onednn::to_channels_last(grad_output);
+  Tensor grad_weight = empty(weight_shape, input.options());
+  Tensor grad_bias = want_bias ? empty({pr.g.o}, input.options()) : Tensor();
+  dnnl::stream& stream = onednn::stream();
+  // The primitive writes the gradient in its own layout; a reorder brings it to Ember's.
+  Tensor weight_scratch = prim.weights_reorder ? onednn::scratch_for(prim.weights) : grad_weight;
+  memory written = user_memory(prim.weights, weight_scratch);
+  Tensor x_scratch, dy_scratch;
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, input_for(prim.activation_a, x, &x_scratch)},
+                                          {DNNL_ARG_DIFF_DST, input_for(prim.activation_b, dy, &dy_scratch)},
+                                          {DNNL_ARG_DIFF_WEIGHTS, written}};
+  if (want_bias) args.emplace(DNNL_ARG_DIFF_BIAS, user_memory(prim.bias, grad_bias));
+  execute("conv2d_backward_weight", prim, stream, args);
+  if (prim.weights_reorder) {
+    memory user = user_memory(prim.user_weights, grad_weight);
+    onednn::execute(*prim.weights_reorder, written, user, true);
+  }
+  return {grad_weight, grad_bias};
+}
+
+Problem problem(Pass pass, const Shape& input_shape, const Shape& weight_shape, const ConvParams& p, DType dtype,
+                memory::data_type type, bool with_bias) {
+  return {pass, geometry(input_shape, weight_shape, p), p, dtype, type, with_bias,
+          direct_geometry(dtype, input_shape, weight_shape, p)};
+}
+
+}  // namespace
+
+Tensor conv2d_kernel(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvParams& p) {
+  const auto type = fast_type(input, weight);
+  if (!type || (bias.defined() && bias.dtype() != input.dtype())) return reference::conv2d(input, weight, bias, p);
+  const Problem pr = problem(Pass::Forward, input.sizes(), weight.sizes(), p, input.dtype(), *type, bias.defined());
+  const std::string key = pr.key();
+  const Option o = select(pr, key, [&](const Option& c) { forward_with(c, pr, input, weight, bias); });
+  kernel_select::Timer timer(key);
+  return forward_with(o, pr, input, weight, bias);
+}
+
+Tensor conv2d_backward_input_kernel(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,
+                                    const ConvParams& p) {
+  const auto type = fast_type(grad_output, weight);
+  if (!type) return reference::conv2d_backward_input(grad_output, weight, input_shape, p);
+  const Problem pr = problem(Pass::BackwardData, input_shape, weight.sizes(), p, grad_output.dtype(), *type, false);
+  const std::string key = pr.key();
+  const Option o =
+      select(pr, key, [&](const Option& c) { backward_data_with(c, pr, grad_output, weight, input_shape); });
+  kernel_select::Timer timer(key);
+  return backward_data_with(o, pr, grad_output, weight, input_shape);
 }
 
 std::pair<Tensor, Tensor> conv2d_backward_weight_kernel(const Tensor& grad_output, const Tensor& input,
                                                         const Shape& weight_shape, bool want_bias,
                                                         const ConvParams& p) {
-  if (const auto g = own_weight_grad(grad_output, input, weight_shape, p)) {
-    NoGradGuard no_grad;
-    Tensor x = onednn::to_channels_last(input), dy = onednn::to_channels_last(grad_output);
-    Tensor grad_weight = empty(weight_shape, input.options());
-    direct_conv_weight_grad(*g, x.data_ptr<float>(), dy.data_ptr<float>(), grad_weight.data_ptr<float>());
-    // The bias gradient is dy summed over every pixel: a sum over N, H and W of the logical tensor.
-    Tensor grad_bias = want_bias ? dy.sum({0, 2, 3}) : Tensor();
-    return {grad_weight, grad_bias};
-  }
   const auto type = fast_type(grad_output, input);
   if (!type) return reference::conv2d_backward_weight(grad_output, input, weight_shape, want_bias, p);
-  const Geometry g = geometry(input.sizes(), weight_shape, p);
-  auto prim = lookup(Pass::BackwardWeights, g, p, input.dtype(), *type, want_bias);
-  if (!prim) return reference::conv2d_backward_weight(grad_output, input, weight_shape, want_bias, p);
-  NoGradGuard no_grad;
-  Tensor x = onednn::to_channels_last(input), dy = onednn::to_channels_last(grad_output);
-  Tensor grad_weight = empty(weight_shape, input.options());
-  Tensor grad_bias = want_bias ? empty({g.o}, input.options()) : Tensor();
-  dnnl::stream& stream = onednn::stream();
-  // The primitive writes the gradient in its own layout; a reorder brings it to Ember's.
-  Tensor weight_scratch = prim->weights_reorder ? onednn::scratch_for(prim->weights) : grad_weight;
-  memory written = user_memory(prim->weights, weight_scratch);
-  Tensor x_scratch, dy_scratch;
-  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, input_for(prim->activation_a, x, &x_scratch)},
-                                          {DNNL_ARG_DIFF_DST, input_for(prim->activation_b, dy, &dy_scratch)},
-                                          {DNNL_ARG_DIFF_WEIGHTS, written}};
-  if (want_bias) args.emplace(DNNL_ARG_DIFF_BIAS, user_memory(prim->bias, grad_bias));
-  execute("conv2d_backward_weight", *prim, stream, args);
-  if (prim->weights_reorder) {
-    memory user = user_memory(prim->user_weights, grad_weight);
-    onednn::execute(*prim->weights_reorder, written, user, true);
-  }
-  return {grad_weight, grad_bias};
+  const Problem pr = problem(Pass::BackwardWeights, input.sizes(), weight_shape, p, input.dtype(), *type, want_bias);
+  const std::string key = pr.key();
+  const Option o = select(pr, key, [&](const Option& c) {
+    backward_weight_with(c, pr, grad_output, input, weight_shape, want_bias);
+  });
+  kernel_select::Timer timer(key);
+  return backward_weight_with(o, pr, grad_output, input, weight_shape, want_bias);
 }
 
 }  // namespace ember::cpu

@@ -73,6 +73,8 @@ TEST_CASE("Defaults without flags", "[train][flags]") {
   CHECK(c.augment);
   CHECK(c.keep_checkpoints == 2);
   CHECK(c.progress == "auto");
+  CHECK_FALSE(c.deterministic);
+  CHECK(parse({"--deterministic"}).deterministic);
 }
 
 TEST_CASE("Every flag is accepted as --name value and --name=value", "[train][flags]") {
