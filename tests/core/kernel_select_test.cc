@@ -69,7 +69,7 @@ TEST_CASE("kernel_select: benchmark mode times every candidate once and keeps th
   ModeGuard guard;
   ks::set_mode(ks::Mode::Benchmark);
   ks::reset();
-  Fake fake({0.004, 0.0005, 0.002});
+  Fake fake({0.03, 0.0005, 0.015});  // far apart: a loaded machine must not reorder them
   CHECK(ks::choose("fake problem", {"slow", "fast", "middle"}, 0, fake.trial()) == 1);
   // One untimed run and two timed ones each.
   for (const auto& c : fake.counts) CHECK(c.load() == 3);
@@ -88,7 +88,7 @@ TEST_CASE("kernel_select: a failing candidate is dropped; all failing leaves the
   ModeGuard guard;
   ks::set_mode(ks::Mode::Benchmark);
   ks::reset();
-  Fake some({-1, 0.002, 0.0005});
+  Fake some({-1, 0.02, 0.0005});
   CHECK(ks::choose("some fail", {"a", "b", "c"}, 0, some.trial()) == 2);
   Fake all({-1, -1});
   CHECK(ks::choose("all fail", {"a", "b"}, 1, all.trial()) == 1);
@@ -142,7 +142,7 @@ TEST_CASE("kernel_select: the disk cache skips the trials of the next process", 
   ks::reset();
   const std::string file = ks::cache_file();
   CHECK(file.rfind(dir + "/kernels-", 0) == 0);
-  Fake first({0.003, 0.0005});
+  Fake first({0.03, 0.0005});
   CHECK(ks::choose("disk problem", {"a", "b"}, 0, first.trial()) == 1);
   REQUIRE(std::filesystem::exists(file));
   size_t files = 0;
@@ -151,7 +151,7 @@ TEST_CASE("kernel_select: the disk cache skips the trials of the next process", 
 
   // A new process (reset): the file's answer, without trials, even where timing would now differ.
   ks::reset();
-  Fake second({0.0005, 0.003});
+  Fake second({0.0005, 0.03});
   CHECK(ks::choose("disk problem", {"a", "b"}, 0, second.trial()) == 1);
   CHECK(second.total() == 0);
   CHECK(find(ks::decisions(), "disk problem")->how == "cached on disk");
