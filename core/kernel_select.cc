@@ -81,11 +81,13 @@ struct State {
   std::map<std::string, size_t> by_key;
   bool disk_loaded = false;
   std::map<std::string, std::string> disk;  // key -> candidate name
-  bool profiling = false;
   std::string forced = [] {
     const char* env = std::getenv("EMBER_KERNEL_FORCE");
     return std::string(env ? env : "");
   }();
+  // Read on every kernel call, so outside the mutex.
+  std::atomic<bool> forcing{!forced.empty()};
+  std::atomic<bool> profiling{false};
   std::atomic<uint64_t> generation{0};
   std::map<std::string, std::pair<double, int64_t>> usage;  // key -> seconds, calls
 };
@@ -279,30 +281,19 @@ void force(const std::string& candidate) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.forced = candidate;
+  s.forcing.store(!candidate.empty());
   s.decisions.clear();
   s.by_key.clear();
   s.generation.fetch_add(1);
 }
 
-bool forcing() {
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  return !s.forced.empty();
-}
+bool may_differ_from_heuristic() { return mode() == Mode::Benchmark || state().forcing.load(); }
 
 std::string cache_file() { return cache_path(); }
 
-void set_profiling(bool on) {
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  s.profiling = on;
-}
+void set_profiling(bool on) { state().profiling.store(on); }
 
-bool profiling() {
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  return s.profiling;
-}
+bool profiling() { return state().profiling.load(); }
 
 Timer::Timer(std::string key) : key_(std::move(key)) {
   if (profiling()) start_ = now_seconds();

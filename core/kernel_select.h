@@ -93,7 +93,10 @@ void reset();
 // it. EMBER_KERNEL_FORCE sets it at start-up. For tests that must cover every kernel, and for
 // finding which kernel misbehaves.
 void force(const std::string& candidate);
-bool forcing();
+
+// Whether choose() may pick other than the heuristic (benchmark mode, or a candidate forced): a
+// backend lists its other candidates, and runs its trials, only then.
+bool may_differ_from_heuristic();
 
 // The disk cache file this process uses, or "" without EMBER_KERNEL_CACHE.
 std::string cache_file();

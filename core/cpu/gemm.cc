@@ -75,8 +75,17 @@ void sgemm_split_k(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
     }
 }
 
+// oneDNN's sgemm, or Ember's split over K for long reductions.
 void library_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const int threads = num_threads();
+  if (wants_split_k(m, n, k, threads)) {
+    sgemm_split_k(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads);
+    return;
+  }
+  onednn::size_openmp_team();
+  checked_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
 
 // Whether Ember's skinny kernel (skinny_sgemm.h) takes this product rather than oneDNN's sgemm.
 // Where it can, and the product is large enough for the choice to matter, the two are timed on
@@ -87,8 +96,7 @@ bool skinny_chosen(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
   const bool heuristic = skinny_sgemm_preferred(trans_a, trans_b, m, n, k, alpha, beta);
   const bool applies = avx2::supported() && !trans_b && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) &&
                        m <= 288 && m * n * k >= (int64_t{1} << 22);
-  if (!applies || (kernel_select::mode() == kernel_select::Mode::Heuristic && !kernel_select::forcing()))
-    return heuristic;
+  if (!applies || !kernel_select::may_differ_from_heuristic()) return heuristic;
   const std::string key = "sgemm " + std::string(trans_a ? "T" : "N") + "N m=" + std::to_string(m) +
                           " n=" + std::to_string(n) + " k=" + std::to_string(k) + (beta == 1.0f ? " accumulate" : "") +
                           " threads=" + std::to_string(num_threads());
@@ -123,17 +131,6 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 }
 
 namespace {
-
-void library_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  const int threads = num_threads();
-  if (wants_split_k(m, n, k, threads)) {
-    sgemm_split_k(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads);
-    return;
-  }
-  onednn::size_openmp_team();
-  checked_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
 
 template <typename T>
 std::vector<float> widen(const T* data, bool trans, int64_t rows, int64_t cols, int64_t ld) {

@@ -93,11 +93,13 @@ void print_passes(const std::string& name, const Result& r, int steps) {
     shown += share;
     const auto& d = u.decision;
     const std::string algorithm = d.candidates.empty() ? "?" : d.candidates[d.chosen];
-    std::string trials;
-    for (size_t i = 0; i < d.seconds.size(); ++i)
-      if (static_cast<int>(i) != d.chosen)
-        trials += (trials.empty() ? " [" : ", ") + d.candidates[i] + " " +
-                  (d.seconds[i] < 0 ? std::string("failed") : std::to_string(d.seconds[i] / d.seconds[d.chosen]).substr(0, 4) + "x");
+    std::string trials;  // each other candidate's trial time relative to the winner's
+    for (size_t i = 0; i < d.seconds.size(); ++i) {
+      if (static_cast<int>(i) == d.chosen) continue;
+      char relative[32] = "failed";
+      if (d.seconds[i] >= 0) std::snprintf(relative, sizeof(relative), "%.2fx", d.seconds[i] / d.seconds[d.chosen]);
+      trials += (trials.empty() ? " [" : ", ") + d.candidates[i] + " " + relative;
+    }
     if (!trials.empty()) trials += "]";
     std::printf("  %5.1f%% %8.2f  %-24s %-15s %s%s\n", 100 * share, 1e3 * u.seconds / steps, algorithm.c_str(),
                 d.how.c_str(), d.key.c_str(), trials.c_str());

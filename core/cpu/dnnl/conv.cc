@@ -84,9 +84,14 @@ bool is_reference_impl(const char* impl) { return std::string(impl).rfind("ref",
 
 // Winograd pays where the direct kernels are slowest relative to it: 3x3, stride 1, no dilation or
 // groups, both channel counts >= 32 (at 16 channels the direct kernel wins).
-bool wants_winograd(const Geometry& g, const ConvParams& p, memory::data_type type) {
+// The problems oneDNN's Winograd kernels take: float32 3x3, stride 1, no dilation or groups.
+bool winograd_shape(const Geometry& g, const ConvParams& p, memory::data_type type) {
   return type == memory::data_type::f32 && g.kh == 3 && g.kw == 3 && p.stride_h == 1 && p.stride_w == 1 &&
-         p.dilation_h == 1 && p.dilation_w == 1 && p.groups == 1 && g.c >= 32 && g.o >= 32;
+         p.dilation_h == 1 && p.dilation_w == 1 && p.groups == 1;
+}
+
+bool wants_winograd(const Geometry& g, const ConvParams& p, memory::data_type type) {
+  return winograd_shape(g, p, type) && g.c >= 32 && g.o >= 32;
 }
 
 // The operand as the primitive wants it; `user` is Ember's NHWC layout, `input` the direction.
@@ -349,11 +354,8 @@ Option heuristic_option(const Problem& pr) {
 std::vector<Option> all_options(const Problem& pr) {
   std::vector<Option> out;
   for (Own own : own_candidates(pr)) out.push_back({own});
-  const bool winograd_shape = pr.type == memory::data_type::f32 && pr.g.kh == 3 && pr.g.kw == 3 &&
-                              pr.p.stride_h == 1 && pr.p.stride_w == 1 && pr.p.dilation_h == 1 &&
-                              pr.p.dilation_w == 1 && pr.p.groups == 1;
   for (Variant v : {Variant::Nhwc, Variant::Blocked, Variant::Winograd}) {
-    if (v == Variant::Winograd && !winograd_shape) continue;
+    if (v == Variant::Winograd && !winograd_shape(pr.g, pr.p, pr.type)) continue;
     if (auto prim = pr.primitive(v)) out.push_back({Own::None, v, prim});
   }
   return out;
@@ -366,7 +368,7 @@ Option select(const Problem& pr, const std::string& key, const std::function<voi
   if (auto found = chosen.find(key)) return *found;
   Option heuristic = heuristic_option(pr);
   std::vector<Option> options = {heuristic};
-  if (kernel_select::mode() == kernel_select::Mode::Benchmark || kernel_select::forcing()) {
+  if (kernel_select::may_differ_from_heuristic()) {
     std::vector<Option> all = all_options(pr);
     if (!all.empty()) options = all;
   }
@@ -385,9 +387,9 @@ Option select(const Problem& pr, const std::string& key, const std::function<voi
 Tensor forward_with(const Option& o, const Problem& pr, const Tensor& input, const Tensor& weight, const Tensor& bias) {
   NoGradGuard no_grad;
   const Geometry& g = pr.g;
+  Tensor b = bias.defined() ? bias.to(input.dtype()).contiguous() : Tensor();
   if (o.own != Own::None) {
     Tensor x = onednn::to_channels_last(input), w = weight.contiguous();
-    Tensor b = bias.defined() ? bias.contiguous() : Tensor();
     Tensor y = empty_channels_last({g.n, g.o, g.oh, g.ow}, input.options());
     const float* b_data = b.defined() ? b.data_ptr<float>() : nullptr;
     if (o.own == Own::Direct)
@@ -399,7 +401,6 @@ Tensor forward_with(const Option& o, const Problem& pr, const Tensor& input, con
   if (!o.prim) return reference::conv2d(input, weight, bias, pr.p);
   const ConvPrimitive& prim = *o.prim;
   Tensor x = onednn::to_channels_last(input), w = weight.contiguous();
-  Tensor b = bias.defined() ? bias.to(input.dtype()).contiguous() : Tensor();
   Tensor y = empty_channels_last({g.n, g.o, g.oh, g.ow}, input.options());
   dnnl::stream& stream = onednn::stream();
   Tensor weight_scratch, x_scratch, y_scratch;
@@ -480,7 +481,7 @@ Problem problem(Pass pass, const Shape& input_shape, const Shape& weight_shape, 
 
 Tensor conv2d_kernel(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvParams& p) {
   const auto type = fast_type(input, weight);
-  if (!type || (bias.defined() && bias.dtype() != input.dtype())) return reference::conv2d(input, weight, bias, p);
+  if (!type) return reference::conv2d(input, weight, bias, p);
   const Problem pr = problem(Pass::Forward, input.sizes(), weight.sizes(), p, input.dtype(), *type, bias.defined());
   const std::string key = pr.key();
   const Option o = select(pr, key, [&](const Option& c) { forward_with(c, pr, input, weight, bias); });
