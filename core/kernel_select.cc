@@ -61,7 +61,9 @@ std::string machine_description() {
     if (level.empty()) break;
     caches += " L" + level + (type == "Data" ? "d" : type == "Instruction" ? "i" : "") + "=" + size;
   }
-  return model + caches;
+  // A cap on the CPU backend's instruction set (core/cpu/isa.h) changes which kernels exist.
+  const char* isa = std::getenv("EMBER_CPU_ISA");
+  return model + caches + (isa != nullptr && *isa != '\0' ? std::string(" isa=") + isa : "");
 }
 
 // A file-name-safe digest of the description (FNV-1a), so that one directory serves many machines.

@@ -3,6 +3,8 @@
 
 #include <immintrin.h>
 
+#include "core/cpu/isa.h"
+
 namespace ember::cpu::avx2 {
 
 namespace {
@@ -86,15 +88,9 @@ Tile tile_of(int rows, int lanes) {
 
 }  // namespace
 
-bool supported() {
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return avx2;
-}
+bool supported() { return has_avx2_fma(); }
 
-bool preferred_cpu() {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  return supported() && !avx512;
-}
+bool preferred_cpu() { return supported() && !has_avx512f(); }
 
 Tile tile(int rows, int lanes) { return tile_of<false>(rows, lanes); }
 

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/cpu/isa.h"
 #include "core/cpu/thread_pool.h"
 
 namespace ember::cpu {
@@ -151,10 +152,7 @@ EMBER_AVX512 void run_pixels(const DirectConvGeometry& geometry, const Packed& p
 
 }  // namespace
 
-bool direct_conv_supported() {
-  static const bool supported = __builtin_cpu_supports("avx512f");
-  return supported;
-}
+bool direct_conv_supported() { return has_avx512f(); }
 
 // Measured with tools/bench/conv (batch 128, 2 threads): strided 1x1 layers, warm, 1.1-1.4x
 // oneDNN's blocked kernel, while its channels-last one ran 0.6-0.9x. The 3x3 stride-2 layers stay

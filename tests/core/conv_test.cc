@@ -10,6 +10,7 @@
 
 #include "core/backend.h"
 #include "core/cpu/conv_reference.h"
+#include "core/cpu/isa.h"
 #include "core/cpu/direct_conv.h"
 #include "core/cpu/direct_conv_weight_grad.h"
 #include "core/cpu/strided_conv_backward_data.h"
@@ -375,7 +376,7 @@ TEST_CASE("direct conv weight-gradient kernel: against the naive sum", "[conv]")
     k.dilation_h = k.dilation_w = odd.dilation;
     INFO(k.str());
     const cpu::DirectConvGeometry g = direct_geometry(k);
-    CHECK(cpu::direct_conv_weight_grad_preferred(g) == !__builtin_cpu_supports("avx512f"));
+    CHECK(cpu::direct_conv_weight_grad_preferred(g) == !cpu::has_avx512f());
     Tensor x_nhwc = randn({k.n, k.h, k.w, k.c}), dy_nhwc = randn({k.n, k.oh(), k.ow(), k.o});
     Tensor grad = full({k.o, k.c, k.kh, k.kw}, 123.0f);  // overwritten, not accumulated into
     cpu::direct_conv_weight_grad(g, x_nhwc.data_ptr<float>(), dy_nhwc.data_ptr<float>(), grad.data_ptr<float>());
@@ -410,7 +411,7 @@ TEST_CASE("strided conv backward-data kernel: against the naive sum", "[conv]") 
     // (None of these is large enough for streaming zeros, which 1x1 kernels need to be taken.)
     const bool wanted =
         (k.stride_h > 1 || k.stride_w > 1) && k.kh <= 3 && k.kw <= 3 && (k.kh > 1 || k.kw > 1) && k.ow() >= 8;
-    CHECK(cpu::strided_conv_backward_data_preferred(g) == (wanted && !__builtin_cpu_supports("avx512f")));
+    CHECK(cpu::strided_conv_backward_data_preferred(g) == (wanted && !cpu::has_avx512f()));
     Tensor dy_nhwc = randn({k.n, k.oh(), k.ow(), k.o}), wt = randn({k.o, k.c, k.kh, k.kw});
     Naive naive{k, {}, values(wt), values(dy_nhwc.permute({0, 3, 1, 2}))};
     naive.x.assign(static_cast<size_t>(k.n * k.c * k.h * k.w), 0.0);
@@ -429,7 +430,7 @@ TEST_CASE("strided conv backward-data kernel: against the naive sum", "[conv]") 
   CHECK_FALSE(cpu::streaming_zeros_preferred(cpu::DirectConvGeometry{int64_t{1} << 20, 8, 32, 32, 32, 1, 1, 2, 2}));
   CHECK_FALSE(cpu::streaming_zeros_preferred(cpu::DirectConvGeometry{2, 16, 32, 32, 32, 1, 1, 2, 2}));
   CHECK(cpu::strided_conv_backward_data_preferred(cpu::DirectConvGeometry{int64_t{1} << 20, 16, 32, 32, 32, 1, 1, 2,
-                                                                          2}) == !__builtin_cpu_supports("avx512f"));
+                                                                          2}) == !cpu::has_avx512f());
   // Dilated or odd-channel problems, and kernels past 3x3, stay on oneDNN.
   cpu::DirectConvGeometry dilated{2, 16, 8, 8, 32, 3, 3, 2, 2, 1, 1};
   dilated.dilation_h = 2;
@@ -458,7 +459,7 @@ TEST_CASE("strided conv forward kernel: against the naive sum", "[conv]") {
     INFO(k.str() << (k.bias ? " with bias" : " without bias"));
     const cpu::DirectConvGeometry g = direct_geometry(k);
     const bool wanted = (k.stride_h > 1 || k.stride_w > 1) && k.kh == 3 && k.kw == 3 && k.ow() >= 8;
-    CHECK(cpu::strided_conv_forward_preferred(g) == (wanted && !__builtin_cpu_supports("avx512f")));
+    CHECK(cpu::strided_conv_forward_preferred(g) == (wanted && !cpu::has_avx512f()));
     Tensor x_nhwc = randn({k.n, k.h, k.w, k.c}), wt = randn({k.o, k.c, k.kh, k.kw}), bias = randn({k.o});
     Tensor y = full({k.n, k.oh(), k.ow(), k.o}, 123.0f);  // every element overwritten
     cpu::strided_conv_forward(g, x_nhwc.data_ptr<float>(), wt.data_ptr<float>(),
@@ -528,15 +529,15 @@ TEST_CASE("conv2d kernels: every selectable candidate matches the references", "
   odd.pad_h = 1, odd.stride_w = 2;
   cases.push_back(odd);
 
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const bool avx2 = cpu::has_avx2_fma();
+  const bool avx512 = cpu::has_avx512f();
   struct Candidate {
     const char* name;
     bool must_run;
   };
   const std::vector<Candidate> candidates = {{"onednn-nhwc", true},
                                              {"onednn-blocked", true},
-                                             {"onednn-winograd", __builtin_cpu_supports("avx512bw") != 0},
+                                             {"onednn-winograd", cpu::has_avx512_core()},
                                              {"ember-direct-avx512", avx512},
                                              {"ember-strided-avx2", avx2},
                                              {"ember-strided-bwd-data-avx2", avx2},

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/cpu/isa.h"
 #include "core/ember_core.h"
 #include "core/kernel_select.h"
 
@@ -235,6 +236,6 @@ TEST_CASE("kernel_select: GEMM trials leave an accumulated C as one product", "[
     CHECK(worst < 1e-3);
     bool decided = false;
     for (const auto& d : ks::decisions()) decided = decided || d.key.rfind("sgemm", 0) == 0;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) CHECK(decided);
+    if (cpu::has_avx2_fma()) CHECK(decided);
   }
 }

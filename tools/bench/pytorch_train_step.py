@@ -10,6 +10,7 @@ channels_last memory formats.
     .venv-torch/bin/python tools/bench/pytorch_train_step.py       # PyPI's, if installed
 Last line: `bench pytorch_train_step: torch=VERSION resnet20_ips=X resnet18_ips=Y`.
 """
+import os
 import statistics
 import sys
 import time
@@ -96,7 +97,9 @@ def main():
     steps = max(10, int(sys.argv[1]) if len(sys.argv) > 1 else 10)
     torch.set_num_threads(THREADS)
     print(f"PyTorch {torch.__version__} train step: batch {BATCH}, 3x32x32, fp32, {THREADS} threads, "
-          f"median of {steps} steps (spread: slowest-fastest step)")
+          f"median of {steps} steps (spread: slowest-fastest step)"
+          + "".join(f", {v}={os.environ[v]}" for v in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
+                    if v in os.environ))
     best = {}
     for name in MODELS:
         params = sum(p.numel() for p in MODELS[name]().parameters())

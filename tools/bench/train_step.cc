@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "autograd/functional.h"
+#include "core/cpu/isa.h"
 #include "core/cpu/thread_pool.h"
 #include "core/ember_core.h"
 #include "core/kernel_select.h"
@@ -130,8 +131,9 @@ int main(int argc, char** argv) {
   openblas_set_num_threads(kThreads);
   const double blas = openblas_gflops();
   std::printf("train_step benchmark: batch %lld, 3x32x32, fp32, %d threads, SGD momentum 0.9, median of %d steps, "
-              "kernel selection: %s\n",
-              static_cast<long long>(kBatch), kThreads, steps, kernel_select::mode_name(kernel_select::mode()));
+              "kernel selection: %s, ISA: %s\n",
+              static_cast<long long>(kBatch), kThreads, steps, kernel_select::mode_name(kernel_select::mode()),
+              cpu::isa_description().c_str());
   const Result r20 = time_model("resnet20", steps);
   const Result r18 = time_model("resnet18", steps);
   std::printf("%-10s %10s %16s %12s %14s\n", "model", "images/s", "spread (img/s)", "GFLOP/s", "of OpenBLAS");

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "core/cpu/isa.h"
 #include "core/cpu/thread_pool.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
@@ -14,6 +15,7 @@
 namespace ember::cpu::onednn {
 
 const dnnl::engine& engine() {
+  isa();  // applies EMBER_CPU_ISA to oneDNN before its first use
   static const dnnl::engine instance(dnnl::engine::kind::cpu, 0);
   return instance;
 }
@@ -39,6 +41,7 @@ namespace {
 
 // ISA values are bit sets; each includes the bits of the ISAs below it.
 bool has_native_bf16() {
+  isa();
   const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
   const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
   return (isa & bf16) == bf16;
