@@ -528,6 +528,14 @@ TEST_CASE("conv2d kernels: every selectable candidate matches the references", "
   Case odd = make_case(2, 5, 9, 7, 12, 3);
   odd.pad_h = 1, odd.stride_w = 2;
   cases.push_back(odd);
+  // Winograd's tiles: no padding with bias (even output), and padding 2 (odd output, wider than
+  // the input), with channel counts that are not a multiple of its 32-lane register tile.
+  Case unpadded = make_case(2, 24, 10, 9, 40, 3);
+  unpadded.bias = true;
+  cases.push_back(unpadded);
+  Case wide = make_case(1, 8, 5, 6, 24, 3);
+  wide.pad_h = wide.pad_w = 2;
+  cases.push_back(wide);
 
   const bool avx2 = cpu::has_avx2_fma();
   const bool avx512 = cpu::has_avx512f();
@@ -541,7 +549,8 @@ TEST_CASE("conv2d kernels: every selectable candidate matches the references", "
                                              {"ember-direct-avx512", avx512},
                                              {"ember-strided-avx2", avx2},
                                              {"ember-strided-bwd-data-avx2", avx2},
-                                             {"ember-weight-grad-avx2", avx2}};
+                                             {"ember-weight-grad-avx2", avx2},
+                                             {"ember-winograd-avx2", avx2}};
   for (const Candidate& candidate : candidates) {
     INFO("forced kernel " << candidate.name);
     kernel_select::force(candidate.name);

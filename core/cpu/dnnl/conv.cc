@@ -29,6 +29,7 @@
 #include "core/cpu/strided_conv_forward.h"
 #include "core/cpu/avx2_tile.h"
 #include "core/cpu/thread_pool.h"
+#include "core/cpu/winograd_avx2.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/kernel_select.h"
@@ -266,7 +267,7 @@ std::optional<DirectConvGeometry> direct_geometry(DType dtype, const Shape& inpu
 // ---- The candidates of each pass and the choice among them ----
 
 // Ember's own kernels as candidates (core/cpu/direct_conv.h and the AVX2 ones).
-enum class Own { None, Direct, StridedForward, StridedBackwardData, WeightGrad };
+enum class Own { None, Direct, StridedForward, StridedBackwardData, WeightGrad, Winograd };
 
 // One way to run a pass: one of Ember's kernels, or a oneDNN primitive.
 struct Option {
@@ -279,6 +280,7 @@ struct Option {
       case Own::StridedForward: return "ember-strided-avx2";
       case Own::StridedBackwardData: return "ember-strided-bwd-data-avx2";
       case Own::WeightGrad: return "ember-weight-grad-avx2";
+      case Own::Winograd: return "ember-winograd-avx2";
       case Own::None: break;
     }
     return variant == Variant::Nhwc ? "onednn-nhwc" : variant == Variant::Blocked ? "onednn-blocked" : "onednn-winograd";
@@ -324,10 +326,12 @@ std::vector<Own> own_candidates(const Problem& pr) {
       if (direct_conv_supported() && g.kh == 1 && g.kw == 1 && g.pad_h == 0 && g.pad_w == 0) out.push_back(Own::Direct);
       if (avx2::supported() && undilated(g) && g.kh == 3 && g.kw == 3 && g.o % 8 == 0)
         out.push_back(Own::StridedForward);
+      if (winograd_avx2_applies(g)) out.push_back(Own::Winograd);
       break;
     case Pass::BackwardData:
       if (avx2::supported() && undilated(g) && g.kh <= 3 && g.kw <= 3 && g.c % 8 == 0)
         out.push_back(Own::StridedBackwardData);
+      if (winograd_avx2_applies(g)) out.push_back(Own::Winograd);
       break;
     case Pass::BackwardWeights:
       if (avx2::supported() && (g.c % 8 == 0 || g.o % 8 == 0)) out.push_back(Own::WeightGrad);
@@ -395,6 +399,8 @@ Tensor forward_with(const Option& o, const Problem& pr, const Tensor& input, con
     const float* b_data = b.defined() ? b.data_ptr<float>() : nullptr;
     if (o.own == Own::Direct)
       direct_conv_forward(*pr.own, x.data_ptr<float>(), w.data_ptr<float>(), b_data, y.data_ptr<float>());
+    else if (o.own == Own::Winograd)
+      winograd_avx2_forward(*pr.own, x.data_ptr<float>(), w.data_ptr<float>(), b_data, y.data_ptr<float>());
     else
       strided_conv_forward(*pr.own, x.data_ptr<float>(), w.data_ptr<float>(), b_data, y.data_ptr<float>());
     return y;
@@ -421,7 +427,10 @@ Tensor backward_data_with(const Option& o, const Problem& pr, const Tensor& grad
   if (o.own != Own::None) {
     Tensor dy = onednn::to_channels_last(grad_output), w = weight.contiguous();
     Tensor dx = empty_channels_last(input_shape, grad_output.options());
-    strided_conv_backward_data(*pr.own, dy.data_ptr<float>(), w.data_ptr<float>(), dx.data_ptr<float>());
+    if (o.own == Own::Winograd)
+      winograd_avx2_backward_data(*pr.own, dy.data_ptr<float>(), w.data_ptr<float>(), dx.data_ptr<float>());
+    else
+      strided_conv_backward_data(*pr.own, dy.data_ptr<float>(), w.data_ptr<float>(), dx.data_ptr<float>());
     return dx;
   }
   if (!o.prim) return reference::conv2d_backward_input(grad_output, weight, input_shape, pr.p);

@@ -1,0 +1,182 @@
+// The Winograd F(2x2, 3x3) kernels of winograd_avx2.h. With B, G and A the F(2, 3) matrices
+// (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks"), an output tile is
+// A^T [(G g G^T) . (B^T d B)] A for each 4x4 input tile d, summed over input channels.
+#include "core/cpu/winograd_avx2.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "core/cpu/avx2_tile.h"
+#include "core/cpu/thread_pool.h"
+
+namespace ember::cpu {
+
+namespace {
+
+// One convolution as the kernel runs it: stride 1, 3x3, `in` channels to `out` channels.
+struct Plan {
+  int64_t n, in, h, w, out, pad_h, pad_w;
+  int64_t oh() const { return h + 2 * pad_h - 2; }
+  int64_t ow() const { return w + 2 * pad_w - 2; }
+  int64_t tiles_h() const { return (oh() + 1) / 2; }
+  int64_t tiles_w() const { return (ow() + 1) / 2; }
+};
+
+// G g G^T of every filter, as U[point][out chunk][in][lanes]: each chunk of output channels that
+// one register tile reads is one contiguous [in][lanes] panel. `turned`: the filter seen by the
+// backward-data pass, g'[c][o](i, j) = g[o][c](2 - i, 2 - j).
+void transform_weights(const Plan& p, const float* weight, bool turned, float* u) {
+  const int64_t in = p.in, out = p.out;
+  parallel_for(0, out, 8, [&](int64_t lo, int64_t hi) {
+    for (int64_t o = lo; o < hi; ++o) {
+      int64_t o0 = 0;
+      while (o0 + avx2::lanes_for(out - o0) <= o) o0 += avx2::lanes_for(out - o0);
+      const int64_t lanes = avx2::lanes_for(out - o0);
+      for (int64_t c = 0; c < in; ++c) {
+        // weight is [O][C][3][3] of the forward convolution.
+        const float* f = turned ? weight + (c * out + o) * 9 : weight + (o * in + c) * 9;
+        float g[3][3];
+        for (int i = 0; i < 3; ++i)
+          for (int j = 0; j < 3; ++j) g[i][j] = turned ? f[(2 - i) * 3 + (2 - j)] : f[i * 3 + j];
+        float t[4][3];
+        for (int j = 0; j < 3; ++j) {
+          t[0][j] = g[0][j];
+          t[1][j] = 0.5f * (g[0][j] + g[1][j] + g[2][j]);
+          t[2][j] = 0.5f * (g[0][j] - g[1][j] + g[2][j]);
+          t[3][j] = g[2][j];
+        }
+        for (int i = 0; i < 4; ++i) {
+          const float r[4] = {t[i][0], 0.5f * (t[i][0] + t[i][1] + t[i][2]), 0.5f * (t[i][0] - t[i][1] + t[i][2]),
+                              t[i][2]};
+          for (int j = 0; j < 4; ++j) u[((i * 4 + j) * out + o0) * in + c * lanes + (o - o0)] = r[j];
+        }
+      }
+    }
+  });
+}
+
+// B^T d B of tiles [first, first + count), 8 channels at a time, into v[point][tile][in].
+__attribute__((target("avx2,fma"))) void transform_inputs(const Plan& p, const float* x, int64_t first,
+                                                          int64_t count, float* v) {
+  const int64_t th = p.tiles_h(), tw = p.tiles_w(), in = p.in;
+  for (int64_t b = 0; b < count; ++b) {
+    const int64_t t = first + b, img = t / (th * tw), row = t / tw % th, col = t % tw;
+    const int64_t ih0 = 2 * row - p.pad_h, iw0 = 2 * col - p.pad_w;
+    const float* pixel[4][4];
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) {
+        const int64_t ih = ih0 + i, iw = iw0 + j;
+        const bool inside = ih >= 0 && ih < p.h && iw >= 0 && iw < p.w;
+        pixel[i][j] = inside ? x + ((img * p.h + ih) * p.w + iw) * in : nullptr;
+      }
+    for (int64_t c = 0; c < in; c += 8) {
+      __m256 d[4][4];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) d[i][j] = pixel[i][j] ? _mm256_loadu_ps(pixel[i][j] + c) : _mm256_setzero_ps();
+      __m256 t[4][4];
+      for (int j = 0; j < 4; ++j) {
+        t[0][j] = _mm256_sub_ps(d[0][j], d[2][j]);
+        t[1][j] = _mm256_add_ps(d[1][j], d[2][j]);
+        t[2][j] = _mm256_sub_ps(d[2][j], d[1][j]);
+        t[3][j] = _mm256_sub_ps(d[1][j], d[3][j]);
+      }
+      for (int i = 0; i < 4; ++i) {
+        const __m256 r[4] = {_mm256_sub_ps(t[i][0], t[i][2]), _mm256_add_ps(t[i][1], t[i][2]),
+                             _mm256_sub_ps(t[i][2], t[i][1]), _mm256_sub_ps(t[i][1], t[i][3])};
+        for (int j = 0; j < 4; ++j) _mm256_storeu_ps(v + ((i * 4 + j) * count + b) * in + c, r[j]);
+      }
+    }
+  }
+}
+
+// A^T m A (+ bias) of the tiles' products m[point][tile][out], into y's pixels inside the output.
+__attribute__((target("avx2,fma"))) void transform_outputs(const Plan& p, const float* m, const float* bias,
+                                                           int64_t first, int64_t count, float* y) {
+  const int64_t th = p.tiles_h(), tw = p.tiles_w(), out = p.out, oh = p.oh(), ow = p.ow();
+  for (int64_t b = 0; b < count; ++b) {
+    const int64_t t = first + b, img = t / (th * tw), row = t / tw % th, col = t % tw;
+    const bool two_rows = 2 * row + 1 < oh, two_cols = 2 * col + 1 < ow;
+    float* y0 = y + ((img * oh + 2 * row) * ow + 2 * col) * out;
+    for (int64_t o = 0; o < out; o += 8) {
+      __m256 s[2][4];
+      for (int j = 0; j < 4; ++j) {
+        const __m256 m0 = _mm256_loadu_ps(m + ((0 * 4 + j) * count + b) * out + o);
+        const __m256 m1 = _mm256_loadu_ps(m + ((1 * 4 + j) * count + b) * out + o);
+        const __m256 m2 = _mm256_loadu_ps(m + ((2 * 4 + j) * count + b) * out + o);
+        const __m256 m3 = _mm256_loadu_ps(m + ((3 * 4 + j) * count + b) * out + o);
+        s[0][j] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2);
+        s[1][j] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
+      }
+      const __m256 base = bias ? _mm256_loadu_ps(bias + o) : _mm256_setzero_ps();
+      for (int i = 0; i < (two_rows ? 2 : 1); ++i) {
+        float* yi = y0 + i * ow * out + o;
+        _mm256_storeu_ps(yi, _mm256_add_ps(base, _mm256_add_ps(_mm256_add_ps(s[i][0], s[i][1]), s[i][2])));
+        if (two_cols)
+          _mm256_storeu_ps(yi + out, _mm256_add_ps(base, _mm256_sub_ps(_mm256_sub_ps(s[i][1], s[i][2]), s[i][3])));
+      }
+    }
+  }
+}
+
+// Tiles per block: the block's transformed inputs and products (16 x tiles x (in + out) floats)
+// stay near 1 MiB or below, so that they are still in L2 when the GEMMs and the output transform
+// read them back; at least 24, so that each weight panel serves several register tiles.
+int64_t block_tiles(const Plan& p) {
+  const int64_t fit = (1 << 18) / (16 * (p.in + p.out));
+  return std::clamp<int64_t>(fit / 6 * 6, 24, 96);
+}
+
+void run(const Plan& p, const float* x, const float* u, const float* bias, float* y) {
+  const int64_t tiles = p.n * p.tiles_h() * p.tiles_w(), per_block = block_tiles(p);
+  const int64_t blocks = (tiles + per_block - 1) / per_block, in = p.in, out = p.out;
+  parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
+    const std::unique_ptr<float[]> v(new float[16 * per_block * in]), m(new float[16 * per_block * out]);
+    for (int64_t block = lo; block < hi; ++block) {
+      const int64_t first = block * per_block, count = std::min(per_block, tiles - first);
+      transform_inputs(p, x, first, count, v.get());
+      const avx2::TileSplit split(count);
+      for (int point = 0; point < 16; ++point) {
+        const float* vp = v.get() + point * count * in;
+        float* mp = m.get() + point * count * out;
+        for (int64_t o0 = 0; o0 < out; o0 += avx2::lanes_for(out - o0)) {
+          const int lanes = avx2::lanes_for(out - o0);
+          const float* panel = u + (point * out + o0) * in;
+          const avx2::Walk walk{1, in, 0, 0, 1, lanes, in};
+          const std::vector<int64_t>& starts = split.starts(lanes);
+          for (size_t k = 0; k + 1 < starts.size(); ++k) {
+            const int rows = static_cast<int>(starts[k + 1] - starts[k]);
+            avx2::tile(rows, lanes)(walk, vp + starts[k] * in, panel, mp + starts[k] * out + o0, out, false);
+          }
+        }
+      }
+      transform_outputs(p, m.get(), bias, first, count, y);
+    }
+  });
+}
+
+}  // namespace
+
+bool winograd_avx2_applies(const DirectConvGeometry& g) {
+  return avx2::supported() && g.kh == 3 && g.kw == 3 && g.stride_h == 1 && g.stride_w == 1 && g.dilation_h == 1 &&
+         g.dilation_w == 1 && g.pad_h >= 0 && g.pad_h <= 2 && g.pad_w >= 0 && g.pad_w <= 2 && g.c % 8 == 0 &&
+         g.o % 8 == 0 && g.c > 0 && g.o > 0 && g.n > 0 && g.out_h() > 0 && g.out_w() > 0;
+}
+
+void winograd_avx2_forward(const DirectConvGeometry& g, const float* x, const float* weight, const float* bias,
+                           float* y) {
+  const Plan p{g.n, g.c, g.h, g.w, g.o, g.pad_h, g.pad_w};
+  const std::unique_ptr<float[]> u(new float[16 * g.c * g.o]);
+  transform_weights(p, weight, false, u.get());
+  run(p, x, u.get(), bias, y);
+}
+
+void winograd_avx2_backward_data(const DirectConvGeometry& g, const float* dy, const float* weight, float* dx) {
+  const Plan p{g.n, g.o, g.out_h(), g.out_w(), g.c, 2 - g.pad_h, 2 - g.pad_w};
+  const std::unique_ptr<float[]> u(new float[16 * g.c * g.o]);
+  transform_weights(p, weight, true, u.get());
+  run(p, dy, u.get(), nullptr, dx);
+}
+
+}  // namespace ember::cpu
