@@ -1,8 +1,6 @@
 // Registers the CPU kernel table at start-up (this library is alwayslink).
-#include "core/cpu/isa.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/nn_kernels.h"
-#include "core/error.h"
 
 namespace ember::cpu {
 
@@ -51,11 +49,6 @@ const KernelTable& cpu_table() {
 }
 
 const bool registered = [] {
-  // Cap oneDNN as early as possible; a malformed EMBER_CPU_ISA is reported at the first kernel call.
-  try {
-    isa();
-  } catch (const Error&) {
-  }
   register_backend(kCPU, &cpu_table());
   return true;
 }();

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <vector>
 
 #include "core/cpu/avx2_tile.h"
 #include "core/cpu/thread_pool.h"
@@ -24,35 +25,41 @@ struct Plan {
   int64_t tiles_w() const { return (ow() + 1) / 2; }
 };
 
-// G g G^T of every filter, as U[point][out chunk][in][lanes]: each chunk of output channels that
-// one register tile reads is one contiguous [in][lanes] panel. `turned`: the filter seen by the
-// backward-data pass, g'[c][o](i, j) = g[o][c](2 - i, 2 - j).
+// G g G^T of one 3x3 filter `g` (rows `row` floats apart, columns `col` apart: negative strides
+// read it turned), as 16 values in point order.
+void transform_filter(const float* g, int64_t row, int64_t col, float* r) {
+  float t[4][3];
+  for (int j = 0; j < 3; ++j) {
+    const float g0 = g[j * col], g1 = g[row + j * col], g2 = g[2 * row + j * col];
+    t[0][j] = g0, t[1][j] = 0.5f * (g0 + g1 + g2), t[2][j] = 0.5f * (g0 - g1 + g2), t[3][j] = g2;
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i * 4 + 0] = t[i][0];
+    r[i * 4 + 1] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+    r[i * 4 + 2] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+    r[i * 4 + 3] = t[i][2];
+  }
+}
+
+// Every filter transformed, as U[point][out chunk][in][lanes]: each chunk of output channels that
+// one register tile reads is one contiguous [in][lanes] panel. `turned`: the filters seen by the
+// backward-data pass, g'[c][o](i, j) = g[o][c](2 - i, 2 - j), from the forward's [O][C][3][3].
 void transform_weights(const Plan& p, const float* weight, bool turned, float* u) {
   const int64_t in = p.in, out = p.out;
-  parallel_for(0, out, 8, [&](int64_t lo, int64_t hi) {
-    for (int64_t o = lo; o < hi; ++o) {
-      int64_t o0 = 0;
-      while (o0 + avx2::lanes_for(out - o0) <= o) o0 += avx2::lanes_for(out - o0);
-      const int64_t lanes = avx2::lanes_for(out - o0);
-      for (int64_t c = 0; c < in; ++c) {
-        // weight is [O][C][3][3] of the forward convolution.
-        const float* f = turned ? weight + (c * out + o) * 9 : weight + (o * in + c) * 9;
-        float g[3][3];
-        for (int i = 0; i < 3; ++i)
-          for (int j = 0; j < 3; ++j) g[i][j] = turned ? f[(2 - i) * 3 + (2 - j)] : f[i * 3 + j];
-        float t[4][3];
-        for (int j = 0; j < 3; ++j) {
-          t[0][j] = g[0][j];
-          t[1][j] = 0.5f * (g[0][j] + g[1][j] + g[2][j]);
-          t[2][j] = 0.5f * (g[0][j] - g[1][j] + g[2][j]);
-          t[3][j] = g[2][j];
+  std::vector<int64_t> chunks;  // where each chunk of output channels starts
+  for (int64_t o0 = 0; o0 < out; o0 += avx2::lanes_for(out - o0)) chunks.push_back(o0);
+  parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t chunk = lo; chunk < hi; ++chunk) {
+      const int64_t o0 = chunks[chunk], lanes = avx2::lanes_for(out - o0);
+      for (int64_t o = o0; o < o0 + lanes; ++o)
+        for (int64_t c = 0; c < in; ++c) {
+          float r[16];
+          if (turned)
+            transform_filter(weight + (c * out + o) * 9 + 8, -3, -1, r);
+          else
+            transform_filter(weight + (o * in + c) * 9, 3, 1, r);
+          for (int point = 0; point < 16; ++point) u[(point * out + o0) * in + c * lanes + (o - o0)] = r[point];
         }
-        for (int i = 0; i < 4; ++i) {
-          const float r[4] = {t[i][0], 0.5f * (t[i][0] + t[i][1] + t[i][2]), 0.5f * (t[i][0] - t[i][1] + t[i][2]),
-                              t[i][2]};
-          for (int j = 0; j < 4; ++j) u[((i * 4 + j) * out + o0) * in + c * lanes + (o - o0)] = r[j];
-        }
-      }
     }
   });
 }
