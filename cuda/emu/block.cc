@@ -56,7 +56,6 @@ enum Signal : uintptr_t { kFinished = 1, kBlocked = 2, kFailed = 3 };
 
 struct EmuThread : ThreadSlot {
   FiberStack stack{};  // the stack of `fiber`
-  void* fake_stack = nullptr;
   // Where it waits: a barrier (warp_op false) or a warp operation.
   bool warp_op = false;
   WarpOp op = WarpOp::Sync;
@@ -249,11 +248,14 @@ std::string BlockScheduler::run(const KernelLaunch& launch, uint64_t block_linea
 }
 
 void BlockScheduler::loop_entry(transfer_t from) {
-  arrived_on_fiber();
+  // No local here may have its address taken: its frame would be AddressSanitizer's fake frame
+  // on the fake stack that the next fiber on this stack inherits, never returned.
   auto* self = static_cast<BlockScheduler*>(from.data);
+  arrived_on_fiber(self->running_stack_);
   self->scheduler_ = from.fctx;
   self->start_remaining();
-  leave_fiber_for_good(self->scheduler_, reinterpret_cast<void*>(kFinished));
+  // running_stack_ is the running fiber's, which is this one.
+  leave_fiber_for_good(self->scheduler_, reinterpret_cast<void*>(kFinished), self->running_stack_);
 }
 
 void BlockScheduler::start_remaining() { launch_->run_threads(launch_->args); }
@@ -306,19 +308,19 @@ void BlockScheduler::suspend_current() {
   EmuThread& t = running();
   t.state = kWaiting;
   ++waiting_;
+  void** fake_stack = running_stack_.fake_stack;  // this fiber's stack's, kept there while it waits
   EmuThread* next = releasing_ ? next_released() : nullptr;
   if (next == nullptr) {
-    resumed(leave_fiber(scheduler_, reinterpret_cast<void*>(kBlocked), &t.fake_stack));
+    resumed(leave_fiber(scheduler_, reinterpret_cast<void*>(kBlocked), fake_stack));
     return;
   }
   make_running(*next);
-  resumed(hand_over(next->fiber, &t, next->stack, &t.fake_stack));
+  resumed(hand_over(next->fiber, &t, next->stack, fake_stack));
 }
 
 void BlockScheduler::fail_current(const std::string& what) {
   if (failure_.empty()) failure_ = what;
-  void* unused = nullptr;
-  leave_fiber(scheduler_, reinterpret_cast<void*>(kFailed), &unused);
+  leave_fiber(scheduler_, reinterpret_cast<void*>(kFailed), running_stack_.fake_stack);
   __builtin_unreachable();  // never resumed
 }
 

@@ -47,9 +47,6 @@ size_t page_size() {
 
 size_t FiberStack::usable() const { return size - page_size(); }
 
-StackPool::~StackPool() {
-  for (const FiberStack& s : free_) ::munmap(s.base, s.size);
-}
 
 FiberStack StackPool::take() {
   if (!free_.empty()) {
@@ -62,6 +59,9 @@ FiberStack StackPool::take() {
   s.base = ::mmap(nullptr, s.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   EMBER_CHECK(s.base != MAP_FAILED, "cuda emulator: cannot map a ", s.size, "-byte fiber stack: ", std::strerror(errno));
   ::mprotect(s.base, page_size(), PROT_NONE);  // guard page: a stack overflow faults
+#ifdef EMBER_EMU_ASAN
+  s.fake_stack = new void*(nullptr);
+#endif
   return s;
 }
 
@@ -85,8 +85,31 @@ namespace {
 // The OS thread's own stack, learnt on arrival at a fiber (the only stack fibers return to).
 thread_local const void* scheduler_stack_bottom = nullptr;
 thread_local size_t scheduler_stack_size = 0;
+
+// AddressSanitizer releases a fake stack only as the current one of a fiber that ends, so this
+// thread adopts it for a moment (a "switch" to its own stack) and ends as such a fiber would.
+void release_fake_stack(void* fake_stack) {
+  if (fake_stack == nullptr) return;
+  void* own = nullptr;
+  const void* bottom = nullptr;
+  size_t size = 0;
+  __sanitizer_start_switch_fiber(&own, scheduler_stack_bottom, scheduler_stack_size);
+  __sanitizer_finish_switch_fiber(fake_stack, &bottom, &size);
+  __sanitizer_start_switch_fiber(nullptr, bottom, size);
+  __sanitizer_finish_switch_fiber(own, nullptr, nullptr);
+}
 }  // namespace
 #endif
+
+StackPool::~StackPool() {
+  for (const FiberStack& s : free_) {
+    ::munmap(s.base, s.size);
+#ifdef EMBER_EMU_ASAN
+    release_fake_stack(*s.fake_stack);
+    delete s.fake_stack;
+#endif
+  }
+}
 
 transfer_t enter_fiber(fcontext_t to, void* data, const FiberStack& stack) {
 #ifdef EMBER_EMU_ASAN
@@ -101,9 +124,12 @@ transfer_t enter_fiber(fcontext_t to, void* data, const FiberStack& stack) {
 #endif
 }
 
-void arrived_on_fiber() {
+void arrived_on_fiber(const FiberStack& stack) {
 #ifdef EMBER_EMU_ASAN
-  __sanitizer_finish_switch_fiber(nullptr, &scheduler_stack_bottom, &scheduler_stack_size);
+  // The fake stack the stack's last fiber left (null at first: ASan makes one on first use).
+  __sanitizer_finish_switch_fiber(*stack.fake_stack, &scheduler_stack_bottom, &scheduler_stack_size);
+#else
+  (void)stack;
 #endif
 }
 
@@ -134,9 +160,11 @@ transfer_t hand_over(fcontext_t to, void* data, const FiberStack& to_stack, void
 #endif
 }
 
-void leave_fiber_for_good(fcontext_t scheduler, void* data) {
+void leave_fiber_for_good(fcontext_t scheduler, void* data, const FiberStack& stack) {
 #ifdef EMBER_EMU_ASAN
-  __sanitizer_start_switch_fiber(nullptr, scheduler_stack_bottom, scheduler_stack_size);
+  __sanitizer_start_switch_fiber(stack.fake_stack, scheduler_stack_bottom, scheduler_stack_size);
+#else
+  (void)stack;
 #endif
   jump(scheduler, data);
   __builtin_unreachable();

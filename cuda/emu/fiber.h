@@ -28,6 +28,11 @@ using boost::context::detail::transfer_t;
 struct FiberStack {
   void* base = nullptr;  // lowest address: a guard page, then the usable stack
   size_t size = 0;       // including the guard page
+  // Under AddressSanitizer, the fake stack (detect_stack_use_after_return) of the fibers that run
+  // on this stack, one after another: kept with the stack for the next fiber, because making one
+  // per fiber (an mmap, and its shadow cleared on release) cost more than the kernels themselves.
+  // Copies of a FiberStack share the slot; null without ASan.
+  void** fake_stack = nullptr;
   void* top() const { return static_cast<char*>(base) + size; }
   size_t usable() const;
 };
@@ -50,13 +55,14 @@ fcontext_t make_fiber(const FiberStack& stack, void (*entry)(transfer_t));
 // or hand over to one another directly (one jump per thread at a barrier instead of two).
 // The scheduler's side: runs fiber `to` (on `stack`) until some fiber switches back.
 transfer_t enter_fiber(fcontext_t to, void* data, const FiberStack& stack);
-// The fiber's side: its first action on a new stack, a switch back that it will return from
-// (`fake_stack_slot`: the fiber's own, for AddressSanitizer), and its last switch.
-void arrived_on_fiber();
+// The fiber's side: its first action on a new fiber on `stack`, a switch back that it will return
+// from (`fake_stack_slot`: its stack's FiberStack::fake_stack), and its last switch, which leaves
+// the fiber's fake stack with `stack` for the next fiber there.
+void arrived_on_fiber(const FiberStack& stack);
 transfer_t leave_fiber(fcontext_t scheduler, void* data, void** fake_stack_slot);
 // A fiber's direct switch to fiber `to` (on `to_stack`), which it will return from.
 transfer_t hand_over(fcontext_t to, void* data, const FiberStack& to_stack, void** fake_stack_slot);
-[[noreturn]] void leave_fiber_for_good(fcontext_t scheduler, void* data);
+[[noreturn]] void leave_fiber_for_good(fcontext_t scheduler, void* data, const FiberStack& stack);
 
 // While a fiber runs, AddressSanitizer knows only the fiber's stack, and the frames below it live in
 // a detached fake stack (detect_stack_use_after_return): LeakSanitizer sees neither. A process that

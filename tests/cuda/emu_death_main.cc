@@ -4,6 +4,8 @@
 //   tensor-read    host code dereferences a cuda:0 tensor's data_ptr
 //   cross-device   a kernel on cuda:0 reads cuda:1 memory without peer access
 //   shared-overrun a kernel writes past its dynamic shared memory
+//   stack-after-return  a kernel reads a local of a returned device function, after 20,000
+//                  blocks have run on the same fiber stacks (AddressSanitizer builds only)
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -37,6 +39,18 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", ember::emu::failure_message().c_str());
       return 3;
     }
+  } else if (mode == "stack-after-return") {
+    // Fibers reuse their stack's fake stack: detection must hold on the 20,001st block too.
+    const int n = 1024 * 256;  // 1024 blocks of 256 threads
+    float* big = nullptr;
+    cudaMalloc(reinterpret_cast<void**>(&big), n * sizeof(float));
+    for (int i = 0; i < 20; ++i) ember::testing::scale(big, big, 1.0f, n, nullptr);
+    int** slots = nullptr;
+    int* out = nullptr;
+    cudaMalloc(reinterpret_cast<void**>(&slots), 64 * sizeof(int*));
+    cudaMalloc(reinterpret_cast<void**>(&out), 64 * sizeof(int));
+    ember::testing::read_after_return(slots, out, 64, nullptr);
+    cudaDeviceSynchronize();
   } else {
     std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
     return 2;

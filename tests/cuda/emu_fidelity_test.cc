@@ -156,6 +156,17 @@ TEST_CASE("writing past the dynamic shared memory is caught", "[emu]") {
          d.output.find("AddressSanitizer") != std::string::npos));
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+// Fibers keep their stack's fake stack from one block to the next (cuda/emu/fiber.h): reading a
+// returned function's local is still reported after 20,000 blocks have used those stacks.
+TEST_CASE("a kernel reading a returned function's local is caught by AddressSanitizer", "[emu]") {
+  Death d = run_death_main("stack-after-return");
+  INFO(d.output);
+  CHECK(d.status != 0);
+  CHECK(d.output.find("stack-use-after-return") != std::string::npos);
+}
+#endif
+
 TEST_CASE("stream work never runs inline: in delay mode an unsynchronised read sees the old data", "[emu]") {
   Buffer x(256);
   x.write(std::vector<float>(256, 1.0f));

@@ -58,6 +58,23 @@ __global__ void scale_kernel(const float* x, float* out, float a, int n) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = a * x[i];
 }
 
+// The address of a local escapes through `slots`: under AddressSanitizer's
+// detect_stack_use_after_return the local lives in a fake frame, poisoned once the function returns.
+#if defined(__CUDACC__)
+#define EMBER_TEST_NOINLINE __noinline__
+#else  // the emulator's host compiler, whose headers use __noinline__ as an attribute name
+#define EMBER_TEST_NOINLINE __attribute__((noinline))
+#endif
+__device__ EMBER_TEST_NOINLINE void escape_local(int** slots, int value) {
+  int local[2] = {value, value + 1};
+  slots[threadIdx.x] = local;
+}
+
+__global__ void read_after_return_kernel(int** slots, int* out) {
+  escape_local(slots, static_cast<int>(threadIdx.x));
+  out[threadIdx.x] = slots[threadIdx.x][1];
+}
+
 __global__ void wait_kernel(const volatile int* flag) {
   while (*flag == 0) {
   }
@@ -113,6 +130,11 @@ cudaError_t count_threads(unsigned* counter, int* max, int blocks, int threads, 
 
 cudaError_t scale(const float* x, float* out, float a, int n, cudaStream_t stream) {
   EMBER_LAUNCH(scale_kernel, (n + 255) / 256, 256, 0, stream, x, out, a, n);
+  return cudaGetLastError();
+}
+
+cudaError_t read_after_return(int** slots, int* out, int threads, cudaStream_t stream) {
+  EMBER_LAUNCH(read_after_return_kernel, 1, threads, 0, stream, slots, out);
   return cudaGetLastError();
 }
 

@@ -23,6 +23,9 @@ cudaError_t reverse_chunks(const float* x, float* out, int n, int threads, int s
 cudaError_t count_threads(unsigned* counter, int* max, int blocks, int threads, cudaStream_t stream);
 // out[i] = a * x[i].
 cudaError_t scale(const float* x, float* out, float a, int n, cudaStream_t stream);
+// Each thread stores the address of a local of a function that has returned in slots[thread] and
+// reads it into out[thread]: a stack use after return (undefined; AddressSanitizer reports it).
+cudaError_t read_after_return(int** slots, int* out, int threads, cudaStream_t stream);
 // Spins until *flag (pinned host memory) becomes non-zero.
 cudaError_t wait_for_host_flag(const volatile int* flag, cudaStream_t stream);
 // For each lane of a 64-thread block: the results of every warp operation with `width` (see the
