@@ -3,6 +3,7 @@
 #include "autograd/engine.h"
 
 #include <queue>
+#include <string>
 #include <unordered_map>
 
 #include "autograd/node.h"
@@ -18,6 +19,42 @@ namespace {
 // The callbacks of the backward pass running in this thread (null when none runs).
 thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
 thread_local const PassInfo* current_pass_info = nullptr;
+
+// What a gradient sent along `edge` must look like: the shape, dtype and device of the tensor it
+// is the gradient of (for a leaf, the leaf as it is now: set_data may have moved it since its
+// sink was made).
+OutputMeta input_meta(const Edge& edge) {
+  if (const auto* sink = dynamic_cast<const AccumulateGrad*>(edge.function.get())) {
+    const Tensor& leaf = sink->leaf();
+    return {leaf.sizes(), leaf.dtype(), leaf.device()};
+  }
+  return edge.function->outputs()[edge.input_nr];
+}
+
+// A formula computes in its output's dtype and on its output's device, so the gradient of an
+// input of another dtype, or of a 0-dim CPU input that joined an op on a GPU (as the forward
+// allows), takes its input's dtype and device here, once for every node (PyTorch's
+// validate_outputs). A gradient on another device that is not 0-dim is a wrong formula (or a
+// wrong grad_output); `what` names it.
+Tensor conform(Tensor grad, const OutputMeta& input, const std::string& what) {
+  if (grad.device() != input.device) {
+    EMBER_CHECK(grad.dim() == 0, what, " is on ", grad.device().str(), ", but the tensor it is the gradient of is on ",
+                input.device.str());
+    grad = grad.to(input.device);
+  }
+  if (grad.dtype() != input.dtype) grad = grad.to(input.dtype);
+  return grad;
+}
+
+// An error raised in a node's backward, rethrown naming the forward op it is the backward of.
+[[noreturn]] void rethrow_from(const Node& node, const Error& e) {
+  if (const auto* sink = dynamic_cast<const AccumulateGrad*>(&node)) {
+    const Tensor& leaf = sink->leaf();
+    EMBER_FAIL("backward: accumulating the gradient of a leaf ", shape_str(leaf.sizes()), " ",
+               dtype_name(leaf.dtype()), " on ", leaf.device().str(), ": ", e.what());
+  }
+  EMBER_FAIL("backward of ", node.forward_op(), " (", node.name(), "): ", e.what());
+}
 
 struct ReadyOrder {
   bool operator()(Node* a, Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
@@ -64,7 +101,8 @@ class GraphTask {
     count_dependencies(roots);
     for (size_t i = 0; i < roots.size(); ++i) {
       if (!roots[i].valid()) continue;
-      add_gradient(roots[i], std::move(root_grads[i]));
+      add_gradient(roots[i], conform(std::move(root_grads[i]), input_meta(roots[i]),
+                                     "backward: grad_output[" + std::to_string(i) + "]"));
     }
     std::priority_queue<Node*, std::vector<Node*>, ReadyOrder> ready;
     for (const Edge& root : roots)
@@ -143,15 +181,27 @@ class GraphTask {
     if (node->forward_stream()) {
       kernels_for(node->forward_device(), "backward").wait_for_captured(node->forward_stream());
     }
-    std::vector<Tensor> input_grads = node->apply(std::move(grads));
+    auto& edges = node->next_edges();
+    std::vector<Tensor> input_grads;
+    try {
+      input_grads = node->apply(std::move(grads));
+      EMBER_CHECK(input_grads.size() == edges.size() || is_accumulator, "returned ", input_grads.size(),
+                  " gradients for ", edges.size(), " inputs");
+      for (size_t i = 0; i < input_grads.size(); ++i) {
+        if (!edges[i].valid() || !input_grads[i].defined()) continue;
+        const OutputMeta input = input_meta(edges[i]);
+        EMBER_CHECK(input_grads[i].sizes() == input.shape, "returned a gradient of shape ",
+                    shape_str(input_grads[i].sizes()), " for input ", i, ", of shape ", shape_str(input.shape));
+        input_grads[i] = conform(std::move(input_grads[i]), input, "the gradient of input " + std::to_string(i));
+      }
+    } catch (const Error& e) {
+      rethrow_from(*node, e);
+    }
     in_use.unlock();
     if (!retain_graph_ && !is_accumulator && node->release_once()) {
       std::unique_lock<std::shared_mutex> freeing(node->use_mutex());
       node->release_saved();
     }
-    auto& edges = node->next_edges();
-    EMBER_CHECK(input_grads.size() == edges.size() || is_accumulator, node->name(),
-                ": returned ", input_grads.size(), " gradients for ", edges.size(), " inputs");
     for (size_t i = 0; i < edges.size(); ++i) {
       if (!edges[i].valid()) continue;
       if (i < input_grads.size()) add_gradient(edges[i], std::move(input_grads[i]));

@@ -1,6 +1,7 @@
 // Node bookkeeping and the leaf accumulator.
 #include "autograd/node.h"
 
+#include <cctype>
 #include <limits>
 
 #include "core/grad_mode.h"
@@ -31,6 +32,24 @@ Node::~Node() {
     orphans.pop_back();
     adopt_sole_owned(node->next_edges_);
   }
+}
+
+std::string Node::forward_op() const {
+  std::string camel = name();
+  while (!camel.empty() && std::isdigit(static_cast<unsigned char>(camel.back()))) camel.pop_back();
+  const std::string suffix = "Backward";
+  if (camel.size() > suffix.size() && camel.ends_with(suffix)) camel.resize(camel.size() - suffix.size());
+  // A word starts at a capital after a lower-case letter, or at the last capital of a run that
+  // a lower-case letter follows: "MaxPool2DWithIndices" -> "max_pool2d_with_indices".
+  std::string snake;
+  for (size_t i = 0; i < camel.size(); ++i) {
+    const auto at = [&](size_t k) { return static_cast<unsigned char>(camel[k]); };
+    if (std::isupper(at(i)) && i > 0 &&
+        (std::islower(at(i - 1)) || (std::isupper(at(i - 1)) && i + 1 < camel.size() && std::islower(at(i + 1)))))
+      snake += '_';
+    snake += static_cast<char>(std::tolower(at(i)));
+  }
+  return snake;
 }
 
 // A sink feeds no other node, so running it early delays nothing, and its post-accumulate hooks

@@ -41,6 +41,9 @@ class Node : public std::enable_shared_from_this<Node> {
   Node& operator=(const Node&) = delete;
 
   virtual std::string name() const = 0;
+  // The op whose backward this is, as the user called it ("mul", "conv2d"), for the engine's
+  // error messages. By default name() without "Backward<N>", in snake case.
+  virtual std::string forward_op() const;
   // grads[i] is the gradient of output i (never undefined: the engine fills zeros). Returns one
   // gradient per next edge, undefined where no gradient flows.
   virtual std::vector<Tensor> apply(std::vector<Tensor>&& grads) = 0;

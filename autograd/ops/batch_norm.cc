@@ -24,6 +24,7 @@ class BatchNormBackward final : public Node {
         relu_(relu_output.defined()), training_(training), count_(count),
         weight_dtype_(weight.defined() ? weight.dtype() : input.dtype()), reducer_(std::move(reducer)) {}
   std::string name() const override { return relu_ ? "BatchNormReluBackward0" : "NativeBatchNormBackward0"; }
+  std::string forward_op() const override { return relu_ ? "batch_norm_relu" : "batch_norm"; }
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& g = grads[0];

@@ -24,6 +24,7 @@ class Conv2dBackward final : public Node {
       : input_(input), weight_(weight), input_shape_(input.sizes()), weight_shape_(weight.sizes()),
         has_bias_(has_bias), params_(p) {}
   std::string name() const override { return "ConvolutionBackward0"; }
+  std::string forward_op() const override { return "conv2d"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& g = grads[0];
     const KernelTable& k = kernels_for(g.device(), "conv2d backward");

@@ -12,6 +12,7 @@ class ConvertBackward final : public Node {
  public:
   ConvertBackward(DType dtype, Device device, bool is_clone) : dtype_(dtype), device_(device), is_clone_(is_clone) {}
   std::string name() const override { return is_clone_ ? "CloneBackward0" : "ToCopyBackward0"; }
+  std::string forward_op() const override { return is_clone_ ? "clone" : "to"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     return {grads[0].to(dtype_).to(device_)};
   }

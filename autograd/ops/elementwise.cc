@@ -102,8 +102,10 @@ class BinaryBackward final : public Node {
         break;
       }
       case BinaryOp::Pow: {
-        const Tensor& a = a_.unpack(name());
-        const Tensor& b = b_.unpack(name());
+        // In the dtype the forward computed in (g's), as the forward converted them: log(a) of a
+        // float32 base under a float64 result must not round to float32.
+        const Tensor a = a_.unpack(name()).to(g.dtype());
+        const Tensor b = b_.unpack(name()).to(g.dtype());
         if (want_a) {
           // b * a^(b-1), taken as 0 where b == 0 (PyTorch's convention).
           Tensor d = b * ember::pow(a, b - 1.0);

@@ -1,6 +1,6 @@
 // Gradient-check cases for the elementwise families: every unary op (random shapes, each also
-// on a non-contiguous input), every binary op across broadcasting patterns, scalar operands,
-// mixed precision, and where.
+// on a non-contiguous input), every binary op across broadcasting patterns, scalar operands
+// (0-dim CPU ones with a GPU operand too), mixed precision, and where.
 #include <string>
 
 #include "tests/autograd/cases.h"
@@ -106,6 +106,10 @@ std::vector<OperandPair> operand_pairs() {
       {"size_one", {.shape = {1}}, {.shape = {3, 1, 2}}},
       {"noncontiguous", {.shape = {4, 3}, .layout = Layout::Transposed}, {.shape = {4, 3}, .layout = Layout::Strided}},
       {"expanded", {.shape = {3, 5}, .layout = Layout::Expanded}, {.shape = {2, 1, 5}, .layout = Layout::Transposed}},
+      // A 0-dim CPU operand with one on the case's device (the result lands there): each
+      // gradient must come back on its own input's device, the scalar's summed over the broadcast.
+      {"host_scalar", {.shape = {3, 4}}, {.shape = {}, .on_host = true}},
+      {"host_scalar_first", {.shape = {}, .on_host = true}, {.shape = {2, 3}, .layout = Layout::Transposed}},
   };
 }
 
@@ -161,6 +165,12 @@ void add_where(std::vector<GradCase>& cases) {
   cases.push_back({.name = "where.broadcast", .fn = fn,
                    .inputs = {{.shape = {3, 1}}, {.shape = {4}, .layout = Layout::Strided},
                               {.shape = {2, 3, 4}, .avoid = {0}}}});
+  // A 0-dim CPU condition and operand with operands on the case's device.
+  cases.push_back({.name = "where.host_scalar", .fn = fn,
+                   .inputs = {{.shape = {}, .on_host = true}, {.shape = {2, 3}},
+                              {.shape = {2, 1}, .avoid = {0}}}});
+  cases.push_back({.name = "where.host_condition", .fn = fn,
+                   .inputs = {{.shape = {3}}, {.shape = {}, .on_host = true}, {.shape = {}, .avoid = {0}, .on_host = true}}});
   cases.push_back({.name = "where.one_sided",
                    .fn = [](const Inputs& x) { return ember::where(positive(x[0]), x[0].exp(), zeros({}, kFloat64)); },
                    .inputs = {{.shape = {5, 3}, .layout = Layout::Transposed, .avoid = {0}}}});

@@ -53,6 +53,17 @@ void add_inplace_cases(std::vector<GradCase>& cases) {
                      return y;
                    },
                    .inputs = {{.shape = {2, 3}}, {.shape = {2, 3}}, {.shape = {3}, .low = 0.5, .high = 2}}});
+  // 0-dim CPU operands into a tensor on the case's device.
+  cases.push_back({.name = "inplace.host_scalar",
+                   .fn = [](const Inputs& x) {
+                     Tensor y = x[0] * 1.0;
+                     y.mul_(x[1]);
+                     y.sub_(x[2], 0.5);
+                     y.div_(x[1]);
+                     return y;
+                   },
+                   .inputs = {{.shape = {3, 4}}, {.shape = {}, .low = 0.5, .high = 1.5, .on_host = true},
+                              {.shape = {}, .on_host = true}}});
   // self needs no gradient, the operand does: self joins the graph.
   cases.push_back({.name = "inplace.into_constant",
                    .fn = [](const Inputs& x) {

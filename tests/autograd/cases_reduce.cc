@@ -107,6 +107,15 @@ void add_reduction_cases(std::vector<GradCase>& cases) {
   add_family(cases, "amin", [](const Tensor& x, const Dims& d, bool k) { return x.amin(d, k); });
   add_prod_with_zeros(cases);
   add_max_min_dim(cases);
+  // Reductions of a CPU leaf give 0-dim CPU tensors that join ops on the case's device; their
+  // gradients must come back to the CPU for the CPU graph's backward (a model's loss adding a
+  // weight penalty computed on the CPU).
+  cases.push_back({.name = "reduce.host_graph",
+                   .fn = [](const Inputs& x) {
+                     Tensor penalty = (x[1] * x[1]).sum() + x[1].norm(2.0);
+                     return (x[0] * penalty).mean({1}) + x[1].amax() * x[0].amax();
+                   },
+                   .inputs = {{.shape = {2, 3}, .distinct = true}, {.shape = {5}, .distinct = true, .on_host = true}}});
   // 0-dim inputs reduce to themselves.
   cases.push_back({.name = "reduce.sum.zero_dim", .fn = [](const Inputs& x) { return x[0].sum() * x[0].mean(); },
                    .inputs = {{.shape = {}}}});

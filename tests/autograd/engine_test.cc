@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "autograd/engine.h"
+#include "autograd/node.h"
 #include "tests/autograd/test_util.h"
 
 namespace ember::testing {
@@ -101,6 +102,30 @@ TEST_CASE("engine: non-scalar outputs take an explicit gradient", "[engine]") {
   Tensor one = leaf({2.0}, {1, 1});
   (one * one).backward();
   CHECK(values(one.grad()) == V{4});
+}
+
+// The op an error in backward is attributed to, from the node's name.
+class NamedNode final : public autograd::Node {
+ public:
+  explicit NamedNode(std::string name) : name_(std::move(name)) {}
+  std::string name() const override { return name_; }
+  std::vector<Tensor> apply(std::vector<Tensor>&&) override { return {}; }
+
+ private:
+  std::string name_;
+};
+
+TEST_CASE("engine: a node's forward op is its name without Backward<N>, in snake case", "[engine]") {
+  CHECK(NamedNode("MulBackward0").forward_op() == "mul");
+  CHECK(NamedNode("SumBackward1").forward_op() == "sum");
+  CHECK(NamedNode("AddReluBackward0").forward_op() == "add_relu");
+  CHECK(NamedNode("MaxPool2DWithIndicesBackward0").forward_op() == "max_pool2d_with_indices");
+  CHECK(NamedNode("AdaptiveAvgPool2DBackward0").forward_op() == "adaptive_avg_pool2d");
+  CHECK(NamedNode("DataParallelBackward").forward_op() == "data_parallel");
+  // Where Ember's public name is not the derived one, the node says so.
+  Tensor x = leaf({1.0, 2.0});
+  CHECK(x.to(kFloat32).grad_fn()->forward_op() == "to");
+  CHECK(x.clone().grad_fn()->forward_op() == "clone");
 }
 
 TEST_CASE("engine: backward needs a tensor that requires grad", "[engine]") {

@@ -46,10 +46,12 @@ std::vector<double> sample(const InputSpec& spec, const Shape& shape, std::mt199
   return values;
 }
 
-// A fresh leaf holding `values` (row-major over `shape`) on `device`, laid out as spec says.
-// detach() makes it a leaf of its own rather than a view of the buffer that gives it its strides.
+// A fresh leaf holding `values` (row-major over `shape`) on `device` (the CPU for an on_host
+// spec), laid out as spec says. detach() makes it a leaf of its own rather than a view of the
+// buffer that gives it its strides.
 Tensor make_leaf(const std::vector<double>& values, const Shape& shape, const InputSpec& spec, Device device) {
   NoGradGuard no_grad;
+  if (spec.on_host) device = Device(kCPU);
   Tensor logical = tensor(values, {static_cast<int64_t>(values.size())}).reshape(shape).to(spec.dtype);
   const int64_t rank = static_cast<int64_t>(shape.size());
   if (spec.layout == Layout::Transposed && rank >= 2) {
@@ -97,7 +99,7 @@ class Checker {
     std::uniform_real_distribution<double> uniform(-1.0, 1.0);
     upstream_.resize(static_cast<size_t>(out.numel()));
     for (double& v : upstream_) v = round_to(out.dtype(), uniform(rng_));
-    Tensor upstream = tensor(upstream_, {out.numel()}).reshape(out.sizes()).to(out.dtype()).to(device_);
+    Tensor upstream = tensor(upstream_, {out.numel()}).reshape(out.sizes()).to(out.dtype()).to(out.device());
 
     std::vector<Tensor> from_grad = autograd::grad({out}, leaves, {upstream}, /*retain_graph=*/true,
                                                    /*allow_unused=*/true);
