@@ -13,13 +13,6 @@ export EMBER_EMULATED_GPUS=2 EMBER_EMULATED_GPU_MEMORY=512M EMBER_NUM_THREADS=1 
 # Open MPI's allocations that live until exit are not Ember's leaks (as tests/mpi_run.sh).
 supp="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-ember}/tests/lsan_mpi.supp"
 [ -f "$supp" ] && export LSAN_OPTIONS="suppressions=$supp:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-# Under ASan, test:asan's detect_stack_use_after_return=1 maps and unmaps a fake stack for every
-# emulated GPU thread's fiber (strace: ~300k mmap/munmap pairs for one step per mode): the one-device
-# run alone took 2 minutes, 1m42 of it system time, instead of 5 s, and the test ran past its 300 s
-# timeout. DataParallel and DDP keep that check in tests/parallel; here the bench only has to run.
-if [ -n "${ASAN_OPTIONS:-}" ]; then
-  export ASAN_OPTIONS="${ASAN_OPTIONS//detect_stack_use_after_return=1/detect_stack_use_after_return=0}"
-fi
 number='[0-9]+\.[0-9]+'
 
 # run NAME COMMAND...: its output in $output, echoed; a non-zero exit fails the test.

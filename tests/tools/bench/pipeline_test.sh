@@ -7,13 +7,6 @@
 set -uo pipefail
 bench="$1"
 fail() { echo "FAIL: $*"; exit 1; }
-# Under ASan, test:asan's detect_stack_use_after_return=1 maps and unmaps a fake stack for every
-# emulated GPU thread's fiber: the bench took 136 s instead of 16 s, 134 s of it system time, and its
-# actions' own work grew against their waits. The Pipeline keeps that check in tests/parallel; here
-# the bench only has to run and measure.
-if [ -n "${ASAN_OPTIONS:-}" ]; then
-  export ASAN_OPTIONS="${ASAN_OPTIONS//detect_stack_use_after_return=1/detect_stack_use_after_return=0}"
-fi
 out="$(EMBER_EMULATED_GPUS=4 EMBER_EMULATED_GPU_MEMORY=512M "$bench" --quick --action-ms 20 2>&1)" ||
   fail "the bench exited $?: $out"
 echo "$out"

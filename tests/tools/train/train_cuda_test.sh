@@ -9,7 +9,6 @@ train="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 work="${TEST_TMPDIR:-$(mktemp -d)}/train_cuda"
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 fail() { echo "FAIL: $*"; exit 1; }
-source "$(dirname "${BASH_SOURCE[0]}")/asan_uar.sh"
 export EMBER_EMULATED_GPUS=2
 tiny=(--model lenet --data synthetic --synthetic-size 96 --batch-size 16 --threads 1 --workers 1 --epochs 2
       --progress lines --log-every 1)
@@ -27,16 +26,16 @@ awk -v a="$cpu_loss" -v b="$gpu_loss" 'BEGIN { d = a - b; if (d < 0) d = -d; exi
   fail "test loss on cuda:1 ($gpu_loss) differs from the CPU's ($cpu_loss)"
 
 # Resumed on the GPU from the GPU's checkpoint: continues at step 3 and runs to 5.
-without_uar_check "$train" "${tiny[@]}" --max-steps 5 --device cuda:1 --checkpoint-dir ck --resume latest > resumed.txt 2>&1 ||
+"$train" "${tiny[@]}" --max-steps 5 --device cuda:1 --checkpoint-dir ck --resume latest > resumed.txt 2>&1 ||
   fail "resume exited $?: $(cat resumed.txt)"
 grep -q "resumed from ck/epoch-1.safetensors (epoch 0, step 3)" resumed.txt || fail "not resumed at step 3: $(cat resumed.txt)"
 grep -q "steps=5 " resumed.txt || fail "resumed run did not end at step 5: $(tail -1 resumed.txt)"
-without_uar_check "$train" "${tiny[@]}" --device cuda:0 --eval-only --resume ck/epoch-1.safetensors > eval.txt 2>&1 ||
+"$train" "${tiny[@]}" --device cuda:0 --eval-only --resume ck/epoch-1.safetensors > eval.txt 2>&1 ||
   fail "--eval-only exited $?: $(cat eval.txt)"
 grep -q "eval: 19 examples, loss $(printf '%.4f' "$(loss resumed.txt)")" eval.txt ||
   fail "--eval-only on cuda:0 does not give the resumed run's test loss: $(cat eval.txt) vs $(tail -1 resumed.txt)"
 
-without_uar_check "$train" "${tiny[@]}" --max-steps 1 --device cuda > bare.txt 2>&1 || fail "--device cuda exited $?: $(cat bare.txt)"
+"$train" "${tiny[@]}" --max-steps 1 --device cuda > bare.txt 2>&1 || fail "--device cuda exited $?: $(cat bare.txt)"
 grep -q ", cuda:0;" bare.txt || fail "--device cuda alone did not take cuda:0: $(head -1 bare.txt)"
 
 expect_usage_error() {

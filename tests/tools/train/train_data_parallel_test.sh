@@ -14,7 +14,7 @@ runner="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
 work="${TEST_TMPDIR:-$(mktemp -d)}/train_data_parallel"
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 
-without_uar_check run "the single-device run" single.txt --max-steps 2 --device cuda:0 --checkpoint-dir single
+run "the single-device run" single.txt --max-steps 2 --device cuda:0 --checkpoint-dir single
 run "the DataParallel run" dp.txt --max-steps 2 --device cuda --data-parallel 2 --checkpoint-dir dp
 cat dp.txt
 grep -q "^train: lenet .*, DataParallel on cuda:0,cuda:1 (model on cuda:0, loss per replica); 1 process x 1 thread, batch 16 per process (8 per device)$" dp.txt ||
@@ -33,18 +33,18 @@ diff single_keys.txt dp_keys.txt > /dev/null ||
 
 # Resumed on one device from the DataParallel checkpoint, and from the single-device one: both
 # continue at step 2 and end alike at step 3.
-without_uar_check run "resuming the DataParallel checkpoint on --device cuda" dp_resumed.txt --max-steps 3 --device cuda \
+run "resuming the DataParallel checkpoint on --device cuda" dp_resumed.txt --max-steps 3 --device cuda \
   --resume dp/epoch-1.safetensors
 grep -q "^resumed from dp/epoch-1.safetensors (epoch 0, step 2)$" dp_resumed.txt || fail "not resumed at step 2: $(cat dp_resumed.txt)"
 grep -q ", cuda:0; 1 process" dp_resumed.txt || fail "the resumed run is not on cuda:0 alone: $(head -2 dp_resumed.txt)"
 grep -qE '^train: .* steps=3 processes=1$' dp_resumed.txt || fail "the resumed run did not end at step 3"
-without_uar_check run "resuming the single-device checkpoint" single_resumed.txt --max-steps 3 --device cuda \
+run "resuming the single-device checkpoint" single_resumed.txt --max-steps 3 --device cuda \
   --resume single/epoch-1.safetensors
 close "$(loss single_resumed.txt)" "$(loss dp_resumed.txt)" ||
   fail "resumed from the DataParallel checkpoint, test loss $(loss dp_resumed.txt); from one device's, $(loss single_resumed.txt)"
 
 # The other way: the single-device checkpoint resumed with DataParallel, the model on cuda:1.
-without_uar_check run "resuming under --devices cuda:1,cuda:0" dp_from_single.txt --max-steps 3 --devices cuda:1,cuda:0 \
+run "resuming under --devices cuda:1,cuda:0" dp_from_single.txt --max-steps 3 --devices cuda:1,cuda:0 \
   --resume single/epoch-1.safetensors
 grep -q "DataParallel on cuda:1,cuda:0 (model on cuda:1, loss per replica)" dp_from_single.txt ||
   fail "the header does not name cuda:1,cuda:0: $(head -2 dp_from_single.txt)"
@@ -61,8 +61,8 @@ ddp_resume() {
   grep -q "^resumed from $checkpoint (epoch 0, step 2)$" "$output" || fail "DDP did not resume $checkpoint at step 2: $(cat "$output")"
   grep -qE '^train: .* steps=3 processes=2$' "$output" || fail "DDP resuming $checkpoint did not end at step 3: $(cat "$output")"
 }
-without_uar_check ddp_resume ddp_from_dp.txt dp/epoch-1.safetensors
-without_uar_check ddp_resume ddp_from_single.txt single/epoch-1.safetensors
+ddp_resume ddp_from_dp.txt dp/epoch-1.safetensors
+ddp_resume ddp_from_single.txt single/epoch-1.safetensors
 close "$(loss ddp_from_single.txt)" "$(loss ddp_from_dp.txt)" ||
   fail "DDP resumed from the DataParallel checkpoint, test loss $(loss ddp_from_dp.txt); from one device's, $(loss ddp_from_single.txt)"
 

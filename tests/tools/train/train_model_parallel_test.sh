@@ -13,7 +13,7 @@ train="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 work="${TEST_TMPDIR:-$(mktemp -d)}/train_model_parallel"
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 
-without_uar_check run "the single-device run" single.txt --max-steps 2 --device cuda:0 --checkpoint-dir single
+run "the single-device run" single.txt --max-steps 2 --device cuda:0 --checkpoint-dir single
 run "the ModelParallel run" mp.txt --max-steps 2 --model-parallel 2 --checkpoint-dir mp
 cat mp.txt
 # LeNet's 12 layers by parameters: conv1 .. fc1 (51k) on cuda:0, relu, fc2, relu, fc3 (11k) on cuda:1.
@@ -34,12 +34,12 @@ diff single_keys.txt mp_keys.txt > /dev/null ||
 # The ModelParallel checkpoint resumed on one device, and the single-device checkpoint resumed
 # split: both continue at step 2 and end alike at step 3 (compared with each other rather than each
 # with a third run).
-without_uar_check run "resuming the ModelParallel checkpoint on --device cuda" mp_resumed.txt --max-steps 3 --device cuda \
+run "resuming the ModelParallel checkpoint on --device cuda" mp_resumed.txt --max-steps 3 --device cuda \
   --resume mp/epoch-1.safetensors
 grep -q "^resumed from mp/epoch-1.safetensors (epoch 0, step 2)$" mp_resumed.txt || fail "not resumed at step 2: $(cat mp_resumed.txt)"
 grep -q ", cuda:0; 1 process" mp_resumed.txt || fail "the resumed run is not on cuda:0 alone: $(head -2 mp_resumed.txt)"
 grep -qE '^train: .* steps=3 processes=1$' mp_resumed.txt || fail "the resumed run did not end at step 3"
-without_uar_check run "resuming under --model-parallel 2" mp_from_single.txt --max-steps 3 --model-parallel 2 --device cuda \
+run "resuming under --model-parallel 2" mp_from_single.txt --max-steps 3 --model-parallel 2 --device cuda \
   --resume single/epoch-1.safetensors
 grep -q "^resumed from single/epoch-1.safetensors (epoch 0, step 2)$" mp_from_single.txt ||
   fail "not resumed at step 2: $(cat mp_from_single.txt)"
@@ -50,7 +50,7 @@ close "$(loss mp_resumed.txt)" "$(loss mp_from_single.txt)" ||
   fail "the single-device checkpoint resumed split ends at test loss $(loss mp_from_single.txt); the split checkpoint resumed on one device, at $(loss mp_resumed.txt)"
 
 # Evaluating the split run's checkpoint split: the loss that run reported for the same weights.
-without_uar_check run "evaluating split" mp_eval.txt --eval-only --model-parallel 2 --resume mp/epoch-1.safetensors
+run "evaluating split" mp_eval.txt --eval-only --model-parallel 2 --resume mp/epoch-1.safetensors
 grep -qE '^eval: 12 examples, loss [0-9.]+, accuracy [0-9.]+$' mp_eval.txt || fail "no evaluation line: $(cat mp_eval.txt)"
 close "$(loss mp.txt)" "$(loss mp_eval.txt)" ||
   fail "evaluated split, test loss $(loss mp_eval.txt); the run that saved it reported $(loss mp.txt)"

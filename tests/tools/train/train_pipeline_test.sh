@@ -12,7 +12,7 @@ train="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 work="${TEST_TMPDIR:-$(mktemp -d)}/train_pipeline"
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 
-without_uar_check run "the single-device run" single.txt --max-steps 2 --device cuda:0 --checkpoint-dir single
+run "the single-device run" single.txt --max-steps 2 --device cuda:0 --checkpoint-dir single
 run "the GPipe run" gpipe.txt --max-steps 2 --pipeline 2 --chunks 4 --checkpoint-dir gpipe
 cat gpipe.txt
 grep -q "^train: lenet .*, Pipeline on cuda:0,cuda:1 (layers 8/4 balanced by parameters; 4 micro-batches of 4, gpipe schedule); 1 process x 1 thread, batch 16 per process$" gpipe.txt ||
@@ -22,7 +22,7 @@ grep -qE '^train: test_accuracy=.* steps=2 processes=1$' gpipe.txt || fail "the 
 close "$(loss single.txt)" "$(loss gpipe.txt)" ||
   fail "test loss with the GPipe pipeline ($(loss gpipe.txt)) differs from one device's ($(loss single.txt))"
 
-without_uar_check run "the 1F1B run" 1f1b.txt --max-steps 2 --pipeline 2 --chunks 3 --pipeline-schedule 1f1b --recompute
+run "the 1F1B run" 1f1b.txt --max-steps 2 --pipeline 2 --chunks 3 --pipeline-schedule 1f1b --recompute
 grep -q "Pipeline on cuda:0,cuda:1 (layers 8/4 balanced by parameters; 3 micro-batches of 6/5, 1f1b schedule, recompute)" 1f1b.txt ||
   fail "the header does not name the 1F1B schedule and recomputation: $(head -1 1f1b.txt)"
 close "$(loss single.txt)" "$(loss 1f1b.txt)" ||
@@ -37,12 +37,12 @@ diff single_keys.txt gpipe_keys.txt > /dev/null ||
 # The Pipeline checkpoint resumed on one device, and the single-device checkpoint resumed
 # pipelined: both continue at step 2 and end alike at step 3 (compared with each other rather than
 # each with a third run).
-without_uar_check run "resuming the Pipeline checkpoint on --device cuda" gpipe_resumed.txt --max-steps 3 --device cuda \
+run "resuming the Pipeline checkpoint on --device cuda" gpipe_resumed.txt --max-steps 3 --device cuda \
   --resume gpipe/epoch-1.safetensors
 grep -q "^resumed from gpipe/epoch-1.safetensors (epoch 0, step 2)$" gpipe_resumed.txt ||
   fail "not resumed at step 2: $(cat gpipe_resumed.txt)"
 grep -q ", cuda:0; 1 process" gpipe_resumed.txt || fail "the resumed run is not on cuda:0 alone: $(head -2 gpipe_resumed.txt)"
-without_uar_check run "resuming under --pipeline 2" pipe_from_single.txt --max-steps 3 --pipeline 2 --chunks 2 \
+run "resuming under --pipeline 2" pipe_from_single.txt --max-steps 3 --pipeline 2 --chunks 2 \
   --resume single/epoch-1.safetensors
 grep -q "^resumed from single/epoch-1.safetensors (epoch 0, step 2)$" pipe_from_single.txt ||
   fail "not resumed at step 2: $(cat pipe_from_single.txt)"

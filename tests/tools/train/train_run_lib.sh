@@ -1,7 +1,6 @@
 # Shared by the train tool tests that compare modes on 2 emulated GPUs (sourced; $train is the
 # train binary): the tiny LeNet run, its summary-line test loss, closeness, and checkpoint keys.
 fail() { echo "FAIL: $*"; exit 1; }
-source "$(dirname "${BASH_SOURCE[0]}")/asan_uar.sh"
 export EMBER_EMULATED_GPUS=2 EMBER_EMULATED_GPU_MEMORY=512M
 # 64 examples in 4 steps of 16 per epoch, 12 test examples.
 tiny=(--model lenet --data synthetic --synthetic-size 64 --batch-size 16 --threads 1 --workers 0 --epochs 2
