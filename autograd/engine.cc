@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "autograd/node.h"
+#include "autograd/saved.h"
 #include "core/backend.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
@@ -140,9 +141,9 @@ class GraphTask {
         meta.grad = meta.grad.defined() ? meta.grad + grads[output_nr] : grads[output_nr].clone();
       }
     }
-    if (node->forward_stream()) {
-      kernels_for(node->forward_device(), "backward").wait_for_captured(node->forward_stream());
-    }
+    const bool other_stream = node->forward_stream() &&
+                              kernels_for(node->forward_device(), "backward").wait_for_captured(node->forward_stream());
+    SavedTensor::UsedOnCurrentStream used(other_stream);  // for the saved tensors apply() unpacks
     std::vector<Tensor> input_grads = node->apply(std::move(grads));
     in_use.unlock();
     if (!retain_graph_ && !is_accumulator && node->release_once()) {
