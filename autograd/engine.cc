@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "autograd/node.h"
+#include "autograd/saved.h"
 #include "core/backend.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
@@ -178,9 +179,9 @@ class GraphTask {
         meta.grad = meta.grad.defined() ? meta.grad + grads[output_nr] : grads[output_nr].clone();
       }
     }
-    if (node->forward_stream()) {
-      kernels_for(node->forward_device(), "backward").wait_for_captured(node->forward_stream());
-    }
+    const bool other_stream = node->forward_stream() &&
+                              kernels_for(node->forward_device(), "backward").wait_for_captured(node->forward_stream());
+    SavedTensor::UsedOnCurrentStream used(other_stream);  // for the saved tensors apply() unpacks
     auto& edges = node->next_edges();
     std::vector<Tensor> input_grads;
     try {

@@ -170,10 +170,10 @@ struct KernelTable {
 
   // Streams, for autograd: backward kernels run on the caller's current streams, so a node
   // captures the stream its forward ran on, and before its backward runs, the current stream of
-  // that device waits for the work queued on the captured one (nothing when they are the same).
-  // Null on backends whose work runs in order on the host.
+  // that device waits for the work queued on the captured one (nothing when they are the same;
+  // the result says whether they differ). Null on backends whose work runs in order on the host.
   std::shared_ptr<void> (*capture_stream)(Device device) = nullptr;
-  void (*wait_for_captured)(const std::shared_ptr<void>& captured) = nullptr;
+  bool (*wait_for_captured)(const std::shared_ptr<void>& captured) = nullptr;
   // Makes a captured stream the calling thread's current stream (and its device the current
   // device): DataParallel's replica threads queue on the caller's streams, so the caller's later
   // work, and the backward, are ordered after theirs with no event.

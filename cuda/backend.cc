@@ -170,13 +170,14 @@ std::shared_ptr<void> capture_stream(Device device) {
   return token;
 }
 
-void wait_for_captured(const std::shared_ptr<void>& captured) {
+bool wait_for_captured(const std::shared_ptr<void>& captured) {
   const Stream& producer = *static_cast<const Stream*>(captured.get());
   const Stream consumer = current_stream(producer.device());
-  if (consumer == producer) return;
+  if (consumer == producer) return false;
   Event done;
   done.record(producer);
   consumer.wait(done);
+  return true;
 }
 
 void make_current(const std::shared_ptr<void>& captured) {

@@ -134,9 +134,9 @@ ncclResult_t submit(Call call, ncclComm_t comm) {
 
 }  // namespace
 
-std::string ember::emu::nccl_shared_memory_path(const ncclUniqueId& id) {
+std::string ember::emu::nccl_rendezvous_socket(const ncclUniqueId& id) {
   const std::string name = Segment::name_for(id);
-  return name.empty() ? name : "/dev/shm" + name;
+  return name.empty() ? name : "@" + name;
 }
 
 ncclResult_t ncclGetVersion(int* version) {

@@ -11,8 +11,9 @@
 //
 // Across processes (each with its own emulator): ncclGetUniqueId on one rank, shared by the
 // caller (MPI_Bcast), then ncclCommInitRank(&comm, nranks, id, rank) after cudaSetDevice; the ranks
-// meet in a POSIX shared-memory segment named from the id. See docs/ARCHITECTURE.md for what the
-// emulator checks that NCCL does not (mismatched calls, buffers, a thread driving several ranks).
+// share unnamed memory, handed out over an abstract unix socket named from the id while they join.
+// See docs/ARCHITECTURE.md for what the emulator checks that NCCL does not (mismatched calls,
+// buffers, a thread driving several ranks).
 #pragma once
 
 #include <climits>
@@ -129,9 +130,9 @@ ncclResult_t ncclGroupEnd();
 
 namespace ember::emu {
 
-// The emulator's own: where ncclCommInitRank keeps the segment of `id` while ranks join
-// ("/dev/shm/ember_nccl_..."), for tests that check nothing is left behind; empty for an id that
-// ncclGetUniqueId did not make.
-std::string nccl_shared_memory_path(const ncclUniqueId& id);
+// The emulator's own: the abstract unix socket through which the ranks of `id` join, as
+// /proc/net/unix lists it ("@ember_nccl_..."), for tests that check nothing is left behind; empty
+// for an id that ncclGetUniqueId did not make.
+std::string nccl_rendezvous_socket(const ncclUniqueId& id);
 
 }  // namespace ember::emu

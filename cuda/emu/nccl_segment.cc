@@ -3,7 +3,6 @@
 // between threads and between processes.
 #include "cuda/emu/nccl_segment.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
@@ -22,6 +21,8 @@
 #include <new>
 #include <thread>
 
+#include "cuda/emu/nccl_rendezvous.h"
+
 namespace ember::emu::nccl {
 
 namespace {
@@ -31,7 +32,7 @@ constexpr size_t kLine = 64;
 constexpr size_t kDefaultChunkBytes = 64 << 10;
 constexpr char kIdMagic[8] = {'e', 'm', 'b', 'e', 'r', 'i', 'd', '1'};
 // A rank that never calls ncclCommInitRank would hold the others forever; the bound ends a crashed
-// launch with an error and releases the shared-memory name.
+// launch with an error and releases the id's name.
 constexpr auto kJoinTimeout = std::chrono::seconds(300);
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free,
@@ -112,7 +113,7 @@ Segment::Control& initialise(void* base, int nranks, size_t bytes, size_t chunk_
 
 }  // namespace
 
-Segment::Segment(char* base, size_t bytes, std::string name) : base_(base), bytes_(bytes), name_(std::move(name)) {}
+Segment::Segment(char* base, size_t bytes) : base_(base), bytes_(bytes) {}
 
 Segment::~Segment() { ::munmap(base_, bytes_); }
 
@@ -134,7 +135,7 @@ std::shared_ptr<Segment> Segment::create_private(const std::vector<int>& devices
   const Layout l = layout(nranks, chunk);
   void* p = ::mmap(nullptr, l.total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return nullptr;
-  std::shared_ptr<Segment> s(new Segment(static_cast<char*>(p), l.total, ""));
+  std::shared_ptr<Segment> s(new Segment(static_cast<char*>(p), l.total));
   Control& c = initialise(p, nranks, l.total, chunk);
   s->set_layout();
   for (int r = 0; r < nranks; ++r) {
@@ -157,7 +158,7 @@ bool Segment::new_id(ncclUniqueId* id) {
 std::string Segment::name_for(const ncclUniqueId& id) {
   if (std::memcmp(id.internal, kIdMagic, sizeof(kIdMagic)) != 0) return "";
   static const char* digits = "0123456789abcdef";
-  std::string name = "/ember_nccl_";
+  std::string name = "ember_nccl_";
   for (size_t i = sizeof(kIdMagic); i < sizeof(kIdMagic) + 16; ++i) {
     const auto byte = static_cast<unsigned char>(id.internal[i]);
     name += digits[byte >> 4];
@@ -170,52 +171,53 @@ std::shared_ptr<Segment> Segment::attach(const std::string& name, int nranks, in
                                          ncclResult_t* result, std::string* error) {
   *result = ncclSystemError;
   const auto deadline = std::chrono::steady_clock::now() + kJoinTimeout;
-  int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-  const bool creator = fd >= 0;
-  if (!creator) {
-    if (errno != EEXIST) return *error = system_error(("shm_open " + name).c_str()), nullptr;
-    fd = ::shm_open(name.c_str(), O_RDWR, 0);
-    if (fd < 0 && errno == ENOENT) {
-      *result = ncclInvalidUsage;
-      *error = "every rank of this unique id has joined already: an id from ncclGetUniqueId serves one "
-               "communicator (rank " + std::to_string(rank) + " came too late, or twice)";
-      return nullptr;
-    }
-    if (fd < 0) return *error = system_error(("shm_open " + name).c_str()), nullptr;
+  // The first rank to claim the id's name creates the memory; the others receive it from that rank.
+  std::unique_ptr<Rendezvous> rendezvous;
+  int fd = -1;
+  while (true) {
+    bool taken = false, absent = false;
+    rendezvous = Rendezvous::claim(name, &taken, error);
+    if (rendezvous || !taken) break;
+    fd = receive_memory(name, deadline, &absent, error);
+    // Absent: the holder let the name go between this rank's claim and its connect (or has bound
+    // it and not yet listens).
+    if (fd >= 0 || !absent || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  const bool creator = rendezvous != nullptr;
+  if (!creator && fd < 0) return nullptr;
   size_t bytes = 0;
   const size_t chunk = chunk_bytes_for(nranks);
   if (creator) {
+    fd = ::memfd_create(name.c_str(), MFD_CLOEXEC);
+    if (fd < 0) return *error = system_error("memfd_create"), nullptr;
     bytes = layout(nranks, chunk).total;
     if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-      *error = system_error(("ftruncate " + name).c_str());
+      *error = system_error("ftruncate");
       ::close(fd);
-      ::shm_unlink(name.c_str());
       return nullptr;
     }
   } else {
-    // The creator sizes the object right after creating it.
     struct stat st {};
-    while (::fstat(fd, &st) == 0 && st.st_size == 0 && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    bytes = static_cast<size_t>(st.st_size);
+    if (::fstat(fd, &st) == 0) bytes = static_cast<size_t>(st.st_size);
   }
   void* p = bytes > 0 ? ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
-  ::close(fd);
   if (p == MAP_FAILED) {
-    *error = bytes == 0 ? "the rank that created " + name + " never sized it" : system_error(("mmap " + name).c_str());
-    if (creator) ::shm_unlink(name.c_str());
+    *error = system_error("mmap of the communicator's memory");
+    ::close(fd);
     return nullptr;
   }
-  std::shared_ptr<Segment> s(new Segment(static_cast<char*>(p), bytes, name));
+  std::shared_ptr<Segment> s(new Segment(static_cast<char*>(p), bytes));
   Control& c = creator ? initialise(p, nranks, bytes, chunk) : s->control();
   if (creator) {
     c.ready.store(1, std::memory_order_release);
+    const bool serving = rendezvous->serve(fd, error);  // owns fd from here
+    s->rendezvous_ = std::move(rendezvous);
+    if (!serving) return nullptr;
   } else {
-    while (c.ready.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ::close(fd);  // the mapping keeps the memory
     if (c.ready.load(std::memory_order_acquire) == 0 || c.magic != kMagic || c.bytes != bytes) {
-      *error = "the shared-memory segment " + name + " was never set up by the rank that created it";
+      *error = "the memory received for " + name + " was not set up by the emulated NCCL";
       return nullptr;
     }
   }
@@ -258,9 +260,9 @@ ncclResult_t Segment::wait_joined(std::string* error) {
     }
     wait(seen);
   }
-  // Every rank has the memory mapped (or never will): the name has served its purpose, and no
-  // /dev/shm entry outlives the ranks however they end.
-  if (!name_.empty()) ::shm_unlink(name_.c_str());
+  // Every rank has the memory mapped (or never will): the creator stops handing it out, and the
+  // id's name is free again.
+  rendezvous_.reset();
   if (!failed()) {
     for (int a = 0; a < nranks_; ++a)
       for (int b = a + 1; b < nranks_; ++b)

@@ -1,7 +1,8 @@
 // The memory a communicator's ranks share, and how they wait on each other in it: one mapping per
-// rank of either anonymous shared memory (ncclCommInitAll: one process) or a POSIX shared-memory
-// object named from the unique id (ncclCommInitRank: threads or processes). It holds only
-// process-independent state (offsets, atomics, a futex word), so the same code serves both.
+// rank of either anonymous shared memory (ncclCommInitAll: one process) or a memfd that the first
+// rank of a unique id hands to the others (ncclCommInitRank: threads or processes; see
+// nccl_rendezvous.h). It holds only process-independent state (offsets, atomics, a futex word), so
+// the same code serves both.
 //
 // Layout: a control block (the failure, the barrier, the futex word), a slot per rank (its device,
 // its signature for the collective running now), per rank two staging buffers of `chunk_bytes`
@@ -19,6 +20,8 @@
 #include "cuda/emu/nccl.h"
 
 namespace ember::emu::nccl {
+
+class Rendezvous;
 
 // What a rank passes to its next collective; every rank's must agree.
 struct Signature {
@@ -49,21 +52,21 @@ class Segment {
  public:
   // Every rank joined at once (ncclCommInitAll); `devices[r]` is rank r's.
   static std::shared_ptr<Segment> create_private(const std::vector<int>& devices);
-  // Creates or opens the segment `name` and claims `rank`; joining is finished by wait_joined.
-  // Null on failure, with *result and *error set.
+  // Creates the segment of the id named `name`, or receives it from the rank that did, and claims
+  // `rank`; joining is finished by wait_joined. Null on failure, with *result and *error set.
   static std::shared_ptr<Segment> attach(const std::string& name, int nranks, int rank, int device,
                                          ncclResult_t* result, std::string* error);
   // A fresh id (ncclGetUniqueId): 128 random bits name the segment.
   static bool new_id(ncclUniqueId* id);
-  // The name ncclCommInitRank gives the segment of `id`; empty when `id` is not one of ours.
+  // The name under which the ranks of `id` meet; empty when `id` is not one of ours.
   static std::string name_for(const ncclUniqueId& id);
 
   ~Segment();
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
 
-  // Waits until every rank has attached, then removes the name (the mappings keep the memory
-  // until the last rank lets go) and checks that no two ranks share a device.
+  // Waits until every rank has attached, then (in the rank that created the segment) stops
+  // handing it out, and checks that no two ranks share a device.
   ncclResult_t wait_joined(std::string* error);
 
   int nranks() const { return nranks_; }
@@ -99,14 +102,14 @@ class Segment {
   bool passed(uint32_t ticket) const;
 
  private:
-  Segment(char* base, size_t bytes, std::string name);
+  Segment(char* base, size_t bytes);
   Control& control() const;
   void set_layout();
   char* channel_base(int from, int to);
 
   char* base_;
   size_t bytes_;
-  std::string name_;  // empty for anonymous memory
+  std::unique_ptr<Rendezvous> rendezvous_;  // the creator's, until every rank has joined
   int nranks_ = 0;
   size_t chunk_bytes_ = 0, ranks_offset_ = 0, staging_offset_ = 0, channels_offset_ = 0, channel_stride_ = 0;
 };

@@ -7,9 +7,11 @@
 #include <catch2/catch.hpp>
 
 #include <optional>
+#include <vector>
 
 #include "core/ember_core.h"
 #include "cuda/api.h"
+#include "tests/stream_gate.h"
 
 using namespace ember;
 
@@ -85,5 +87,55 @@ TEST_CASE("backward waits for the stream the forward ran on, in either direction
     Tensor host = w.detach().cpu() * 3.0;
     Tensor expected = host.sin().cos() * host.cos() * 3.0;
     CHECK((w.grad().cpu() - expected).abs().amax().item<float>() <= 1e-5f);
+  }
+}
+
+// A tensor saved on a side stream and used by a backward on another stream is marked as used
+// there, so the caching allocator does not hand its memory to the side stream's next allocation
+// while the backward's kernels are still queued. The backward stream is held (a gate) until the
+// side stream has written its new allocations: taking the saved tensor's block would overwrite
+// it before the backward reads it. The saved tensor is freed by the backward, or with
+// retain_graph when the graph is dropped after it.
+TEST_CASE("a saved tensor freed after a backward on another stream is not reused before that stream ran") {
+  const Device cuda0 = Device::cuda(0);
+  const int64_t n = 1 << 16;
+  for (bool retain_graph : {false, true}) {
+    INFO("retain_graph: " << retain_graph);
+    manual_seed(5);
+    Tensor x = randn({n}, TensorOptions(kFloat32).device(cuda0)).requires_grad_();
+    cuda::synchronize(0);  // the side stream reads x
+    cuda::Stream side = cuda::Stream::create(0), backward_stream = cuda::Stream::create(0);
+    Tensor loss;
+    const char* saved_begin = nullptr;
+    {
+      cuda::StreamGuard on_side(side);
+      Tensor h = x * 3.0;  // allocated on the side stream; h * h saves it, and only the graph keeps it
+      saved_begin = static_cast<const char*>(h.data_ptr());
+      loss = (h * h).sum();
+      side.synchronize();
+    }
+    const char* saved_end = saved_begin + n * sizeof(float);
+    ember::testing::StreamGate gate;
+    {
+      cuda::StreamGuard on_backward(backward_stream);
+      REQUIRE(cudaLaunchHostFunc(backward_stream.handle(), &ember::testing::StreamGate::hold, &gate) == cudaSuccess);
+      loss.backward(Tensor(), retain_graph);  // queued behind the gate
+      loss = Tensor();                         // frees the saved h if the backward did not
+    }
+    std::vector<Tensor> side_allocations;
+    {
+      cuda::StreamGuard on_side(side);
+      for (int i = 0; i < 8; ++i) side_allocations.push_back(full({n}, 1e6, TensorOptions(kFloat32).device(cuda0)));
+      side.synchronize();
+    }
+    for (const Tensor& t : side_allocations) {
+      const char* begin = static_cast<const char*>(t.data_ptr());
+      INFO("a side-stream allocation at offset " << (begin - saved_begin) << " of the saved tensor's block");
+      CHECK((begin + n * sizeof(float) <= saved_begin || saved_end <= begin));
+    }
+    gate.release();
+    backward_stream.synchronize();
+    Tensor expected = x.detach().cpu() * 18.0;  // d/dx sum((3x)^2)
+    CHECK((x.grad().cpu() - expected).abs().amax().item<float>() <= 1e-4f);
   }
 }

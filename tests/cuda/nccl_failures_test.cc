@@ -58,12 +58,6 @@ ncclResult_t async_error(ncclComm_t comm) {
   return e;
 }
 
-std::string runfile(const char* name) {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  REQUIRE(srcdir != nullptr);
-  return std::string(srcdir) + "/ember/tests/cuda/" + name;
-}
-
 std::vector<float> iota_floats(size_t n, float start) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
@@ -346,12 +340,7 @@ TEST_CASE("a peer that destroyed its communicator, or whose process ended, fails
   {
     ncclUniqueId id;
     REQUIRE_NCCL(ncclGetUniqueId(&id));
-    std::string hex;
-    for (char c : id.internal) {
-      char byte[3];
-      std::snprintf(byte, sizeof(byte), "%02x", static_cast<unsigned char>(c));
-      hex += byte;
-    }
+    std::string hex = id_hex(id);
     const std::string peer = runfile("nccl_peer_main");
     char* argv[] = {const_cast<char*>(peer.c_str()), hex.data(), nullptr};
     pid_t pid = 0;

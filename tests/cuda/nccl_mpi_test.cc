@@ -1,13 +1,14 @@
 // NCCL across processes under mpirun: each rank is a process with its own emulator (as many
-// emulated devices as ranks, the rank's own one current), and the ranks meet in the shared-memory
-// segment named from the id rank 0 made and MPI_Bcast shared. Collectives of several types and
-// sizes (many staging chunks each) against host references, a send/recv ring, a mismatch and an
-// abort seen by every process, and no /dev/shm entry left once the ranks have joined.
+// emulated devices as ranks, the rank's own one current), and the ranks share the communicator's
+// memory that the first of them to join handed to the others, through the socket named from the id
+// rank 0 made and MPI_Bcast shared. Collectives of several types and sizes (many staging chunks
+// each) against host references, a send/recv ring, a mismatch and an abort seen by every process,
+// and the socket gone once the ranks have joined.
 #include <mpi.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,7 +31,13 @@ void check(bool ok, const std::string& what) {
 #define CHECK_NCCL(call) check((call) == ncclSuccess, std::string(#call) + ": " + ncclGetLastError(nullptr))
 #define CHECK_CUDA(call) check((call) == cudaSuccess, #call)
 
-bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+// Whether /proc/net/unix lists the socket (its last field is the name, "@..." when abstract).
+bool listed(const std::string& socket) {
+  std::ifstream sockets("/proc/net/unix");
+  for (std::string line; std::getline(sockets, line);)
+    if (line.size() >= socket.size() && line.compare(line.size() - socket.size(), socket.size(), socket) == 0) return true;
+  return false;
+}
 
 ncclComm_t join() {
   ncclUniqueId id;
@@ -38,9 +45,10 @@ ncclComm_t join() {
   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
   ncclComm_t comm;
   CHECK_NCCL(ncclCommInitRank(&comm, size, id, rank));
-  // Every rank has joined: the name is gone, whatever happens to the processes from now on.
-  const std::string path = ember::emu::nccl_shared_memory_path(id);
-  check(!path.empty() && !exists(path), path + " is still there after every rank joined");
+  // Every rank has joined (and the one that served the memory has stopped): the socket is gone.
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string socket = ember::emu::nccl_rendezvous_socket(id);
+  check(!socket.empty() && !listed(socket), socket + " is still listed in /proc/net/unix after every rank joined");
   return comm;
 }
 

@@ -1,11 +1,13 @@
 // Test fixtures for NCCL on emulated devices: a device buffer that uploads and downloads bytes,
-// and `Ranks`, a communicator over devices 0..n-1 of one process (ncclCommInitAll) with a stream
-// per rank.
+// `Ranks`, a communicator over devices 0..n-1 of one process (ncclCommInitAll) with a stream per
+// rank, and what a test needs to start a peer process (the id in hex, the binary's path).
 #pragma once
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -88,5 +90,23 @@ class Ranks {
   std::vector<ncclComm_t> comms;
   std::vector<cudaStream_t> streams;
 };
+
+// The id as nccl_peer_main takes it.
+inline std::string id_hex(const ncclUniqueId& id) {
+  std::string hex;
+  for (char c : id.internal) {
+    char byte[3];
+    std::snprintf(byte, sizeof(byte), "%02x", static_cast<unsigned char>(c));
+    hex += byte;
+  }
+  return hex;
+}
+
+// A binary of tests/cuda in the test's runfiles.
+inline std::string runfile(const char* name) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  REQUIRE(srcdir != nullptr);
+  return std::string(srcdir) + "/ember/tests/cuda/" + name;
+}
 
 }  // namespace ember::testing
