@@ -21,8 +21,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 examples=20000
 
 # /dev/shm less what tests running beside this one may create there meanwhile: Open MPI's
-# shared-memory transport and the emulated NCCL's segments (cuda/emu/nccl_segment.cc).
-shm_entries() { ls -A /dev/shm 2>/dev/null | grep -Ev 'vader|pmix|ompi|sm_segment|^ember_nccl_' | sort; }
+# shared-memory transport (Ember itself names nothing there).
+shm_entries() { ls -A /dev/shm 2>/dev/null | grep -Ev 'vader|pmix|ompi|sm_segment' | sort; }
 live_workers() {
   for p in /proc/[0-9]*; do [ "$(readlink "$p/exe" 2>/dev/null)" = "$binary" ] && echo "${p#/proc/}"; done
 }
