@@ -4,10 +4,12 @@
 # kernels: the checkpoint carries the decisions in force and the resumed run adopts them. Trials are
 # made to disagree with EMBER_KERNEL_TRIAL_SEED (core/kernel_select.h): seeds s and s+1 pick other
 # candidates for every convolution with two or more. A straight run to step 4 and a run stopped at
-# step 2 and resumed (with the other seed) leave byte-identical checkpoints.
-# train_resume_benchmark_test.sh TRAIN
+# step 2 and resumed (with the other seed) leave byte-identical checkpoints, alone and under mpirun
+# -np 2 with another seed on each rank (the ranks take rank 0's decisions after a step).
+# train_resume_benchmark_test.sh TRAIN RUNNER
 set -uo pipefail
 train="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+runner="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
 work="${TEST_TMPDIR:-$(mktemp -d)}/train_resume_benchmark"
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 fail() { echo "FAIL: $*"; exit 1; }
@@ -35,4 +37,22 @@ grep -q '"kernels\\":{\\"conv' split/epoch-2.safetensors || fail "the checkpoint
 run 1 other --checkpoint-dir other
 cmp -s straight/epoch-2.safetensors other/epoch-2.safetensors && fail "the trial seed changed no result"
 
+# Under mpirun -np 2, rank r picks with seed BASE + r.
+cat > seeded.sh <<EOF
+#!/usr/bin/env bash
+EMBER_KERNEL_TRIAL_SEED=\$((SEED_BASE + OMPI_COMM_WORLD_RANK)) exec "$train" "\$@"
+EOF
+chmod +x seeded.sh
+# 32 examples / 2 ranks / batch 8 = 2 steps per epoch, as above.
+ranks() {
+  local base="$1" name="$2"; shift 2
+  SEED_BASE="$base" "$runner" 2 ./seeded.sh -x SEED_BASE -x EMBER_KERNEL_SELECT -- "${tiny[@]}" \
+    --synthetic-size 32 "$@" > "$name.txt" 2>&1 || fail "$name exited $?: $(cat "$name.txt")"
+}
+ranks 0 ddp_straight --checkpoint-dir ddp_straight
+ranks 0 ddp_first --max-steps 2 --checkpoint-dir ddp_split
+ranks 1 ddp_resumed --checkpoint-dir ddp_split --resume latest
+grep -q "^train: .* epochs=2 steps=4 processes=2$" ddp_resumed.txt || fail "$(cat ddp_resumed.txt)"
+cmp ddp_straight/epoch-2.safetensors ddp_split/epoch-2.safetensors ||
+  fail "the resumed DDP run's checkpoint differs from a straight run's"
 echo "PASS"
