@@ -66,13 +66,26 @@ std::string machine_description() {
   return model + caches + (isa != nullptr && *isa != '\0' ? std::string(" isa=") + isa : "");
 }
 
-// A file-name-safe digest of the description (FNV-1a), so that one directory serves many machines.
-std::string digest(const std::string& text) {
+uint64_t fnv1a(const std::string& text) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// A file-name-safe digest of the description, so that one directory serves many machines.
+std::string digest(const std::string& text) {
   char out[17];
-  std::snprintf(out, sizeof(out), "%016llx", static_cast<unsigned long long>(h));
+  std::snprintf(out, sizeof(out), "%016llx", static_cast<unsigned long long>(fnv1a(text)));
   return out;
+}
+
+std::optional<uint64_t> trial_seed_from_environment() {
+  const char* env = std::getenv("EMBER_KERNEL_TRIAL_SEED");
+  if (env == nullptr || *env == '\0') return std::nullopt;
+  const std::string value = env;
+  EMBER_CHECK(value.find_first_not_of("0123456789") == std::string::npos && value.size() <= 18,
+              "EMBER_KERNEL_TRIAL_SEED: expected a non-negative integer, got '", value, "'");
+  return std::stoull(value);
 }
 
 constexpr const char* kHeader = "ember kernel_select 1";
@@ -83,6 +96,8 @@ struct State {
   std::map<std::string, size_t> by_key;
   bool disk_loaded = false;
   std::map<std::string, std::string> disk;  // key -> candidate name
+  std::map<std::string, std::string> adopted;  // key -> candidate name
+  std::optional<uint64_t> trial_seed = trial_seed_from_environment();
   std::string forced = [] {
     const char* env = std::getenv("EMBER_KERNEL_FORCE");
     return std::string(env ? env : "");
@@ -208,18 +223,19 @@ int choose(const std::string& key, const std::vector<std::string>& candidates, i
         decided = true;
       }
     }
-    if (!decided) {
-      load_disk_locked(s);
-      auto cached = s.disk.find(key);
-      if (cached != s.disk.end()) {
-        const auto at = std::find(candidates.begin(), candidates.end(), cached->second);
-        if (at != candidates.end()) {
-          d.chosen = static_cast<int>(at - candidates.begin());
-          d.how = "cached on disk";
-          decided = true;
-        }
-      }
-    }
+    // An adopted decision, else the disk's, when its name is still a candidate.
+    auto take = [&](const std::map<std::string, std::string>& names, const char* how) {
+      auto named = names.find(key);
+      if (decided || named == names.end()) return;
+      const auto at = std::find(candidates.begin(), candidates.end(), named->second);
+      if (at == candidates.end()) return;
+      d.chosen = static_cast<int>(at - candidates.begin());
+      d.how = how;
+      decided = true;
+    };
+    take(s.adopted, "adopted");
+    if (!decided) load_disk_locked(s);
+    take(s.disk, "cached on disk");
     if (decided) {
       s.by_key.emplace(key, s.decisions.size());
       s.decisions.push_back(std::move(d));
@@ -248,6 +264,12 @@ int choose(const std::string& key, const std::vector<std::string>& candidates, i
     }
   }
   std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.trial_seed && best >= 0) {
+    std::vector<int> worked;
+    for (int i = 0; i < static_cast<int>(d.seconds.size()); ++i)
+      if (d.seconds[i] >= 0) worked.push_back(i);
+    d.chosen = worked[(fnv1a(key) + *s.trial_seed) % worked.size()];
+  }
   auto found = s.by_key.find(key);
   if (found != s.by_key.end()) return s.decisions[found->second].chosen;
   s.by_key.emplace(key, s.decisions.size());
@@ -266,12 +288,53 @@ std::vector<Decision> decisions() {
   return s.decisions;
 }
 
+size_t decision_count() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.decisions.size();
+}
+
+std::map<std::string, std::string> in_force() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  std::map<std::string, std::string> out;
+  for (const Decision& d : s.decisions) out[d.key] = d.candidates[d.chosen];
+  return out;
+}
+
+void adopt(const std::map<std::string, std::string>& decisions) {
+  const bool benchmark = mode() == Mode::Benchmark;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  bool changed = false;
+  for (const auto& [key, name] : decisions) {
+    s.adopted[key] = name;
+    auto found = s.by_key.find(key);
+    if (!benchmark || found == s.by_key.end()) continue;
+    Decision& d = s.decisions[found->second];
+    const auto at = std::find(d.candidates.begin(), d.candidates.end(), name);
+    if (d.how == "forced" || at == d.candidates.end()) continue;
+    const int index = static_cast<int>(at - d.candidates.begin());
+    changed = changed || index != d.chosen;
+    d.chosen = index;
+    d.how = "adopted";
+  }
+  if (changed) s.generation.fetch_add(1);  // the backends' Memos hold the old choices
+}
+
+void set_trial_seed(std::optional<uint64_t> seed) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.trial_seed = seed;
+}
+
 void reset() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.decisions.clear();
   s.by_key.clear();
   s.disk.clear();
+  s.adopted.clear();
   s.disk_loaded = false;
   s.usage.clear();
   s.generation.fetch_add(1);

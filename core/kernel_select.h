@@ -10,11 +10,15 @@
 //   EMBER_KERNEL_FORCE=NAME       runs the candidate NAME wherever it is one (see force())
 //   EMBER_KERNEL_CACHE=DIR         keeps benchmark decisions in DIR, in a file named for this
 //                                  CPU's model, cache sizes and thread count, for the next process
+//   EMBER_KERNEL_TRIAL_SEED=N      (tests) the trials' winner is drawn from N and the key, not from
+//                                  their times (see set_trial_seed())
 //
 // set_mode() overrides the variable (the train tool's --deterministic asks for heuristic). Every
 // candidate computes the same function; they differ in rounding only as much as the tests allow
 // between paths. A decision is per process and key: the key names everything the backend thinks
-// matters (pass, shapes, layout, dtype, and the thread count it will run with).
+// matters (pass, shapes, layout, dtype, and the thread count it will run with). Decisions can be
+// handed on (in_force() / adopt()): a training checkpoint carries them, so that a resumed run runs
+// the kernels of the run it continues, and DDP ranks take rank 0's (comm/kernel_agreement.h).
 #pragma once
 
 #include <cstdint>
@@ -41,12 +45,13 @@ struct Decision {
   std::vector<std::string> candidates;  // names, in the backend's order
   std::vector<double> seconds;          // each trial's time (negative: it failed); empty if not timed
   int chosen = 0;
-  std::string how;  // "measured", "heuristic", "cached on disk" or "forced"
+  std::string how;  // "measured", "heuristic", "cached on disk", "adopted" or "forced"
 };
 
 // Returns the index of the candidate to run for `key`. On the key's first call in benchmark mode,
-// `trial(i)` runs candidate i on real data; choose() times it (one untimed run, then the best of
-// two) and keeps the fastest. A trial that throws drops its candidate; if all do, `heuristic`
+// an adopted decision (adopt()) is taken, else the disk cache's; failing both, `trial(i)` runs
+// candidate i on real data; choose() times it (one untimed run, then the best of two) and keeps
+// the fastest. A trial that throws drops its candidate; if all do, `heuristic`
 // wins. In heuristic mode, or with one candidate, `heuristic` is returned without trials. Safe
 // from any thread: two threads first meeting a key may both run trials, and the first decision
 // stored is the one both keep.
@@ -86,8 +91,29 @@ class Memo {
 // Every decision this process made, in the order made.
 std::vector<Decision> decisions();
 
-// Forgets the process's decisions (tests; a later choose() trials again or reads the disk cache).
+// How many keys this process has decided (cheap: for noticing new decisions).
+size_t decision_count();
+
+// The decisions in force, key -> the chosen candidate's name: what a training checkpoint records.
+std::map<std::string, std::string> in_force();
+
+// Makes each entry (key -> candidate name) the decision for its key in benchmark mode, in place of
+// the disk cache and the trials: a key already decided switches to it, a key not yet met takes it
+// on its first call. A name that is not one of the key's candidates (a checkpoint from another CPU
+// or build) leaves that key to be measured. A forced candidate and heuristic mode still win.
+// Adopted decisions last until reset(); later calls add to them.
+void adopt(const std::map<std::string, std::string>& decisions);
+
+// Forgets the process's decisions, adopted ones included (tests; a later choose() trials again or
+// reads the disk cache).
 void reset();
+
+// For tests that need two processes to decide differently (a resumed run that must adopt the
+// decisions of the run it continues): trials still run, but the winner among the candidates whose
+// trial worked is the ((FNV-1a hash of the key) + seed) mod count'th, so seeds s and s+1 disagree on
+// every key with two or more such candidates. nullopt (the default, unless EMBER_KERNEL_TRIAL_SEED
+// is set; a malformed value raises ember::Error naming it) picks by time.
+void set_trial_seed(std::optional<uint64_t> seed);
 
 // Runs `candidate` wherever it is one of the candidates (and the usual choice elsewhere); "" ends
 // it. EMBER_KERNEL_FORCE sets it at start-up. For tests that must cover every kernel, and for

@@ -6,6 +6,7 @@
 
 #include "core/io/file_io.h"
 #include "core/io/safetensors.h"
+#include "core/kernel_select.h"
 
 namespace ember::nn {
 
@@ -48,6 +49,9 @@ void save_checkpoint(const std::string& path, const Module& model, const optim::
   loader.set("batches", json::Value::integer(state.loader_batches));
   meta.set("loader", std::move(loader));
   meta.set("extra", state.extra);
+  std::vector<std::pair<std::string, json::Value>> kernels;
+  for (const auto& [key, name] : kernel_select::in_force()) kernels.emplace_back(key, json::Value::string(name));
+  meta.set("kernels", json::Value::object(std::move(kernels)));
   if (optimizer) {
     optim::StateDict saved = optimizer->state_dict();
     NamedTensors prefixed = with_prefix(saved.tensors, kOptimizerPrefix);
@@ -85,6 +89,14 @@ TrainingState state_of(const json::Value& meta, const std::string& path) {
   state.loader_epoch = member_int(*loader, "epoch", path);
   state.loader_batches = member_int(*loader, "batches", path);
   if (const json::Value* extra = meta.find("extra")) state.extra = *extra;
+  if (const json::Value* kernels = meta.find("kernels")) {  // absent before kernel decisions were saved
+    EMBER_CHECK(kernels->is_object(), "load_checkpoint: '", path, "': field \"kernels\" is not an object");
+    for (const auto& [key, name] : kernels->members()) {
+      EMBER_CHECK(name.is_string(), "load_checkpoint: '", path, "': the kernel decision for '", key,
+                  "' is not a string");
+      state.kernels[key] = name.as_string();
+    }
+  }
   return state;
 }
 
@@ -125,6 +137,7 @@ TrainingState load_checkpoint(const std::string& path, Module& model, optim::Opt
                 "load_checkpoint: '", path, "': malformed random-generator state");
     generator->set_state({std::stoull(rng->items()[0].as_string()), std::stoull(rng->items()[1].as_string())});
   }
+  kernel_select::adopt(state.kernels);
   return state;
 }
 

@@ -1,6 +1,8 @@
-// Training checkpoints: model, optimizer, LR schedule, epoch/step, the random generator and the
-// data loader's position in one safetensors file, written atomically (temp file, fsync, rename)
-// and validated on load. A run resumed from it continues bit for bit.
+// Training checkpoints: model, optimizer, LR schedule, epoch/step, the random generator, the data
+// loader's position and the kernel decisions in force (core/kernel_select.h) in one safetensors
+// file, written atomically (temp file, fsync, rename) and validated on load. A run resumed from it
+// continues bit for bit: load_checkpoint adopts the decisions, so benchmark mode's trials cannot
+// pick other kernels for the problems the saved run had met.
 //
 //   nn::TrainingState state{epoch, step, loader.state().epoch, loader.state().batches};
 //   nn::save_checkpoint("ckpt/last.safetensors", *model, &optimizer, &schedule, state);
@@ -8,6 +10,7 @@
 //   nn::TrainingState resumed = nn::load_checkpoint("ckpt/last.safetensors", *model, &optimizer, &schedule);
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "core/io/json.h"
@@ -24,6 +27,9 @@ struct TrainingState {
   int64_t loader_epoch = 0;    // the data loader's position (data::LoaderState)
   int64_t loader_batches = 0;
   json::Value extra = json::Value::object();  // anything else the caller wants back (best accuracy, ...)
+  // Read back only: the kernel decisions (key -> candidate) in force when the file was saved, which
+  // save_checkpoint takes from kernel_select::in_force() itself. Empty for older files.
+  std::map<std::string, std::string> kernels;
 };
 
 // `optimizer`, `scheduler` and `generator` may be null (not saved). Model keys are the module's
@@ -33,8 +39,9 @@ void save_checkpoint(const std::string& path, const Module& model, const optim::
                      const optim::LRScheduler* scheduler, const TrainingState& state,
                      const Generator* generator = &default_generator());
 
-// Restores everything given (strictly: every model key must match) and returns the state.
-// A file from another run shape (different model, missing optimizer state) raises naming the part.
+// Restores everything given (strictly: every model key must match), adopts the saved kernel
+// decisions (kernel_select::adopt) and returns the state. A file from another run shape
+// (different model, missing optimizer state) raises naming the part, before anything changes.
 TrainingState load_checkpoint(const std::string& path, Module& model, optim::Optimizer* optimizer,
                               optim::LRScheduler* scheduler, Generator* generator = &default_generator());
 

@@ -1,6 +1,7 @@
 // core/kernel_select: choosing among candidates by timing them, once per key; the heuristic mode;
-// forcing; the disk cache (round trip, a damaged file, another machine's file); profiling; and,
-// through the CPU backend, that a benchmark-mode choice of GEMM kernel leaves C as one product.
+// forcing; adopting decisions (a resumed run's); the trial seed; the disk cache (round trip, a
+// damaged file, another machine's file); profiling; and, through the CPU backend, that a
+// benchmark-mode choice of GEMM kernel leaves C as one product.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -59,6 +61,7 @@ struct ModeGuard {
   ~ModeGuard() {
     ks::set_mode(saved);
     ks::force("");
+    ks::set_trial_seed(std::nullopt);
     ks::reset();
     unsetenv("EMBER_KERNEL_CACHE");
   }
@@ -130,6 +133,78 @@ TEST_CASE("kernel_select: heuristic mode runs no trials; force overrides both mo
   CHECK(find(ks::decisions(), "forced")->how == "forced");
   CHECK_THROWS_WITH(ks::choose("bad", {"a"}, 3, fake.trial()),
                     Catch::Contains("kernel_select") && Catch::Contains("bad") && Catch::Contains("3"));
+}
+
+TEST_CASE("kernel_select: adopted decisions replace trials and switch keys already decided", "[select]") {
+  ModeGuard guard;
+  ks::set_mode(ks::Mode::Benchmark);
+  ks::reset();
+  Fake fake({0.02, 0.0005, 0.01});
+  const std::vector<std::string> names = {"a", "b", "c"};
+  CHECK(ks::choose("decided", names, 0, fake.trial()) == 1);
+  CHECK(ks::in_force() == std::map<std::string, std::string>{{"decided", "b"}});
+  const size_t trials = fake.total();
+  const uint64_t before = ks::generation();
+  ks::adopt({{"decided", "a"}, {"not yet met", "c"}, {"another build's", "gone"}});
+  // The backends' Memos must forget "decided"'s old choice.
+  CHECK(ks::generation() != before);
+  CHECK(ks::choose("decided", names, 0, fake.trial()) == 0);
+  CHECK(ks::choose("not yet met", names, 0, fake.trial()) == 2);
+  CHECK(fake.total() == trials);
+  CHECK(find(ks::decisions(), "decided")->how == "adopted");
+  CHECK(find(ks::decisions(), "not yet met")->how == "adopted");
+  // A name that is not a candidate: measured as if nothing were adopted.
+  CHECK(ks::choose("another build's", names, 0, fake.trial()) == 1);
+  CHECK(fake.total() == trials + 9);
+  CHECK(ks::in_force() ==
+        std::map<std::string, std::string>{{"another build's", "b"}, {"decided", "a"}, {"not yet met", "c"}});
+  CHECK(ks::decision_count() == 3);
+  // Adopting what is in force changes nothing the Memos hold.
+  const uint64_t settled = ks::generation();
+  ks::adopt(ks::in_force());
+  CHECK(ks::generation() == settled);
+  // A forced candidate still wins; reset() forgets the adopted decisions.
+  ks::force("b");
+  CHECK(ks::choose("not yet met", names, 0, fake.trial()) == 1);
+  ks::force("");
+  ks::reset();
+  CHECK(ks::choose("not yet met", names, 0, fake.trial()) == 1);
+  CHECK(find(ks::decisions(), "not yet met")->how == "measured");
+}
+
+TEST_CASE("kernel_select: heuristic mode ignores adopted decisions", "[select]") {
+  ModeGuard guard;
+  ks::set_mode(ks::Mode::Heuristic);
+  ks::reset();
+  Fake fake({0.0, 0.0});
+  CHECK(ks::choose("fixed", {"a", "b"}, 0, fake.trial()) == 0);
+  ks::adopt({{"fixed", "b"}, {"later", "b"}});
+  CHECK(ks::choose("fixed", {"a", "b"}, 0, fake.trial()) == 0);
+  CHECK(ks::choose("later", {"a", "b"}, 0, fake.trial()) == 0);
+  CHECK(find(ks::decisions(), "later")->how == "heuristic");
+  CHECK(fake.total() == 0);
+}
+
+TEST_CASE("kernel_select: a trial seed picks by key and seed; seeds s and s+1 disagree", "[select]") {
+  ModeGuard guard;
+  ks::set_mode(ks::Mode::Benchmark);
+  const std::vector<std::string> names = {"a", "broken", "b", "c"};
+  const uint64_t seeds[] = {7, 8, 7};
+  std::vector<std::vector<int>> picks(3);
+  for (int run = 0; run < 3; ++run) {
+    ks::reset();
+    ks::set_trial_seed(seeds[run]);
+    for (int key = 0; key < 6; ++key) {
+      Fake fake({0.0005, -1, 0.0005, 0.0005});
+      const int chosen = ks::choose("key " + std::to_string(key), names, 0, fake.trial());
+      CHECK(fake.total() == 10);  // the trials still run; the broken candidate's once
+      CHECK(chosen != 1);
+      picks[run].push_back(chosen);
+    }
+  }
+  ks::set_trial_seed(std::nullopt);
+  CHECK(picks[0] == picks[2]);
+  for (int key = 0; key < 6; ++key) CHECK(picks[0][key] != picks[1][key]);
 }
 
 TEST_CASE("kernel_select: the disk cache skips the trials of the next process", "[select]") {

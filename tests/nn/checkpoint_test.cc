@@ -1,6 +1,7 @@
 // Training checkpoints: 2N steps in one go equal N steps + save + load into freshly built objects
 // + N steps, bit for bit (model, optimizer, LR schedule, dropout's generator, data-loader
-// position all restored); damaged or mismatched files raise naming the problem.
+// position all restored); the kernel decisions in force saved and adopted on load, and files
+// without them still loading; damaged or mismatched files raise naming the problem.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -8,6 +9,8 @@
 #include <fstream>
 
 #include "core/ember_core.h"
+#include "core/io/safetensors.h"
+#include "core/kernel_select.h"
 #include "data/data.h"
 #include "nn/checkpoint.h"
 #include "nn/nn.h"
@@ -143,4 +146,51 @@ TEST_CASE("read_training_state returns the saved position and extra, restoring n
 
   save_safetensors(path, run.model->state_dict());
   REQUIRE_THROWS_WITH(nn::read_training_state(path), Catch::Contains("not an Ember training checkpoint"));
+}
+
+TEST_CASE("the kernel decisions in force are saved, and adopted by load_checkpoint only", "[checkpoint]") {
+  namespace ks = kernel_select;
+  const ks::Mode saved_mode = ks::mode();
+  ks::set_mode(ks::Mode::Benchmark);
+  ks::reset();
+  int trials = 0;
+  auto count_trials = [&](int) { ++trials; };
+  // "b" is in force for the key, as a benchmark trial could have decided.
+  ks::adopt({{"checkpoint_test key", "b"}});
+  REQUIRE(ks::choose("checkpoint_test key", {"a", "b"}, 0, count_trials) == 1);
+  Run run(1);
+  run.train(2);
+  const std::string path = temp_path("kernels.safetensors");
+  nn::save_checkpoint(path, *run.model, run.optimizer.get(), run.schedule.get(), run.state());
+
+  // A new process (reset): reading the state adopts nothing; loading the checkpoint adopts "b".
+  ks::reset();
+  const nn::TrainingState read = nn::read_training_state(path);
+  CHECK(read.kernels.at("checkpoint_test key") == "b");
+  CHECK(ks::in_force().empty());
+  const nn::TrainingState loaded = nn::load_checkpoint(path, *run.model, run.optimizer.get(), run.schedule.get());
+  CHECK(loaded.kernels == read.kernels);
+  CHECK(ks::choose("checkpoint_test key", {"a", "b"}, 0, count_trials) == 1);
+  CHECK(trials == 0);
+
+  // A file written before kernel decisions were saved (no "kernels" field) loads, adopting nothing;
+  // a malformed field raises naming it.
+  SafetensorsFile file = load_safetensors(path);
+  json::Value meta = json::parse(file.metadata.at("ember.checkpoint"), "test");
+  std::vector<std::pair<std::string, json::Value>> older;
+  for (const auto& member : meta.members())
+    if (member.first != "kernels") older.push_back(member);
+  REQUIRE(older.size() + 1 == meta.members().size());
+  save_safetensors(path, file.tensors, {{"ember.checkpoint", json::Value::object(older).dump()}});
+  ks::reset();
+  CHECK(nn::load_checkpoint(path, *run.model, run.optimizer.get(), run.schedule.get()).kernels.empty());
+  ks::choose("checkpoint_test key", {"a", "b"}, 0, count_trials);
+  CHECK(trials == 6);  // measured
+  meta.set("kernels", json::Value::object({{"checkpoint_test key", json::Value::integer(1)}}));
+  save_safetensors(path, file.tensors, {{"ember.checkpoint", meta.dump()}});
+  CHECK_THROWS_WITH(nn::load_checkpoint(path, *run.model, run.optimizer.get(), run.schedule.get()),
+                    Catch::Contains("kernels.safetensors") && Catch::Contains("checkpoint_test key") &&
+                        Catch::Contains("not a string"));
+  ks::reset();
+  ks::set_mode(saved_mode);
 }

@@ -21,6 +21,7 @@
 
 #include "autograd/functional.h"
 #include "comm/init.h"
+#include "comm/kernel_agreement.h"
 #include "cuda/api.h"
 #include "core/cpu/thread_pool.h"
 #include "core/ember_core.h"
@@ -455,6 +456,9 @@ TrainResult run_training(const TrainConfig& config) {
         window_start = std::chrono::steady_clock::now();
         window_images = 0;
       }
+      // The ranks run rank 0's kernels, which the checkpoint records, from the step after any meets
+      // a new problem.
+      if (world) comm::agree_on_kernels(*world, device);
       // Every rank must stop at the same step: the Ctrl-C flag is agreed on each step.
       bool want_stop = interrupt_requested.load() || (config.max_steps > 0 && step >= config.max_steps);
       if (world) {
