@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
+#include "core/elementwise_math.h"
 #include "core/host_device.h"
-#include "core/reduce_math.h"
 
 namespace ember::formula {
 
@@ -70,11 +70,13 @@ EMBER_HOST_DEVICE inline int64_t max_pool_output_through(int64_t i, int64_t k, i
   return offset / stride;
 }
 
-// Max pooling scans its window in row-major order: the first maximum wins, and the first NaN
-// beats everything after it (the arg-reduction rule, so a NaN's gradient goes to one place).
+// Max pooling scans its window in row-major order: the first maximum wins, and every NaN replaces
+// the best so far, so the window's last NaN wins, and its gradient goes there. That is PyTorch's
+// max_pool2d on the CPU and on CUDA (both test `val > maxval || isnan(val)`), unlike its argmax,
+// where the first NaN wins (arg_better).
 template <typename C>
 EMBER_HOST_DEVICE inline bool max_pool_takes(C v, C best, bool have_best) {
-  return !have_best || arg_better<C>(true, v, best);
+  return !have_best || is_nan(v) || v > best;
 }
 
 }  // namespace ember::formula

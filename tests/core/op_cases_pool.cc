@@ -1,8 +1,8 @@
-// Pooling cases: max pooling (values and indices, with ties and NaNs), average pooling (padding
-// counted or not, ceil_mode) and adaptive average pooling (odd sizes, outputs larger than the
-// input), forward and backward through autograd with a given output gradient, on random
-// geometry, the harness's layouts and channels-last inputs. The float64 references walk each
-// window element by element.
+// Pooling cases: max pooling (values and indices, with ties and several NaNs per window), average
+// pooling (padding counted or not, ceil_mode) and adaptive average pooling (odd sizes, outputs
+// larger than the input), forward and backward through autograd with a given output gradient, on
+// random geometry, the harness's layouts and channels-last inputs. The float64 references walk
+// each window element by element.
 #include <cmath>
 #include <limits>
 
@@ -97,15 +97,16 @@ ShapeGenerator pool_shapes(Pool pool, bool with_grad) {
 // The same values in NHWC memory: what a channels-last network hands to pooling.
 Tensor channels_last(const Tensor& x) { return x.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2}); }
 
-// Values of 3 become NaN, so that windows hold none, one or several.
+// Whole numbers in [-3, 3] of 2 or more become NaN (2 in 7): windows hold none, one or several,
+// and several NaNs are common in windows of 4 or more.
 Tensor with_nans(const Tensor& x) {
   const TensorOptions options(x.dtype());
-  return where(x.ge(full({}, 3, options)), full({}, std::numeric_limits<double>::quiet_NaN(), options), x);
+  return where(x.ge(full({}, 2, options)), full({}, std::numeric_limits<double>::quiet_NaN(), options), x);
 }
 
 RefTensor ref_with_nans(RefTensor x) {
   for (double& v : x.values)
-    if (v >= 3) v = std::numeric_limits<double>::quiet_NaN();
+    if (v >= 2) v = std::numeric_limits<double>::quiet_NaN();
   return x;
 }
 
@@ -154,7 +155,8 @@ void for_each_window(Pool pool, const Shape& x, const Window& w, Fn fn) {
       }
 }
 
-// (values, flat indices) of max pooling: the first maximum of each window, or its first NaN.
+// (values, flat indices) of max pooling: the first maximum of each window, or its last NaN in
+// row-major window order (PyTorch 1.13's CPU and CUDA kernels: every NaN replaces the best so far).
 Refs ref_max_pool(const RefTensor& x, const Window& w) {
   const Shape out_shape = {x.shape[0], x.shape[1], w.out_h, w.out_w};
   RefTensor values{out_shape, x.dtype, std::vector<double>(static_cast<size_t>(count_elements(out_shape)))};
@@ -165,7 +167,7 @@ Refs ref_max_pool(const RefTensor& x, const Window& w) {
     for (int64_t i : inside) {
       const double v = x.values[static_cast<size_t>(plane * plane_size + i)];
       const double b = x.values[static_cast<size_t>(plane * plane_size + best)];
-      if (!std::isnan(b) && (std::isnan(v) || v > b)) best = i;
+      if (std::isnan(v) || (!std::isnan(b) && v > b)) best = i;
     }
     values.values[static_cast<size_t>(o)] = x.values[static_cast<size_t>(plane * plane_size + best)];
     indices.values[static_cast<size_t>(o)] = static_cast<double>(best);
@@ -244,7 +246,8 @@ std::vector<OpCase> pool_cases() {
     }
   }
 
-  OpCase nan = pool_case("max_pool2d_nan", Pool::Max, {-3.0, 3.0, true});
+  const ValueRange nan_range{-3.0, 3.0, true};
+  OpCase nan = pool_case("max_pool2d_nan", Pool::Max, nan_range);
   nan.run = [](const Tensors& x, const OpArgs& a) {
     Tensor indices;
     Tensor y = run_pool(Pool::Max, with_nans(x[0]), window_of(a), &indices);
@@ -252,6 +255,20 @@ std::vector<OpCase> pool_cases() {
   };
   nan.reference = [](const Refs& x, const OpArgs& a) { return ref_max_pool(ref_with_nans(x[0]), window_of(a)); };
   cases.push_back(nan);
+
+  // A window's gradient goes to the NaN its index names; with ties among the other values.
+  OpCase nan_backward = pool_case("max_pool2d_nan_backward", Pool::Max, nan_range);
+  nan_backward.inputs = {InputSpec{nan_range}, InputSpec{ties}};
+  nan_backward.shapes = pool_shapes(Pool::Max, true);
+  nan_backward.run = [](const Tensors& x, const OpArgs& a) {
+    Tensor leaf = with_nans(x[0]).detach().requires_grad_();
+    run_pool(Pool::Max, leaf, window_of(a)).backward(x[1]);
+    return Tensors{leaf.grad()};
+  };
+  nan_backward.reference = [](const Refs& x, const OpArgs& a) {
+    return Refs{ref_pool_backward(Pool::Max, ref_with_nans(x[0]), x[1], window_of(a))};
+  };
+  cases.push_back(nan_backward);
 
   // Backward through autograd: the output gradient is a harness input, so it arrives strided,
   // expanded or transposed. Max pooling's ties decide where the gradient goes.
