@@ -1,8 +1,8 @@
 // Pooling cases: max pooling (values and indices, with ties and several NaNs per window), average
 // pooling (padding counted or not, ceil_mode) and adaptive average pooling (odd sizes, outputs
 // larger than the input), forward and backward through autograd with a given output gradient, on
-// random geometry, the harness's layouts and channels-last inputs. The float64 references walk
-// each window element by element.
+// random geometry, the harness's layouts and channels-last inputs; and the geometries PyTorch
+// rejects, which must raise. The float64 references walk each window element by element.
 #include <cmath>
 #include <limits>
 
@@ -58,38 +58,80 @@ bool every_window_reaches_input(int64_t in, int64_t out, int64_t kernel, int64_t
   return true;
 }
 
-// Input [N, C, H, W], then with_grad an output gradient [N, C, OH, OW].
+// A random window for an input of H x W (kernel, stride, padding up to half the kernel, dilation
+// up to max_dilation, ceil_mode), or for adaptive pooling an output size, sometimes larger than
+// the input. The output size follows, and may be < 1.
+Window draw_window(Rng& rng, Pool pool, const Shape& x, int64_t max_dilation) {
+  Window w{};
+  if (pool == Pool::Adaptive) {
+    w.out_h = rng.integer(1, x[2] + 2);
+    w.out_w = rng.integer(1, x[3] + 2);
+    return w;
+  }
+  w.kh = rng.integer(1, 4);
+  w.kw = rng.integer(1, 4);
+  w.sh = rng.integer(1, 3);
+  w.sw = rng.integer(1, 3);
+  w.ph = rng.integer(0, w.kh / 2);
+  w.pw = rng.integer(0, w.kw / 2);
+  w.dh = pool == Pool::Max ? rng.integer(1, max_dilation) : 1;
+  w.dw = pool == Pool::Max ? rng.integer(1, max_dilation) : 1;
+  w.ceil_mode = rng.chance(0.5);
+  w.count_include_pad = rng.chance(0.5);
+  w.out_h = pooled_length(x[2], w.kh, w.sh, w.ph, w.dh, w.ceil_mode);
+  w.out_w = pooled_length(x[3], w.kw, w.sw, w.pw, w.dw, w.ceil_mode);
+  return w;
+}
+
+bool windows_reach_input(const Shape& x, const Window& w) {
+  return every_window_reaches_input(x[2], w.out_h, w.kh, w.sh, w.ph, w.dh) &&
+         every_window_reaches_input(x[3], w.out_w, w.kw, w.sw, w.pw, w.dw);
+}
+
+// Input [N, C, H, W] (N sometimes 0, which PyTorch accepts), then with_grad an output gradient
+// [N, C, OH, OW].
 ShapeGenerator pool_shapes(Pool pool, bool with_grad) {
   return [=](Rng& rng, OpArgs& a, bool) {
     for (;;) {
-      const Shape x = {rng.integer(1, 2), rng.integer(1, 3), rng.integer(1, 9), rng.integer(1, 9)};
-      Window w{};
-      if (pool == Pool::Adaptive) {
-        // Odd sizes, and sometimes more outputs than inputs (overlapping windows).
-        w.out_h = rng.integer(1, x[2] + 2);
-        w.out_w = rng.integer(1, x[3] + 2);
-      } else {
-        w.kh = rng.integer(1, 4);
-        w.kw = rng.integer(1, 4);
-        w.sh = rng.integer(1, 3);
-        w.sw = rng.integer(1, 3);
-        w.ph = rng.integer(0, w.kh / 2);
-        w.pw = rng.integer(0, w.kw / 2);
-        w.dh = pool == Pool::Max ? rng.integer(1, 2) : 1;
-        w.dw = pool == Pool::Max ? rng.integer(1, 2) : 1;
-        w.ceil_mode = rng.chance(0.5);
-        w.count_include_pad = rng.chance(0.5);
-        w.out_h = pooled_length(x[2], w.kh, w.sh, w.ph, w.dh, w.ceil_mode);
-        w.out_w = pooled_length(x[3], w.kw, w.sw, w.pw, w.dw, w.ceil_mode);
-        if (w.out_h < 1 || w.out_w < 1) continue;
-        if (pool == Pool::Max && !(every_window_reaches_input(x[2], w.out_h, w.kh, w.sh, w.ph, w.dh) &&
-                                   every_window_reaches_input(x[3], w.out_w, w.kw, w.sw, w.pw, w.dw)))
-          continue;
-      }
+      const Shape x = {rng.chance(0.1) ? 0 : rng.integer(1, 2), rng.integer(1, 3), rng.integer(1, 9),
+                       rng.integer(1, 9)};
+      const Window w = draw_window(rng, pool, x, 2);
+      if (w.out_h < 1 || w.out_w < 1 || (pool == Pool::Max && !windows_reach_input(x, w))) continue;
       a.params = params_of(w);
       std::vector<Shape> shapes = {x};
       if (with_grad) shapes.push_back({x[0], x[1], w.out_h, w.out_w});
       return shapes;
+    }
+  };
+}
+
+// The geometries PyTorch rejects, each raised at the call whatever the backend.
+enum class Defect {
+  AllPaddingWindow,   // a max-pooling window that dilation spreads over the padding alone
+  OutputTooSmall,     // the (dilated) window does not fit the padded input
+  PaddingOverHalf,    // pad > kernel / 2 along an axis
+  EmptyPlane,         // C, H or W is 0
+};
+
+// Inputs whose geometry has `defect` (and only that one).
+ShapeGenerator defective_pool_shapes(Pool pool, Defect defect) {
+  return [=](Rng& rng, OpArgs& a, bool) {
+    for (;;) {
+      Shape x = {rng.integer(1, 2), rng.integer(1, 3), rng.integer(1, 6), rng.integer(1, 6)};
+      Window w = draw_window(rng, pool, x, defect == Defect::AllPaddingWindow ? 6 : 2);
+      const bool fits = w.out_h >= 1 && w.out_w >= 1;
+      if (defect == Defect::OutputTooSmall && fits) continue;
+      if (defect != Defect::OutputTooSmall && !fits) continue;
+      if (defect == Defect::AllPaddingWindow && windows_reach_input(x, w)) continue;
+      if (defect != Defect::AllPaddingWindow && pool == Pool::Max && fits && !windows_reach_input(x, w)) continue;
+      if (defect == Defect::PaddingOverHalf) {
+        // Past half the kernel on one axis or both; the output size is then never < 1.
+        if (rng.chance(0.5)) w.ph = rng.integer(w.kh / 2 + 1, w.kh + 1);
+        else w.pw = rng.integer(w.kw / 2 + 1, w.kw + 1);
+      }
+      if (defect == Defect::EmptyPlane) x[rng.integer(1, 3)] = 0;
+      a.params = params_of(w);
+      return std::vector<Shape>{x};
     }
   };
 }
@@ -287,6 +329,30 @@ std::vector<OpCase> pool_cases() {
     c.reference = [pool](const Refs& x, const OpArgs& a) {
       return Refs{ref_pool_backward(pool, x[0], x[1], window_of(a))};
     };
+    cases.push_back(c);
+  }
+
+  // Raised at the call, before any backend runs: the messages are PyTorch's.
+  const struct {
+    Pool pool;
+    Defect defect;
+    const char* name;
+    const char* message;
+  } rejected[] = {
+      {Pool::Max, Defect::AllPaddingWindow, "max_pool2d_all_padding_window", "output size is too small"},
+      {Pool::Max, Defect::OutputTooSmall, "max_pool2d_output_too_small", "output size is too small"},
+      {Pool::Avg, Defect::OutputTooSmall, "avg_pool2d_output_too_small", "output size is too small"},
+      {Pool::Max, Defect::PaddingOverHalf, "max_pool2d_padding_over_half", "pad should be at most half"},
+      {Pool::Avg, Defect::PaddingOverHalf, "avg_pool2d_padding_over_half", "pad should be at most half"},
+      {Pool::Max, Defect::EmptyPlane, "max_pool2d_empty_plane", "with non-zero C, H and W"},
+      {Pool::Avg, Defect::EmptyPlane, "avg_pool2d_empty_plane", "with non-zero C, H and W"},
+      {Pool::Adaptive, Defect::EmptyPlane, "adaptive_avg_pool2d_empty_plane", "with non-zero C, H and W"},
+  };
+  for (const auto& r : rejected) {
+    OpCase c = pool_case(r.name, r.pool, {});
+    c.shapes = defective_pool_shapes(r.pool, r.defect);
+    c.expect_error = r.message;
+    c.run = [pool = r.pool](const Tensors& x, const OpArgs& a) { return Tensors{run_pool(pool, x[0], window_of(a))}; };
     cases.push_back(c);
   }
   return cases;
