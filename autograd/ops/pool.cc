@@ -1,10 +1,14 @@
-// Pooling: max (with indices), average and adaptive average, forward and backward.
+// Pooling: max (with indices), average and adaptive average, forward and backward, and the
+// shape checks they share.
+#include <sstream>
+
 #include "autograd/function.h"
 #include "autograd/functional.h"
 #include "autograd/saved.h"
 #include "core/autograd_hooks.h"
 #include "core/backend.h"
 #include "core/grad_mode.h"
+#include "core/pool_math.h"
 
 namespace ember {
 
@@ -54,22 +58,26 @@ class AdaptiveAvgPool2dBackward final : public Node {
   Shape input_shape_;
 };
 
-// Output length of one pooled axis, PyTorch's rule: with ceil_mode the last window must still
-// start inside the input or its left padding.
-int64_t pooled_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation, bool ceil_mode) {
-  int64_t span = in + 2 * pad - dilation * (kernel - 1) - 1;
-  int64_t out = (ceil_mode ? span + stride - 1 : span) / stride + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
-  return out;
+// PyTorch's rules for a pooling input (pool2d_shape_check): 4-D, floating, and only the batch may
+// be empty.
+void check_pool_input(const char* op, const Tensor& input) {
+  EMBER_CHECK(input.dim() == 4 && input.size(1) > 0 && input.size(2) > 0 && input.size(3) > 0, op,
+              ": input must be 4-D [N, C, H, W] with non-zero C, H and W (N may be 0), got ",
+              shape_str(input.sizes()));
+  EMBER_CHECK(is_floating(input.dtype()), op, ": expected a floating input, got ", dtype_name(input.dtype()));
 }
 
+// The window's parameters and output size, checked by PyTorch's rules (pooling_output_shape and
+// pool2d_shape_check) for every backend; one rule more: no max-pooling window may lie wholly in
+// the padding (dilation can make one, and PyTorch then returns -inf and an index outside the input).
 PoolParams pool_params(const char* op, const Tensor& input, Size2 kernel, std::optional<Size2> stride_in, Size2 padding,
                        Size2 dilation, bool ceil_mode) {
-  EMBER_CHECK(input.dim() == 4, op, ": input must be 4-D [N, C, H, W], got ", shape_str(input.sizes()));
-  EMBER_CHECK(is_floating(input.dtype()), op, ": expected a floating input, got ", dtype_name(input.dtype()));
+  check_pool_input(op, input);
   Size2 stride = stride_in.value_or(kernel);
-  EMBER_CHECK(kernel.h > 0 && kernel.w > 0 && stride.h > 0 && stride.w > 0 && dilation.h > 0 && dilation.w > 0, op,
-              ": kernel size, stride and dilation must be positive");
+  EMBER_CHECK(kernel.h > 0 && kernel.w > 0, op, ": kernel size must be positive, got (", kernel.h, ", ", kernel.w, ")");
+  EMBER_CHECK(stride.h > 0 && stride.w > 0, op, ": stride must be positive, got (", stride.h, ", ", stride.w, ")");
+  EMBER_CHECK(dilation.h > 0 && dilation.w > 0, op, ": dilation must be positive, got (", dilation.h, ", ",
+              dilation.w, ")");
   EMBER_CHECK(padding.h >= 0 && padding.w >= 0 && padding.h * 2 <= kernel.h && padding.w * 2 <= kernel.w, op,
               ": pad should be at most half of the kernel size, got padding (", padding.h, ", ", padding.w,
               ") for kernel (", kernel.h, ", ", kernel.w, ")");
@@ -82,10 +90,24 @@ PoolParams pool_params(const char* op, const Tensor& input, Size2 kernel, std::o
   p.pad_w = padding.w;
   p.dilation_h = dilation.h;
   p.dilation_w = dilation.w;
-  p.out_h = pooled_size(input.size(2), kernel.h, padding.h, stride.h, dilation.h, ceil_mode);
-  p.out_w = pooled_size(input.size(3), kernel.w, padding.w, stride.w, dilation.w, ceil_mode);
-  EMBER_CHECK(p.out_h > 0 && p.out_w > 0, op, ": output size is too small (", p.out_h, "x", p.out_w, ") for input ",
-              shape_str(input.sizes()));
+  p.out_h = formula::pooled_length(input.size(2), kernel.h, stride.h, padding.h, dilation.h, ceil_mode);
+  p.out_w = formula::pooled_length(input.size(3), kernel.w, stride.w, padding.w, dilation.w, ceil_mode);
+  const auto geometry = [&] {
+    std::ostringstream out;
+    out << "input " << shape_str(input.sizes()) << " with kernel (" << kernel.h << ", " << kernel.w << "), stride ("
+        << stride.h << ", " << stride.w << "), padding (" << padding.h << ", " << padding.w << "), dilation ("
+        << dilation.h << ", " << dilation.w << ")" << (ceil_mode ? " and ceil_mode" : "");
+    return out.str();
+  };
+  EMBER_CHECK(p.out_h > 0 && p.out_w > 0, op, ": output size is too small: ", geometry(), " gives ", p.out_h, "x",
+              p.out_w);
+  const int64_t empty_row = formula::first_window_in_padding(input.size(2), p.out_h, kernel.h, stride.h, padding.h,
+                                                             dilation.h);
+  const int64_t empty_column = formula::first_window_in_padding(input.size(3), p.out_w, kernel.w, stride.w,
+                                                                padding.w, dilation.w);
+  EMBER_CHECK(empty_row < 0 && empty_column < 0, op, ": output size is too small: ", geometry(), " gives ", p.out_h,
+              "x", p.out_w, ", but the window of output ", empty_row >= 0 ? "row " : "column ",
+              empty_row >= 0 ? empty_row : empty_column, " lies wholly in the padding");
   return p;
 }
 
@@ -128,11 +150,9 @@ Tensor avg_pool2d(const Tensor& input, Size2 kernel, std::optional<Size2> stride
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size) {
-  EMBER_CHECK(input.dim() == 4, "adaptive_avg_pool2d: input must be 4-D [N, C, H, W], got ", shape_str(input.sizes()));
+  autograd::check_pool_input("adaptive_avg_pool2d", input);
   EMBER_CHECK(output_size.h > 0 && output_size.w > 0, "adaptive_avg_pool2d: output size must be positive, got (",
               output_size.h, ", ", output_size.w, ")");
-  EMBER_CHECK(is_floating(input.dtype()), "adaptive_avg_pool2d: expected a floating input, got ",
-              dtype_name(input.dtype()));
   Tensor out;
   {
     NoGradGuard no_grad;

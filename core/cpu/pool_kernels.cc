@@ -150,8 +150,9 @@ Tensor max_pool2d_backward_kernel(const Tensor& grad_output, const Tensor& indic
   NoGradGuard no_grad;
   const int64_t planes = input_shape[0] * input_shape[1], hw = input_shape[2] * input_shape[3];
   Tensor grad_input = zeros(input_shape, grad_output.options());
-  Tensor flat_grad = grad_output.contiguous().view({planes, -1});
-  Tensor flat_index = indices.contiguous().view({planes, -1});
+  // Sizes spelled out: with an empty batch, view could not infer a -1.
+  Tensor flat_grad = grad_output.contiguous().view({planes, p.out_h * p.out_w});
+  Tensor flat_index = indices.contiguous().view({planes, p.out_h * p.out_w});
   scatter_add_kernel(grad_input.view({planes, hw}), 1, flat_index, flat_grad);
   return grad_input;
 }

@@ -1,8 +1,8 @@
-// Pooling cases: max pooling (values and indices, with ties and NaNs), average pooling (padding
-// counted or not, ceil_mode) and adaptive average pooling (odd sizes, outputs larger than the
-// input), forward and backward through autograd with a given output gradient, on random
-// geometry, the harness's layouts and channels-last inputs. The float64 references walk each
-// window element by element.
+// Pooling cases: max pooling (values and indices, with ties and several NaNs per window), average
+// pooling (padding counted or not, ceil_mode) and adaptive average pooling (odd sizes, outputs
+// larger than the input), forward and backward through autograd with a given output gradient, on
+// random geometry, the harness's layouts and channels-last inputs; and the geometries PyTorch
+// rejects, which must raise. The float64 references walk each window element by element.
 #include <cmath>
 #include <limits>
 
@@ -58,34 +58,45 @@ bool every_window_reaches_input(int64_t in, int64_t out, int64_t kernel, int64_t
   return true;
 }
 
-// Input [N, C, H, W], then with_grad an output gradient [N, C, OH, OW].
+// A random window for an input of H x W (kernel, stride, padding up to half the kernel, dilation
+// up to max_dilation, ceil_mode), or for adaptive pooling an output size, sometimes larger than
+// the input. The output size follows, and may be < 1.
+Window draw_window(Rng& rng, Pool pool, const Shape& x, int64_t max_dilation) {
+  Window w{};
+  if (pool == Pool::Adaptive) {
+    w.out_h = rng.integer(1, x[2] + 2);
+    w.out_w = rng.integer(1, x[3] + 2);
+    return w;
+  }
+  w.kh = rng.integer(1, 4);
+  w.kw = rng.integer(1, 4);
+  w.sh = rng.integer(1, 3);
+  w.sw = rng.integer(1, 3);
+  w.ph = rng.integer(0, w.kh / 2);
+  w.pw = rng.integer(0, w.kw / 2);
+  w.dh = pool == Pool::Max ? rng.integer(1, max_dilation) : 1;
+  w.dw = pool == Pool::Max ? rng.integer(1, max_dilation) : 1;
+  w.ceil_mode = rng.chance(0.5);
+  w.count_include_pad = rng.chance(0.5);
+  w.out_h = pooled_length(x[2], w.kh, w.sh, w.ph, w.dh, w.ceil_mode);
+  w.out_w = pooled_length(x[3], w.kw, w.sw, w.pw, w.dw, w.ceil_mode);
+  return w;
+}
+
+bool windows_reach_input(const Shape& x, const Window& w) {
+  return every_window_reaches_input(x[2], w.out_h, w.kh, w.sh, w.ph, w.dh) &&
+         every_window_reaches_input(x[3], w.out_w, w.kw, w.sw, w.pw, w.dw);
+}
+
+// Input [N, C, H, W] (N sometimes 0, which PyTorch accepts), then with_grad an output gradient
+// [N, C, OH, OW].
 ShapeGenerator pool_shapes(Pool pool, bool with_grad) {
   return [=](Rng& rng, OpArgs& a, bool) {
     for (;;) {
-      const Shape x = {rng.integer(1, 2), rng.integer(1, 3), rng.integer(1, 9), rng.integer(1, 9)};
-      Window w{};
-      if (pool == Pool::Adaptive) {
-        // Odd sizes, and sometimes more outputs than inputs (overlapping windows).
-        w.out_h = rng.integer(1, x[2] + 2);
-        w.out_w = rng.integer(1, x[3] + 2);
-      } else {
-        w.kh = rng.integer(1, 4);
-        w.kw = rng.integer(1, 4);
-        w.sh = rng.integer(1, 3);
-        w.sw = rng.integer(1, 3);
-        w.ph = rng.integer(0, w.kh / 2);
-        w.pw = rng.integer(0, w.kw / 2);
-        w.dh = pool == Pool::Max ? rng.integer(1, 2) : 1;
-        w.dw = pool == Pool::Max ? rng.integer(1, 2) : 1;
-        w.ceil_mode = rng.chance(0.5);
-        w.count_include_pad = rng.chance(0.5);
-        w.out_h = pooled_length(x[2], w.kh, w.sh, w.ph, w.dh, w.ceil_mode);
-        w.out_w = pooled_length(x[3], w.kw, w.sw, w.pw, w.dw, w.ceil_mode);
-        if (w.out_h < 1 || w.out_w < 1) continue;
-        if (pool == Pool::Max && !(every_window_reaches_input(x[2], w.out_h, w.kh, w.sh, w.ph, w.dh) &&
-                                   every_window_reaches_input(x[3], w.out_w, w.kw, w.sw, w.pw, w.dw)))
-          continue;
-      }
+      const Shape x = {rng.chance(0.1) ? 0 : rng.integer(1, 2), rng.integer(1, 3), rng.integer(1, 9),
+                       rng.integer(1, 9)};
+      const Window w = draw_window(rng, pool, x, 2);
+      if (w.out_h < 1 || w.out_w < 1 || (pool == Pool::Max && !windows_reach_input(x, w))) continue;
       a.params = params_of(w);
       std::vector<Shape> shapes = {x};
       if (with_grad) shapes.push_back({x[0], x[1], w.out_h, w.out_w});
@@ -94,18 +105,50 @@ ShapeGenerator pool_shapes(Pool pool, bool with_grad) {
   };
 }
 
+// The geometries PyTorch rejects, each raised at the call whatever the backend.
+enum class Defect {
+  AllPaddingWindow,   // a max-pooling window that dilation spreads over the padding alone
+  OutputTooSmall,     // the (dilated) window does not fit the padded input
+  PaddingOverHalf,    // pad > kernel / 2 along an axis
+  EmptyPlane,         // C, H or W is 0
+};
+
+// Inputs whose geometry has `defect` (and only that one).
+ShapeGenerator defective_pool_shapes(Pool pool, Defect defect) {
+  return [=](Rng& rng, OpArgs& a, bool) {
+    for (;;) {
+      Shape x = {rng.integer(1, 2), rng.integer(1, 3), rng.integer(1, 6), rng.integer(1, 6)};
+      Window w = draw_window(rng, pool, x, defect == Defect::AllPaddingWindow ? 6 : 2);
+      const bool fits = w.out_h >= 1 && w.out_w >= 1;
+      if (defect == Defect::OutputTooSmall && fits) continue;
+      if (defect != Defect::OutputTooSmall && !fits) continue;
+      if (defect == Defect::AllPaddingWindow && windows_reach_input(x, w)) continue;
+      if (defect != Defect::AllPaddingWindow && pool == Pool::Max && fits && !windows_reach_input(x, w)) continue;
+      if (defect == Defect::PaddingOverHalf) {
+        // Past half the kernel on one axis or both; the output size is then never < 1.
+        if (rng.chance(0.5)) w.ph = rng.integer(w.kh / 2 + 1, w.kh + 1);
+        else w.pw = rng.integer(w.kw / 2 + 1, w.kw + 1);
+      }
+      if (defect == Defect::EmptyPlane) x[rng.integer(1, 3)] = 0;
+      a.params = params_of(w);
+      return std::vector<Shape>{x};
+    }
+  };
+}
+
 // The same values in NHWC memory: what a channels-last network hands to pooling.
 Tensor channels_last(const Tensor& x) { return x.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2}); }
 
-// Values of 3 become NaN, so that windows hold none, one or several.
+// Whole numbers in [-3, 3] of 2 or more become NaN (2 in 7): windows hold none, one or several,
+// and several NaNs are common in windows of 4 or more.
 Tensor with_nans(const Tensor& x) {
   const TensorOptions options(x.dtype());
-  return where(x.ge(full({}, 3, options)), full({}, std::numeric_limits<double>::quiet_NaN(), options), x);
+  return where(x.ge(full({}, 2, options)), full({}, std::numeric_limits<double>::quiet_NaN(), options), x);
 }
 
 RefTensor ref_with_nans(RefTensor x) {
   for (double& v : x.values)
-    if (v >= 3) v = std::numeric_limits<double>::quiet_NaN();
+    if (v >= 2) v = std::numeric_limits<double>::quiet_NaN();
   return x;
 }
 
@@ -154,7 +197,8 @@ void for_each_window(Pool pool, const Shape& x, const Window& w, Fn fn) {
       }
 }
 
-// (values, flat indices) of max pooling: the first maximum of each window, or its first NaN.
+// (values, flat indices) of max pooling: the first maximum of each window, or its last NaN in
+// row-major window order (PyTorch 1.13's CPU and CUDA kernels: every NaN replaces the best so far).
 Refs ref_max_pool(const RefTensor& x, const Window& w) {
   const Shape out_shape = {x.shape[0], x.shape[1], w.out_h, w.out_w};
   RefTensor values{out_shape, x.dtype, std::vector<double>(static_cast<size_t>(count_elements(out_shape)))};
@@ -165,7 +209,7 @@ Refs ref_max_pool(const RefTensor& x, const Window& w) {
     for (int64_t i : inside) {
       const double v = x.values[static_cast<size_t>(plane * plane_size + i)];
       const double b = x.values[static_cast<size_t>(plane * plane_size + best)];
-      if (!std::isnan(b) && (std::isnan(v) || v > b)) best = i;
+      if (std::isnan(v) || (!std::isnan(b) && v > b)) best = i;
     }
     values.values[static_cast<size_t>(o)] = x.values[static_cast<size_t>(plane * plane_size + best)];
     indices.values[static_cast<size_t>(o)] = static_cast<double>(best);
@@ -244,7 +288,8 @@ std::vector<OpCase> pool_cases() {
     }
   }
 
-  OpCase nan = pool_case("max_pool2d_nan", Pool::Max, {-3.0, 3.0, true});
+  const ValueRange nan_range{-3.0, 3.0, true};
+  OpCase nan = pool_case("max_pool2d_nan", Pool::Max, nan_range);
   nan.run = [](const Tensors& x, const OpArgs& a) {
     Tensor indices;
     Tensor y = run_pool(Pool::Max, with_nans(x[0]), window_of(a), &indices);
@@ -252,6 +297,20 @@ std::vector<OpCase> pool_cases() {
   };
   nan.reference = [](const Refs& x, const OpArgs& a) { return ref_max_pool(ref_with_nans(x[0]), window_of(a)); };
   cases.push_back(nan);
+
+  // A window's gradient goes to the NaN its index names; with ties among the other values.
+  OpCase nan_backward = pool_case("max_pool2d_nan_backward", Pool::Max, nan_range);
+  nan_backward.inputs = {InputSpec{nan_range}, InputSpec{ties}};
+  nan_backward.shapes = pool_shapes(Pool::Max, true);
+  nan_backward.run = [](const Tensors& x, const OpArgs& a) {
+    Tensor leaf = with_nans(x[0]).detach().requires_grad_();
+    run_pool(Pool::Max, leaf, window_of(a)).backward(x[1]);
+    return Tensors{leaf.grad()};
+  };
+  nan_backward.reference = [](const Refs& x, const OpArgs& a) {
+    return Refs{ref_pool_backward(Pool::Max, ref_with_nans(x[0]), x[1], window_of(a))};
+  };
+  cases.push_back(nan_backward);
 
   // Backward through autograd: the output gradient is a harness input, so it arrives strided,
   // expanded or transposed. Max pooling's ties decide where the gradient goes.
@@ -270,6 +329,30 @@ std::vector<OpCase> pool_cases() {
     c.reference = [pool](const Refs& x, const OpArgs& a) {
       return Refs{ref_pool_backward(pool, x[0], x[1], window_of(a))};
     };
+    cases.push_back(c);
+  }
+
+  // Raised at the call, before any backend runs: the messages are PyTorch's.
+  const struct {
+    Pool pool;
+    Defect defect;
+    const char* name;
+    const char* message;
+  } rejected[] = {
+      {Pool::Max, Defect::AllPaddingWindow, "max_pool2d_all_padding_window", "output size is too small"},
+      {Pool::Max, Defect::OutputTooSmall, "max_pool2d_output_too_small", "output size is too small"},
+      {Pool::Avg, Defect::OutputTooSmall, "avg_pool2d_output_too_small", "output size is too small"},
+      {Pool::Max, Defect::PaddingOverHalf, "max_pool2d_padding_over_half", "pad should be at most half"},
+      {Pool::Avg, Defect::PaddingOverHalf, "avg_pool2d_padding_over_half", "pad should be at most half"},
+      {Pool::Max, Defect::EmptyPlane, "max_pool2d_empty_plane", "with non-zero C, H and W"},
+      {Pool::Avg, Defect::EmptyPlane, "avg_pool2d_empty_plane", "with non-zero C, H and W"},
+      {Pool::Adaptive, Defect::EmptyPlane, "adaptive_avg_pool2d_empty_plane", "with non-zero C, H and W"},
+  };
+  for (const auto& r : rejected) {
+    OpCase c = pool_case(r.name, r.pool, {});
+    c.shapes = defective_pool_shapes(r.pool, r.defect);
+    c.expect_error = r.message;
+    c.run = [pool = r.pool](const Tensors& x, const OpArgs& a) { return Tensors{run_pool(pool, x[0], window_of(a))}; };
     cases.push_back(c);
   }
   return cases;

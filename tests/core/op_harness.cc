@@ -291,6 +291,20 @@ std::string compare_output(const Tensor& got, const RefTensor& want, Device devi
   return mismatch;
 }
 
+// Empty when running `c` raises the ember::Error it expects; otherwise what happened instead.
+std::string missing_error(const OpCase& c, const std::vector<Tensor>& inputs, const OpArgs& args) {
+  const std::string wanted = "an Error containing \"" + c.expect_error + "\"";
+  try {
+    c.run(inputs, args);
+  } catch (const Error& e) {
+    if (std::string(e.what()).find(c.expect_error) != std::string::npos) return "";
+    return std::string(" raised \"") + e.what() + "\", expected " + wanted;
+  } catch (const std::exception& e) {
+    return std::string(" threw a non-Error exception \"") + e.what() + "\", expected " + wanted;
+  }
+  return " returned, expected " + wanted;
+}
+
 uint64_t fnv1a(const std::string& text) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
@@ -335,6 +349,11 @@ std::vector<std::string> check_op_case(const OpCase& c, Device device, const Har
               << shape_text(in.view.strides()) << " (" << describe(in.layout) << ");";
         return out.str();
       };
+      if (!c.expect_error.empty()) {
+        std::string problem = missing_error(c, tensors, args);
+        if (!problem.empty()) failures.push_back(context() + problem);
+        continue;
+      }
       std::vector<RefTensor> want = c.reference(refs, args);
       std::vector<Tensor> got;
       try {

@@ -113,6 +113,9 @@ struct OpCase {
   ShapeGenerator shapes;
   OpRun run;
   OpReference reference;  // float64, independent of Ember's ops
+  // An error case: every trial's run must raise an ember::Error whose message holds this text
+  // (no reference then). The harness reports a run that returns or raises anything else.
+  std::string expect_error;
   bool allow_empty = true;
   int inplace_dest = -1;        // the input the op writes into (never given an overlapping layout)
   double tolerance_scale = 1.0;  // composites that round several times in 16-bit dtypes

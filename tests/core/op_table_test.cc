@@ -1,5 +1,5 @@
 // Runs the whole op table on the CPU backend, and checks that the harness itself can fail:
-// a wrong value, a wrong dtype or a stray write must each be reported.
+// a wrong value, a wrong dtype, a stray write or a missing error must each be reported.
 #include <algorithm>
 #include <set>
 
@@ -108,6 +108,17 @@ TEST_CASE("the harness reports wrong values, wrong dtypes and stray writes") {
   auto failures = check_op_case(throws, Device(kCPU));
   REQUIRE_FALSE(failures.empty());
   CHECK_THAT(failures[0], Catch::Contains("boom"));
+
+  // An error case fails when its op returns or raises another message, and passes on its own.
+  OpCase must_raise = good;
+  must_raise.expect_error = "boom";
+  CHECK_FALSE(check_op_case(must_raise, Device(kCPU)).empty());
+  must_raise.run = throws.run;
+  CHECK(check_op_case(must_raise, Device(kCPU)).empty());
+  must_raise.expect_error = "bang";
+  failures = check_op_case(must_raise, Device(kCPU));
+  REQUIRE_FALSE(failures.empty());
+  CHECK_THAT(failures[0], Catch::Contains("raised \"boom\""));
 }
 
 TEST_CASE("the reference helpers broadcast and reduce by hand") {

@@ -1,6 +1,10 @@
 // Ember vs PyTorch 1.13 on the reference cases of tools/golden/make_golden.py: outputs, running
-// statistics and every gradient must match to rtol 1e-4 in float32. The cases run on
+// statistics and every gradient must match to rtol 1e-4 in float32 (max pooling over NaNs and
+// ties, whose values, indices and gradients are exact: to the bit). The cases run on
 // tests/test_device.h's device: the CPU (golden_test) or emulated cuda:0 (golden_cuda_test).
+#include <cmath>
+#include <iterator>
+
 #include <catch2/catch.hpp>
 
 #include "autograd/functional.h"
@@ -36,6 +40,20 @@ void require_close(const Tensor& actual, const Tensor& expected, const std::stri
   }
   INFO(what << ": worst element " << at << ": " << (a.empty() ? 0 : a[at]) << " vs " << (b.empty() ? 0 : b[at]));
   REQUIRE(worst <= 1.0);
+}
+
+// Each element of `actual` equals `expected` exactly, a NaN matching a NaN.
+void require_identical(const Tensor& actual, const Tensor& expected, const std::string& what) {
+  INFO(what << ": shapes " << shape_str(actual.sizes()) << " vs " << shape_str(expected.sizes()));
+  REQUIRE(actual.device() == kTestDevice);
+  REQUIRE(actual.sizes() == expected.sizes());
+  std::vector<double> a = actual.to_vector<double>(), b = expected.to_vector<double>();
+  size_t differs = 0;
+  while (differs < a.size() && (a[differs] == b[differs] || (std::isnan(a[differs]) && std::isnan(b[differs]))))
+    ++differs;
+  INFO(what << ": element " << differs << ": " << (differs < a.size() ? a[differs] : 0) << " vs "
+            << (differs < a.size() ? b[differs] : 0));
+  REQUIRE(differs == a.size());
 }
 
 }  // namespace
@@ -97,5 +115,34 @@ TEST_CASE("cross_entropy with label smoothing matches PyTorch", "[golden]") {
     require_close(loss, ref.at("loss_spatial"), "loss");
     loss.backward();
     require_close(logits.grad(), ref.at("grad_spatial"), "grad");
+  }
+}
+
+TEST_CASE("max_pool2d with several NaNs per window and ties matches PyTorch", "[golden]") {
+  // tools/golden/make_golden.py's MAX_POOL_NAN_GEOMETRIES: kernel, stride, padding, dilation, ceil_mode.
+  const struct {
+    Size2 kernel, stride, padding, dilation;
+    bool ceil_mode;
+  } geometries[] = {
+      {{2, 2}, {2, 2}, {0, 0}, {1, 1}, false},
+      {{3, 3}, {1, 1}, {1, 1}, {1, 1}, false},
+      {{2, 3}, {1, 2}, {1, 1}, {2, 1}, true},
+      {{3, 2}, {2, 1}, {1, 1}, {2, 3}, false},
+  };
+  SafetensorsFile ref = load_safetensors("tests/golden/max_pool_nans.safetensors");
+  for (size_t k = 0; k < std::size(geometries); ++k) {
+    const auto& g = geometries[k];
+    const std::string key = std::to_string(k);
+    for (bool channels_last : {false, true}) {
+      INFO("geometry " << k << (channels_last ? ", channels-last input" : ""));
+      Tensor x = owned_copy(ref.at("input"));
+      if (channels_last) x = x.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});
+      x.requires_grad_();
+      auto [out, indices] = max_pool2d_with_indices(x, g.kernel, g.stride, g.padding, g.dilation, g.ceil_mode);
+      require_identical(out, ref.at("output." + key), "output");
+      require_identical(indices, ref.at("indices." + key), "indices");
+      out.backward(ref.at("upstream." + key).to(kTestDevice));
+      require_identical(x.grad(), ref.at("grad_input." + key), "grad input");
+    }
   }
 }

@@ -91,6 +91,33 @@ def cross_entropy_label_smoothing():
     }, {"torch": torch.__version__, "case": "cross_entropy(label_smoothing=0.1, ignore_index=-100), spatial 0.2"})
 
 
+# max_pool2d geometries of max_pool_nans: (kernel, stride, padding, dilation, ceil_mode).
+MAX_POOL_NAN_GEOMETRIES = [
+    ((2, 2), (2, 2), (0, 0), (1, 1), False),
+    ((3, 3), (1, 1), (1, 1), (1, 1), False),
+    ((2, 3), (1, 2), (1, 1), (2, 1), True),
+    ((3, 2), (2, 1), (1, 1), (2, 3), False),
+]
+
+
+def max_pool_nans():
+    """max_pool2d over whole numbers in [-2, 2] (ties) with ~35% NaNs (several per window): values,
+    indices, and the input gradient for an integer upstream gradient, per geometry."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.randint(-2, 3, (2, 2, 5, 6), generator=g).to(torch.float32)
+    x[torch.rand(x.shape, generator=g) < 0.35] = float("nan")
+    tensors = {"input": x}
+    for k, (kernel, stride, padding, dilation, ceil_mode) in enumerate(MAX_POOL_NAN_GEOMETRIES):
+        leaf = x.clone().requires_grad_()
+        out, indices = F.max_pool2d(leaf, kernel, stride, padding, dilation, ceil_mode, return_indices=True)
+        upstream = torch.randint(1, 4, out.shape, generator=g).to(torch.float32)
+        out.backward(upstream)
+        tensors.update({f"output.{k}": out, f"indices.{k}": indices, f"upstream.{k}": upstream,
+                        f"grad_input.{k}": leaf.grad})
+    save_safetensors(os.path.join(OUT_DIR, "max_pool_nans.safetensors"), tensors,
+                     {"torch": torch.__version__, "case": f"max_pool2d with NaNs and ties: {MAX_POOL_NAN_GEOMETRIES}"})
+
+
 def hashed_uniform(count, key):
     """Values in [-0.5, 0.5) from integer hashing: bit-identical in Ember's test (no libm involved)."""
     i = torch.arange(count, dtype=torch.int64)
@@ -220,6 +247,7 @@ def resnet20_forward_backward():
 
 
 CASES = {"conv_bn_relu_pool": conv_bn_relu_pool, "cross_entropy_label_smoothing": cross_entropy_label_smoothing,
+         "max_pool_nans": max_pool_nans,
          "resnet20": resnet20_forward_backward}
 
 if __name__ == "__main__":
