@@ -9,6 +9,7 @@
 #include "autograd/node.h"
 #include "autograd/saved.h"
 #include "core/backend.h"
+#include "core/device_check.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
@@ -239,7 +240,11 @@ std::vector<Tensor> root_gradients(const std::vector<Tensor>& roots, const std::
     } else {
       EMBER_CHECK(g.sizes() == root.sizes(), op, ": mismatch in shape: grad_output[", i, "] has a shape of ",
                   shape_str(g.sizes()), " and output[", i, "] has a shape of ", shape_str(root.sizes()));
-      g = g.detach();
+      if (g.device() != root.device())
+        device_mismatch(op, root.device(), g.device(),
+                        roots.size() == 1 ? std::string("argument 'gradient'") : "gradient " + std::to_string(i));
+      // Another dtype is converted, as PyTorch's engine does: backward kernels read the output's.
+      g = g.detach().to(root.dtype());
     }
     out.push_back(g);
   }

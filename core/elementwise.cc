@@ -4,6 +4,7 @@
 
 #include "core/autograd_hooks.h"
 #include "core/backend.h"
+#include "core/device_check.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
@@ -44,26 +45,6 @@ struct PromotionState {
 };
 
 Priority priority_of(const Tensor& t) { return t.dim() == 0 ? Priority::ZeroDim : Priority::Dimensioned; }
-
-// The device an op on `inputs` runs on: theirs, except that a 0-dim CPU tensor (a scalar, as in
-// `x * 0.5`) may join tensors on another device, as in PyTorch; the kernel reads its value at
-// launch instead of from device memory.
-Device common_device(std::initializer_list<const Tensor*> inputs, const char* op) {
-  Device device(kCPU);
-  for (const Tensor* t : inputs) {
-    if (!(t->device().is_cpu() && t->dim() == 0)) {
-      device = t->device();
-      break;
-    }
-  }
-  int argument = 1;
-  for (const Tensor* t : inputs) {
-    EMBER_CHECK(t->device() == device || (t->device().is_cpu() && t->dim() == 0), op, ": expected all tensors on ",
-                device.str(), ", got ", t->device().str(), " for argument ", argument);
-    ++argument;
-  }
-  return device;
-}
 
 // `a` is the op's first parameter: integers raised to a whole, non-negative power stay integers
 // (torch.pow(int_tensor, 2) is an integer tensor).
@@ -153,9 +134,10 @@ static void binary_into(BinaryOp op, const Tensor& out, const Tensor& a, const T
 }
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
-  if (needs_grad({&a, &b})) return autograd_hooks()->binary(op, a, b);
   const char* name = binary_op_name(op);
-  const Device device = common_device({&a, &b}, name);
+  // A 0-dim CPU tensor (`x * 0.5`) joins tensors on another device: the kernel reads it at launch.
+  const Device device = common_device(name, {a, b}, CpuScalars::Allowed);
+  if (needs_grad({&a, &b})) return autograd_hooks()->binary(op, a, b);
   DType dtype = result_type(a, b);
   if (op == BinaryOp::Div && !is_floating(dtype)) dtype = kFloat32;  // true division
   EMBER_CHECK(dtype != kBool || op == BinaryOp::Minimum || op == BinaryOp::Maximum || op == BinaryOp::Mul ||
@@ -169,7 +151,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
 
 Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
   const char* name = compare_op_name(op);
-  const Device device = common_device({&a, &b}, name);
+  const Device device = common_device(name, {a, b}, CpuScalars::Allowed);
   DType dtype = result_type(a, b);
   Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
   Tensor out = empty(shape, TensorOptions(kBool).device(device));
@@ -181,10 +163,10 @@ Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
 }
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
-  if (needs_grad({&a, &b})) return autograd_hooks()->where(condition, a, b);
+  const Device device = common_device("where", {condition, a, b}, CpuScalars::Allowed);
   EMBER_CHECK(condition.dtype() == kBool, "where: expected condition to be a bool tensor, got ",
               dtype_name(condition.dtype()));
-  const Device device = common_device({&condition, &a, &b}, "where");
+  if (needs_grad({&a, &b})) return autograd_hooks()->where(condition, a, b);
   DType dtype = result_type(a, b);
   Shape shape = broadcast_shapes(broadcast_shapes(condition.sizes(), a.sizes(), "where"), b.sizes(), "where");
   Tensor out = empty(shape, TensorOptions(dtype).device(device));
@@ -227,10 +209,21 @@ Tensor pow(const Tensor& a, Scalar exponent) {
   return unary(UnaryOp::PowScalar, base, exponent.to_double());
 }
 
+// PyTorch's promotion: a bound of a higher category lifts the tensor's dtype (an integer tensor
+// clamped to 0.5 computes, and returns, float32).
+static DType clamp_result_type(const Tensor& x, const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
+  DType dtype = x.dtype();
+  for (const std::optional<Scalar>* bound : {&min, &max})
+    if (bound->has_value()) dtype = promote_types(dtype, result_type(x, **bound));
+  return dtype;
+}
+
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   EMBER_CHECK(min.has_value() || max.has_value(), "clamp: at least one of 'min' or 'max' must not be None");
   const double inf = std::numeric_limits<double>::infinity();
-  return unary(UnaryOp::Clamp, x, min ? min->to_double() : -inf, max ? max->to_double() : inf);
+  const DType dtype = clamp_result_type(x, min, max);
+  return unary(UnaryOp::Clamp, x.dtype() == dtype ? x : x.to(dtype), min ? min->to_double() : -inf,
+               max ? max->to_double() : inf);
 }
 
 // ---- in place: computed into self's memory; through autograd when a gradient is involved ----
@@ -277,8 +270,7 @@ Tensor& inplace(Tensor& self, std::initializer_list<const Tensor*> inputs, const
 }  // namespace
 
 static Tensor& binary_inplace(Tensor& self, BinaryOp op, const Tensor& other, const char* name) {
-  EMBER_CHECK(other.device() == self.device() || (other.device().is_cpu() && other.dim() == 0), name,
-              ": expected all tensors on ", self.device().str(), ", got ", other.device().str(), " for argument 2");
+  check_devices(name, self.device(), {self, other}, CpuScalars::Allowed);
   DType dtype = result_type(self, other);
   if (op == BinaryOp::Div && !is_floating(dtype)) dtype = kFloat32;
   check_inplace_dtype(self, dtype, name);
@@ -315,6 +307,8 @@ Tensor& Tensor::add_(Scalar other) { return add_(scalar_tensor(other, result_typ
 Tensor& Tensor::mul_(Scalar other) { return mul_(scalar_tensor(other, result_type(*this, other), Device(kCPU))); }
 
 Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
+  EMBER_CHECK(min.has_value() || max.has_value(), "clamp_: at least one of 'min' or 'max' must not be None");
+  check_inplace_dtype(*this, clamp_result_type(*this, min, max), "clamp_");
   return inplace(
       *this, {}, "clamp_", true, [&](const Tensor& current) { return ember::clamp(current, min, max); },
       [&] {

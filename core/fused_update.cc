@@ -1,6 +1,7 @@
 // Operand checks for the fused optimizer updates, shared by every backend.
 #include "core/fused_update.h"
 
+#include "core/device_check.h"
 #include "core/shape.h"
 
 namespace ember {
@@ -11,8 +12,7 @@ namespace {
 // parameter's dtype and size, on its device.
 void check_operand(const char* op, const Tensor& param, const Tensor& t, const char* what) {
   EMBER_CHECK(t.defined(), op, ": ", what, " is undefined");
-  EMBER_CHECK(t.device() == param.device(), op, ": expected ", what, " on ", param.device().str(), ", got ",
-              t.device().str());
+  check_devices(op, param.device(), {{t, what}});
   EMBER_CHECK(t.dtype() == param.dtype(), op, ": expected ", what, " of dtype ", dtype_name(param.dtype()),
               ", got ", dtype_name(t.dtype()));
   EMBER_CHECK(t.sizes() == param.sizes(), op, ": expected ", what, " of shape ", shape_str(param.sizes()),

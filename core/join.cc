@@ -1,5 +1,8 @@
 // cat and stack: one output, each input copied into its slice.
+#include <string>
+
 #include "core/autograd_hooks.h"
+#include "core/device_check.h"
 #include "core/factory.h"
 #include "core/ops.h"
 
@@ -21,13 +24,14 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   int64_t total = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     const Tensor& t = *parts[i];
+    const int64_t number = parts[i] - tensors.data();  // in the caller's list, skipped tensors included
+    if (t.device() != first.device())
+      device_mismatch("cat", first.device(), t.device(), "tensor number " + std::to_string(number));
     EMBER_CHECK(t.dim() == first.dim(), "cat: tensors must have the same number of dimensions: got ", first.dim(),
-                " and ", t.dim(), " (at position ", i, ")");
-    EMBER_CHECK(t.device() == first.device(), "cat: expected all tensors on ", first.device().str(), ", got ",
-                t.device().str(), " for tensor number ", i);
+                " and ", t.dim(), " (at position ", number, ")");
     for (int64_t k = 0; k < first.dim(); ++k) {
       EMBER_CHECK(k == d || t.size(k) == first.size(k), "cat: sizes of tensors must match except in dimension ", d,
-                  ". Expected size ", first.size(k), " but got size ", t.size(k), " for tensor number ", i,
+                  ". Expected size ", first.size(k), " but got size ", t.size(k), " for tensor number ", number,
                   " in the list (shapes ", shape_str(first.sizes()), " and ", shape_str(t.sizes()), ")");
     }
     dtype = promote_types(dtype, t.dtype());
@@ -46,6 +50,9 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   EMBER_CHECK(!tensors.empty(), "stack: expected a non-empty list of tensors");
+  for (size_t i = 1; i < tensors.size(); ++i)
+    if (tensors[i].device() != tensors[0].device())
+      device_mismatch("stack", tensors[0].device(), tensors[i].device(), "tensor number " + std::to_string(i));
   int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> expanded;
   for (size_t i = 0; i < tensors.size(); ++i) {

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string>
+
+#include "core/device_check.h"
 
 namespace ember {
 
@@ -49,8 +52,7 @@ StridedLoop make_loop(std::initializer_list<const Tensor*> operands, const char*
     if (t->device() != loop.device) {
       bool host_scalar = t->device().is_cpu();
       for (int64_t d = 0; d < t->dim(); ++d) host_scalar = host_scalar && (t->size(d) == 1 || t->stride(d) == 0);
-      EMBER_CHECK(host_scalar, op, ": expected all tensors on ", loop.device.str(), ", got ", t->device().str(),
-                  " for argument ", k);
+      if (!host_scalar) device_mismatch(op, loop.device, t->device(), "argument " + std::to_string(k));
       loop.host_scalars |= 1u << k;
     }
     loop.data[k] = static_cast<char*>(t->data_ptr());

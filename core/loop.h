@@ -32,7 +32,8 @@ struct StridedLoop {
 
 // operands[0] is the output; the others must already have its shape (use expand to broadcast),
 // and be on its device, or be a one-element CPU tensor (see host_scalars). Otherwise it raises
-// "op: expected all tensors on cuda:0, got cpu for argument k", k counting the inputs from 1.
+// "op: expected all tensors on cuda:0, got cpu for argument k", k counting the inputs from 1: ops
+// check their arguments at entry (core/device_check.h), so this is the last line of defence.
 StridedLoop make_loop(std::initializer_list<const Tensor*> operands, const char* op);
 
 // A reduction of `in` into `out`: kept dims index the output, reduced dims are folded.

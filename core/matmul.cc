@@ -2,6 +2,7 @@
 // broadcasting and 1-D promotion are views around it.
 #include "core/autograd_hooks.h"
 #include "core/backend.h"
+#include "core/device_check.h"
 #include "core/factory.h"
 #include "core/ops.h"
 
@@ -29,17 +30,21 @@ bool gemm_layout(const Tensor& t, MatrixLayout* layout) {
   return false;
 }
 
+// What every product checks first, in the name of the op the user called.
+void check_operands(const char* op, const Tensor& a, const Tensor& b) {
+  common_device(op, {a, b});
+  EMBER_CHECK(a.dtype() == b.dtype(), op, ": expected both operands to have the same dtype, but got ",
+              dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  EMBER_CHECK(is_floating(a.dtype()), op, ": expected a floating point dtype, got ", dtype_name(a.dtype()));
+}
+
 }  // namespace
 
 Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
+  check_operands("bmm", a_in, b_in);
   if (needs_grad({&a_in, &b_in})) return autograd_hooks()->bmm(a_in, b_in);
   EMBER_CHECK(a_in.dim() == 3, "bmm: batch1 must be a 3D tensor, got shape ", shape_str(a_in.sizes()));
   EMBER_CHECK(b_in.dim() == 3, "bmm: batch2 must be a 3D tensor, got shape ", shape_str(b_in.sizes()));
-  EMBER_CHECK(a_in.dtype() == b_in.dtype(), "bmm: expected both operands to have the same dtype, but got ",
-              dtype_name(a_in.dtype()), " != ", dtype_name(b_in.dtype()));
-  EMBER_CHECK(is_floating(a_in.dtype()), "bmm: expected a floating point dtype, got ", dtype_name(a_in.dtype()));
-  EMBER_CHECK(a_in.device() == b_in.device(), "bmm: expected both operands on the same device, but found ",
-              a_in.device().str(), " and ", b_in.device().str());
   EMBER_CHECK(a_in.size(0) == b_in.size(0), "bmm: batch sizes differ: ", shape_str(a_in.sizes()), " and ",
               shape_str(b_in.sizes()));
   EMBER_CHECK(a_in.size(2) == b_in.size(1), "bmm: shapes cannot be multiplied (", a_in.size(1), "x", a_in.size(2),
@@ -81,6 +86,7 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor mm(const Tensor& a, const Tensor& b) {
+  check_operands("mm", a, b);
   EMBER_CHECK(a.dim() == 2, "mm: self must be a matrix, got shape ", shape_str(a.sizes()));
   EMBER_CHECK(b.dim() == 2, "mm: mat2 must be a matrix, got shape ", shape_str(b.sizes()));
   EMBER_CHECK(a.size(1) == b.size(0), "mm: mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x", a.size(1),
@@ -89,15 +95,11 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  // Checked here so that errors name matmul and the caller's shapes, not the mm/bmm it becomes.
+  check_operands("matmul", a, b);
   const int64_t da = a.dim(), db = b.dim();
   EMBER_CHECK(da > 0 && db > 0, "matmul: both arguments need to be at least 1D, but they are ", da, "D and ", db,
               "D");
-  // Checked here so that errors name matmul and the caller's shapes, not the mm/bmm it becomes.
-  EMBER_CHECK(a.dtype() == b.dtype(), "matmul: expected both operands to have the same dtype, but got ",
-              dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
-  EMBER_CHECK(is_floating(a.dtype()), "matmul: expected a floating point dtype, got ", dtype_name(a.dtype()));
-  EMBER_CHECK(a.device() == b.device(), "matmul: expected both operands on the same device, but found ",
-              a.device().str(), " and ", b.device().str());
   const int64_t k_a = a.size(-1), k_b = db == 1 ? b.size(0) : b.size(-2);
   EMBER_CHECK(k_a == k_b, "matmul: shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
               " cannot be multiplied (", k_a, " != ", k_b, ")");

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "core/autograd_hooks.h"
+#include "core/device_check.h"
 #include "core/grad_mode.h"
 #include "core/shared_memory.h"
 
@@ -183,6 +184,7 @@ Tensor& Tensor::mutable_grad() const { return autograd_meta().grad; }
 
 void Tensor::set_grad(const Tensor& grad) const {
   if (grad.defined()) {
+    check_devices("set_grad", device(), {{grad, "grad"}});
     EMBER_CHECK(grad.sizes() == sizes(), "set_grad: expected a gradient of shape ", shape_str(sizes()), ", got ",
                 shape_str(grad.sizes()));
     EMBER_CHECK(grad.dtype() == dtype(), "set_grad: expected a gradient of dtype ", dtype_name(dtype()), ", got ",

@@ -6,6 +6,7 @@
 #include "autograd/saved.h"
 #include "core/autograd_hooks.h"
 #include "core/backend.h"
+#include "core/device_check.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
@@ -75,23 +76,28 @@ namespace {
 Tensor batch_norm_maybe_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                              const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps,
                              std::shared_ptr<BatchNormStatsReducer> reducer, bool relu) {
-  EMBER_CHECK(input.dim() >= 2, "batch_norm: expected input of at least 2 dims [N, C, ...], got ",
-              shape_str(input.sizes()));
-  EMBER_CHECK(is_floating(input.dtype()), "batch_norm: expected a floating input, got ", dtype_name(input.dtype()));
+  const char* op = relu ? "batch_norm_relu" : "batch_norm";
+  common_device(op, {{input, "input"}, {running_mean, "running_mean"}, {running_var, "running_var"},
+                     {weight, "weight"}, {bias, "bias"}});
+  EMBER_CHECK(input.dim() >= 2, op, ": expected input of at least 2 dims [N, C, ...], got ", shape_str(input.sizes()));
+  EMBER_CHECK(is_floating(input.dtype()), op, ": expected a floating input, got ", dtype_name(input.dtype()));
   const int64_t channels = input.size(1);
   for (const Tensor* t : {&running_mean, &running_var, &weight, &bias}) {
     if (!t->defined()) continue;
-    EMBER_CHECK(t->dim() == 1 && t->size(0) == channels, "batch_norm: expected per-channel tensors of shape [",
-                channels, "] for input ", shape_str(input.sizes()), ", got ", shape_str(t->sizes()));
+    EMBER_CHECK(t->dim() == 1 && t->size(0) == channels, op, ": expected per-channel tensors of shape [", channels,
+                "] for input ", shape_str(input.sizes()), ", got ", shape_str(t->sizes()));
+    EMBER_CHECK(is_floating(t->dtype()), op, ": expected floating per-channel tensors, got ", dtype_name(t->dtype()));
   }
-  EMBER_CHECK(training || (running_mean.defined() && running_var.defined()),
-              "batch_norm: running_mean and running_var must be defined in evaluation mode");
+  EMBER_CHECK(running_mean.defined() == running_var.defined(), op,
+              ": expected running_mean and running_var both given or both absent");
+  EMBER_CHECK(training || running_mean.defined(), op,
+              ": running_mean and running_var must be defined in evaluation mode");
   int64_t count = input.numel() / std::max<int64_t>(1, channels);
   if (!reducer) {
-    EMBER_CHECK(!training || count > 1, "batch_norm: expected more than 1 value per channel when training, got input "
-                "size ", shape_str(input.sizes()));
+    EMBER_CHECK(!training || count > 1, op, ": expected more than 1 value per channel when training, got input size ",
+                shape_str(input.sizes()));
   }
-  const KernelTable& k = kernels_for(input.device(), "batch_norm");
+  const KernelTable& k = kernels_for(input.device(), op);
   Tensor mean, invstd, out;
   {
     NoGradGuard no_grad;

@@ -4,6 +4,7 @@
 #include "autograd/saved.h"
 #include "core/autograd_hooks.h"
 #include "core/backend.h"
+#include "core/device_check.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
 
@@ -55,6 +56,7 @@ class Conv2dBackward final : public Node {
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Size2 stride, Size2 padding,
               Size2 dilation, int64_t groups) {
+  common_device("conv2d", {{input, "input"}, {weight, "weight"}, {bias, "bias"}});
   EMBER_CHECK(input.dim() == 4, "conv2d: input must be 4-D [N, C, H, W], got ", shape_str(input.sizes()));
   EMBER_CHECK(weight.dim() == 4, "conv2d: weight must be 4-D [O, C/groups, KH, KW], got ", shape_str(weight.sizes()));
   EMBER_CHECK(groups > 0 && input.size(1) % groups == 0 && weight.size(0) % groups == 0, "conv2d: groups (", groups,
@@ -65,8 +67,6 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Siz
   EMBER_CHECK(input.dtype() == weight.dtype() && is_floating(input.dtype()),
               "conv2d: expected input and weight of the same floating dtype, got ", dtype_name(input.dtype()), " and ",
               dtype_name(weight.dtype()));
-  EMBER_CHECK(input.device() == weight.device(), "conv2d: expected input and weight on the same device, got ",
-              input.device().str(), " and ", weight.device().str());
   EMBER_CHECK(stride.h > 0 && stride.w > 0 && dilation.h > 0 && dilation.w > 0 && padding.h >= 0 && padding.w >= 0,
               "conv2d: stride and dilation must be positive and padding non-negative");
   if (bias.defined()) {

@@ -4,6 +4,7 @@
 #include "autograd/saved.h"
 #include "core/autograd_hooks.h"
 #include "core/backend.h"
+#include "core/device_check.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
@@ -16,8 +17,6 @@ void check_index(const char* op, const Tensor& self, int64_t dim, const Tensor& 
   EMBER_CHECK(index.dtype() == kInt64, op, ": expected an int64 index, got ", dtype_name(index.dtype()));
   EMBER_CHECK(index.dim() == self.dim(), op, ": index must have the same number of dimensions as the input (",
               self.dim(), "), got ", shape_str(index.sizes()));
-  EMBER_CHECK(index.device() == self.device(), op, ": expected index on ", self.device().str(), ", got ",
-              index.device().str());
   for (int64_t d = 0; d < self.dim(); ++d)
     EMBER_CHECK(d == dim || index.size(d) <= self.size(d), op, ": index ", shape_str(index.sizes()),
                 " is larger than the input ", shape_str(self.sizes()), " in dimension ", d);
@@ -109,6 +108,7 @@ class EmbeddingBackward final : public Node {
 }  // namespace autograd
 
 Tensor gather(const Tensor& input, int64_t dim_in, const Tensor& index) {
+  common_device("gather", {{input, "input"}, {index, "index"}});
   int64_t dim = wrap_dim(dim_in, input.dim(), "gather");
   check_index("gather", input, dim, index);
   Tensor out;
@@ -123,6 +123,7 @@ Tensor gather(const Tensor& input, int64_t dim_in, const Tensor& index) {
 }
 
 Tensor scatter_add(const Tensor& self, int64_t dim_in, const Tensor& index, const Tensor& src) {
+  common_device("scatter_add", {{self, "self"}, {index, "index"}, {src, "src"}});
   int64_t dim = wrap_dim(dim_in, self.dim(), "scatter_add");
   check_index("scatter_add", self, dim, index);
   EMBER_CHECK(src.dtype() == self.dtype(), "scatter_add: expected src of dtype ", dtype_name(self.dtype()), ", got ",
@@ -142,6 +143,7 @@ Tensor scatter_add(const Tensor& self, int64_t dim_in, const Tensor& index, cons
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
+  common_device("embedding", {{weight, "weight"}, {indices, "indices"}});
   EMBER_CHECK(weight.dim() == 2, "embedding: weight must be 2-D [num_embeddings, embedding_dim], got ",
               shape_str(weight.sizes()));
   EMBER_CHECK(indices.dtype() == kInt64 || indices.dtype() == kInt32, "embedding: expected integer indices, got ",

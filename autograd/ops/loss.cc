@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/functional.h"
+#include "core/device_check.h"
 #include "core/factory.h"
 #include "core/ops.h"
 
@@ -20,16 +21,21 @@ Tensor reduce_loss(const Tensor& loss, Reduction reduction) {
 }
 
 void check_classification(const char* op, const Tensor& input, const Tensor& target, const Tensor& weight) {
+  common_device(op, {{input, "input"}, {target, "target"}, {weight, "weight"}});
   EMBER_CHECK(input.dim() >= 2, op, ": expected input of at least 2 dims [N, C, ...], got ", shape_str(input.sizes()));
+  EMBER_CHECK(is_floating(input.dtype()), op, ": expected a floating input, got ", dtype_name(input.dtype()));
   EMBER_CHECK(target.dtype() == kInt64, op, ": expected target of class indices with dtype int64, got ",
               dtype_name(target.dtype()));
   Shape expected = input.sizes();
   expected.erase(expected.begin() + 1);
   EMBER_CHECK(target.sizes() == expected, op, ": expected target of shape ", shape_str(expected), " for input ",
               shape_str(input.sizes()), ", got ", shape_str(target.sizes()));
-  if (weight.defined())
+  if (weight.defined()) {
     EMBER_CHECK(weight.dim() == 1 && weight.size(0) == input.size(1), op, ": expected a class weight of shape [",
                 input.size(1), "], got ", shape_str(weight.sizes()));
+    EMBER_CHECK(is_floating(weight.dtype()), op, ": expected a floating class weight, got ",
+                dtype_name(weight.dtype()));
+  }
 }
 
 // Per-class weights shaped to broadcast over dim 1 of an [N, C, ...] tensor.
@@ -39,18 +45,16 @@ Tensor class_weight_view(const Tensor& weight, int64_t ndim) {
   return weight.view(shape);
 }
 
-}  // namespace
-
-Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction,
-                int64_t ignore_index) {
-  check_classification("nll_loss", input, target, weight);
+// nll_loss on checked arguments; `op` is the loss the user called.
+Tensor checked_nll_loss(const char* op, const Tensor& input, const Tensor& target, const Tensor& weight,
+                        Reduction reduction, int64_t ignore_index) {
   const int64_t classes = input.size(1);
   // Scalars are 0-dim CPU tensors: they join a target on any device without a device allocation.
   const Tensor zero = zeros({}, TensorOptions(kInt64));
   Tensor ignore = target == full({}, ignore_index, TensorOptions(kInt64));
   if (target.device().is_cpu()) {
     Tensor bad = ((target < zero) + (target >= full({}, classes, TensorOptions(kInt64)))) * ~ignore;
-    EMBER_CHECK(bad.sum().item<int64_t>() == 0, "nll_loss: target values must lie in [0, ", classes,
+    EMBER_CHECK(bad.sum().item<int64_t>() == 0, op, ": target values must lie in [0, ", classes,
                 ") or equal ignore_index (", ignore_index, ")");
   }
   // On a GPU that check would synchronise every step. There the gathers below check the targets
@@ -66,13 +70,21 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
   return reduce_loss(loss, reduction);
 }
 
+}  // namespace
+
+Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction,
+                int64_t ignore_index) {
+  check_classification("nll_loss", input, target, weight);
+  return checked_nll_loss("nll_loss", input, target, weight, reduction, ignore_index);
+}
+
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction,
                      int64_t ignore_index, double label_smoothing) {
   check_classification("cross_entropy", input, target, weight);
   EMBER_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
               "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
   Tensor log_probs = log_softmax(input, 1);
-  Tensor nll = nll_loss(log_probs, target, weight, reduction, ignore_index);
+  Tensor nll = checked_nll_loss("cross_entropy", log_probs, target, weight, reduction, ignore_index);
   if (label_smoothing == 0.0) return nll;
   const int64_t classes = input.size(1);
   Tensor ignore = target == full({}, ignore_index, TensorOptions(kInt64));
@@ -98,6 +110,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  common_device("mse_loss", {{input, "input"}, {target, "target"}}, CpuScalars::Allowed);
   EMBER_CHECK(input.sizes() == target.sizes(), "mse_loss: expected input and target of the same shape, got ",
               shape_str(input.sizes()), " and ", shape_str(target.sizes()));
   Tensor diff = input - target;
@@ -106,6 +119,11 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight,
                                         const Tensor& pos_weight, Reduction reduction) {
+  common_device("binary_cross_entropy_with_logits",
+                {{input, "input"}, {target, "target"}, {weight, "weight"}, {pos_weight, "pos_weight"}},
+                CpuScalars::Allowed);
+  EMBER_CHECK(is_floating(input.dtype()), "binary_cross_entropy_with_logits: expected a floating input, got ",
+              dtype_name(input.dtype()));
   EMBER_CHECK(input.sizes() == target.sizes(), "binary_cross_entropy_with_logits: expected target of shape ",
               shape_str(input.sizes()), ", got ", shape_str(target.sizes()));
   // (1 - t) x + l (log(1 + exp(-|x|)) + max(-x, 0)), l = 1 + (pos_weight - 1) t: stable for any x.

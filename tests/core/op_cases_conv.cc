@@ -77,6 +77,7 @@ void for_each_tap(const Geometry& g, Fn fn) {
 OpCase forward_case(bool with_bias) {
   OpCase c;
   c.name = with_bias ? "conv2d_bias" : "conv2d";
+  c.ops = {"conv2d"};
   c.dtypes = kFloatingDTypes;
   c.inputs = {InputSpec{{-1.0, 1.0}}};
   c.shapes = conv_shapes(with_bias, false);
@@ -105,6 +106,7 @@ OpCase forward_case(bool with_bias) {
 OpCase backward_case() {
   OpCase c;
   c.name = "conv2d_backward";
+  c.ops = {"conv2d", "requires_grad_", "backward"};
   c.dtypes = kFloatingDTypes;
   c.inputs = {InputSpec{{-1.0, 1.0}}};
   c.shapes = conv_shapes(true, true);

@@ -114,6 +114,7 @@ std::vector<OpCase> index_cases() {
   for (bool whole : {true, false}) {
     OpCase c;
     c.name = whole ? "scatter_add" : "scatter_add_uniform";
+    c.ops = {"scatter_add"};
     c.dtypes = whole ? kNumericDTypes : std::vector<DType>{kFloat32, kFloat64};
     const ValueRange values = whole ? kWhole : ValueRange{};
     c.inputs = {InputSpec{values}, InputSpec{kIndexRange, kInt64}, InputSpec{values}};
@@ -131,6 +132,7 @@ std::vector<OpCase> index_cases() {
   // stays a whole number that bfloat16 holds exactly.
   OpCase contended;
   contended.name = "scatter_add_contended";
+  contended.ops = {"scatter_add"};
   contended.dtypes = kNumericDTypes;
   contended.inputs = {InputSpec{{-1.0, 1.0, true}}, InputSpec{kIndexRange, kInt64}, InputSpec{{-1.0, 1.0, true}}};
   contended.shapes = [](Rng&, OpArgs& a, bool) {
@@ -144,6 +146,7 @@ std::vector<OpCase> index_cases() {
   for (DType index_dtype : {kInt64, kInt32}) {
     OpCase c;
     c.name = index_dtype == kInt64 ? "embedding" : "embedding_int32";
+    c.ops = {"embedding"};
     c.dtypes = kFloatingDTypes;
     c.inputs = {InputSpec{}, InputSpec{kIndexRange, index_dtype}};
     c.shapes = embedding_shapes(false);
@@ -155,6 +158,7 @@ std::vector<OpCase> index_cases() {
   // The weight's gradient: repeated rows add up (scatter_add with duplicate indices).
   OpCase backward;
   backward.name = "embedding_backward";
+  backward.ops = {"embedding", "requires_grad_", "backward"};
   backward.dtypes = kFloatingDTypes;
   backward.inputs = {InputSpec{}, InputSpec{kIndexRange, kInt64}, InputSpec{kWhole}};
   backward.shapes = embedding_shapes(true);

@@ -110,6 +110,7 @@ constexpr double kMomentum = 0.2, kEps = 1e-3;
 OpCase batch_norm_case(const BatchNormForm& f) {
   OpCase c;
   c.name = f.name;
+  c.ops = {f.relu ? "batch_norm_relu" : "batch_norm"};
   c.dtypes = kFloatingDTypes;
   const bool running = f.running || !f.training;
   c.inputs = {InputSpec{{-2.0, 2.0}}};
@@ -168,6 +169,7 @@ OpCase batch_norm_case(const BatchNormForm& f) {
 OpCase batch_norm_stats_case(const std::string& name, ValueRange range, ShapeGenerator shapes) {
   OpCase c;
   c.name = name;
+  c.kernel_table = true;
   c.dtypes = kFloatingDTypes;
   c.inputs = {InputSpec{range}};
   c.shapes = std::move(shapes);
@@ -194,6 +196,7 @@ double masked_grad(const Refs& in, bool relu, int64_t i) {
 OpCase batch_norm_backward_reduce_case(const std::string& name, bool relu, ShapeGenerator shapes) {
   OpCase c;
   c.name = name;
+  c.kernel_table = true;
   c.dtypes = kFloatingDTypes;
   c.inputs = {InputSpec{{-2.0, 2.0}}, InputSpec{{-2.0, 2.0}}};
   if (relu) c.inputs.push_back(InputSpec{{-1.0, 1.0}});
@@ -225,6 +228,7 @@ OpCase batch_norm_backward_reduce_case(const std::string& name, bool relu, Shape
 OpCase batch_norm_backward_input_case(const std::string& name, bool relu, bool weight) {
   OpCase c;
   c.name = name;
+  c.kernel_table = true;
   c.dtypes = kFloatingDTypes;
   c.inputs = {InputSpec{{-2.0, 2.0}}, InputSpec{{-2.0, 2.0}}};
   if (relu) c.inputs.push_back(InputSpec{{-1.0, 1.0}});
@@ -312,6 +316,7 @@ OpCase softmax_case(const std::string& name, bool log, ValueRange range, ShapeGe
                     double masked_below = -kInfinity) {
   OpCase c;
   c.name = name;
+  c.ops = {log ? "log_softmax" : "softmax"};
   c.dtypes = kFloatingDTypes;
   c.inputs = {InputSpec{range}};
   c.shapes = std::move(shapes);
@@ -339,6 +344,7 @@ OpCase softmax_case(const std::string& name, bool log, ValueRange range, ShapeGe
 OpCase softmax_backward_case(const std::string& name, bool log, ShapeGenerator shapes) {
   OpCase c;
   c.name = name;
+  c.kernel_table = true;
   c.dtypes = kFloatingDTypes;
   c.inputs = {InputSpec{{-2.0, 2.0}}, log ? InputSpec{{-4.0, 0.0}} : InputSpec{{0.0, 1.0}}};
   c.shapes = std::move(shapes);

@@ -252,6 +252,7 @@ RefTensor ref_pool_backward(Pool pool, const RefTensor& x, const RefTensor& grad
 OpCase pool_case(const std::string& name, Pool pool, ValueRange range) {
   OpCase c;
   c.name = name;
+  c.ops = {pool == Pool::Max ? "max_pool2d" : pool == Pool::Avg ? "avg_pool2d" : "adaptive_avg_pool2d"};
   c.dtypes = kFloatingDTypes;
   c.inputs = {InputSpec{range}};
   c.shapes = pool_shapes(pool, false);
@@ -321,6 +322,7 @@ std::vector<OpCase> pool_cases() {
     // order, while the CPU rounds after each term (the average pools sum in float).
     c.inputs = {InputSpec{c.inputs[0].range}, InputSpec{pool == Pool::Max ? ties : ValueRange{}}};
     c.shapes = pool_shapes(pool, true);
+    c.ops.insert(c.ops.end(), {"requires_grad_", "backward"});
     c.run = [pool](const Tensors& x, const OpArgs& a) {
       Tensor leaf = x[0].detach().requires_grad_();
       run_pool(pool, leaf, window_of(a)).backward(x[1]);

@@ -63,6 +63,7 @@ OpCase reduction_case(const std::string& name, std::vector<DType> dtypes, ValueR
 OpCase max_min_with_indices(bool is_max) {
   OpCase c;
   c.name = is_max ? "max_dim" : "min_dim";
+  c.ops = {is_max ? "max" : "min"};
   c.dtypes = kAllDTypes;
   c.inputs = {InputSpec{{-2.0, 2.0, true}}};  // few distinct values: plenty of ties
   c.shapes = one_dim_shapes(1);
@@ -82,6 +83,7 @@ OpCase max_min_with_indices(bool is_max) {
 OpCase arg_extreme(bool is_max, bool with_dim) {
   OpCase c;
   c.name = std::string(is_max ? "argmax" : "argmin") + (with_dim ? "_dim" : "_flat");
+  c.ops = {is_max ? "argmax" : "argmin"};
   c.dtypes = kAllDTypes;
   c.inputs = {InputSpec{{-2.0, 2.0, true}}};
   c.shapes = one_dim_shapes(1);
@@ -142,6 +144,7 @@ std::vector<OpCase> reduction_cases() {
   for (OpCase& c : cases) {
     if (c.name == "amax" || c.name == "amin") c.allow_empty = false;  // extremes of nothing raise
     if (c.name == "logsumexp") c.tolerance_scale = 4;  // shift, exp, sum and log each round in 16-bit dtypes
+    if (c.name == "prod_int") c.ops = {"prod"};
   }
   for (int unbiased = 0; unbiased <= 1; ++unbiased) {
     for (int is_std = 0; is_std <= 1; ++is_std) {
@@ -153,21 +156,22 @@ std::vector<OpCase> reduction_cases() {
             double var = variance(v, unbiased);
             return is_std ? std::sqrt(var) : var;
           });
+      c.ops = {is_std ? "std" : "var"};
       cases.push_back(c);
     }
   }
   // Far from zero, where sum(x^2) - n mean^2 loses every digit in float32: one Welford pass in
   // double keeps the variance of values in [1000, 1002] exact to the output's rounding.
-  cases.push_back(reduction_case(
+  cases.push_back(calling({"var"}, reduction_case(
       "var_offset", floats, {1000.0, 1002.0},
       [](const Tensor& x, const auto& d, bool k) { return x.var(d, true, k); },
-      [](const Values& v) { return variance(v, 1); }));
+      [](const Values& v) { return variance(v, 1); })));
   const double infinity = std::numeric_limits<double>::infinity();
   for (double p : {1.0, 2.0, 3.0, infinity}) {
     std::string name = "norm_p" + (std::isinf(p) ? std::string("inf") : std::to_string(static_cast<int>(p)));
-    cases.push_back(reduction_case(
+    cases.push_back(calling({"norm"}, reduction_case(
         name, floats, symmetric, [=](const Tensor& x, const auto& d, bool k) { return x.norm(p, d, k); },
-        [=](const Values& v) { return p_norm(v, p); }));
+        [=](const Values& v) { return p_norm(v, p); })));
   }
   for (bool is_max : {true, false}) {
     cases.push_back(max_min_with_indices(is_max));

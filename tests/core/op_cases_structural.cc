@@ -1,4 +1,4 @@
-// Structural cases: matmul (1-D, 2-D, batched with broadcast batch dims) and the joins and
+// Structural cases: matmul (1-D, 2-D, batched with broadcast batch dims), mm, bmm and the joins and
 // splits (cat, stack, split, chunk), each with a reference that moves elements by hand.
 #include "tests/core/op_cases.h"
 
@@ -88,9 +88,27 @@ std::vector<OpCase> structural_cases() {
   matmul_case.reference = [](const Refs& x, const OpArgs&) { return Refs{ref_matmul(x[0], x[1])}; };
   cases.push_back(matmul_case);
 
+  for (bool batched : {false, true}) {
+    OpCase c;
+    c.name = batched ? "bmm" : "mm";
+    c.dtypes = kFloatingDTypes;
+    c.inputs = {InputSpec{{-1.0, 1.0}}};
+    c.shapes = [batched](Rng& rng, OpArgs&, bool allow_empty) {
+      auto size = [&] { return allow_empty && rng.chance(0.05) ? 0 : rng.integer(1, 5); };
+      const int64_t m = size(), k = size(), n = size();
+      if (!batched) return std::vector<Shape>{{m, k}, {k, n}};
+      const int64_t b = size();
+      return std::vector<Shape>{{b, m, k}, {b, k, n}};
+    };
+    c.run = [batched](const Tensors& x, const OpArgs&) { return Tensors{batched ? bmm(x[0], x[1]) : mm(x[0], x[1])}; };
+    c.reference = [](const Refs& x, const OpArgs&) { return Refs{ref_matmul(x[0], x[1])}; };
+    cases.push_back(c);
+  }
+
   for (int inputs : {1, 2, 3}) {
     OpCase c;
     c.name = "cat_" + std::to_string(inputs);
+    c.ops = {"cat"};
     c.dtypes = kAllDTypes;
     c.inputs = {InputSpec{{-3.0, 3.0}}};
     c.shapes = cat_shapes(inputs);
@@ -138,7 +156,8 @@ std::vector<OpCase> structural_cases() {
 
 std::vector<OpCase> all_op_cases() {
   std::vector<OpCase> all;
-  for (auto family : {unary_cases, binary_cases, reduction_cases, structural_cases, copy_cases})
+  for (auto family : {unary_cases, binary_cases, reduction_cases, structural_cases, copy_cases, pool_cases, index_cases,
+                      normalization_cases, conv_cases, functional_cases})
     for (OpCase& c : family()) all.push_back(std::move(c));
   return all;
 }

@@ -394,4 +394,15 @@ std::vector<std::string> check_op_case(const OpCase& c, Device device, const Har
   return failures;
 }
 
+TrialInputs make_trial_inputs(const OpCase& c, DType dtype, Device device, uint64_t seed) {
+  Rng rng(seed);
+  TrialInputs trial;
+  std::vector<Shape> shapes = c.shapes(rng, trial.args, false);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const InputSpec& spec = c.inputs[std::min(i, c.inputs.size() - 1)];
+    trial.tensors.push_back(build_input(rng, shapes[i], spec.dtype.value_or(dtype), spec.range, 0, false, device).view);
+  }
+  return trial;
+}
+
 }  // namespace ember::test

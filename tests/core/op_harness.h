@@ -77,6 +77,7 @@ struct ValueRange {
 struct InputSpec {
   ValueRange range;
   std::optional<DType> dtype;  // a fixed dtype instead of the case's (where's condition, copy_'s source)
+  bool any_device = false;     // may live on another device than the other inputs (copy_'s source)
 };
 
 // Parameters drawn per trial, seen by both the Ember call and the reference.
@@ -119,7 +120,19 @@ struct OpCase {
   bool allow_empty = true;
   int inplace_dest = -1;        // the input the op writes into (never given an overlapping layout)
   double tolerance_scale = 1.0;  // composites that round several times in 16-bit dtypes
+  // The public ops `run` calls, which an error about its arguments must name (the user called
+  // them); empty: the case's name is the op's.
+  std::vector<std::string> ops;
+  // `run` calls a KernelTable entry directly: the backend contract, whose callers check devices
+  // and dtypes, so tests that hand ops bad arguments (tests/cuda/op_arguments_test.cc) skip it.
+  bool kernel_table = false;
 };
+
+// `c` with the ops it calls, for a case whose name spells a variant ("clamp_int" calls clamp).
+inline OpCase calling(std::vector<std::string> ops, OpCase c) {
+  c.ops = std::move(ops);
+  return c;
+}
 
 extern const std::vector<DType> kAllDTypes;       // the eight dtypes
 extern const std::vector<DType> kNumericDTypes;   // all but bool
@@ -138,5 +151,14 @@ struct HarnessOptions {
 // shapes/strides/layouts, args and the first mismatching element; empty when everything matched.
 // Also fails a trial that modifies an input other than `inplace_dest`, or memory around a view.
 std::vector<std::string> check_op_case(const OpCase& c, Device device, const HarnessOptions& options = {});
+
+// The inputs of one trial of `c`, for tests that change them before calling `c.run`: shapes and
+// args drawn as check_op_case draws them (small, no empty dims), every input contiguous on
+// `device`, with its InputSpec's values and dtype (`dtype` unless the spec fixes one).
+struct TrialInputs {
+  std::vector<Tensor> tensors;
+  OpArgs args;
+};
+TrialInputs make_trial_inputs(const OpCase& c, DType dtype, Device device, uint64_t seed);
 
 }  // namespace ember::test

@@ -46,6 +46,9 @@ TEST_CASE("pooling matches the float64 reference on the CPU") { check_family(poo
 TEST_CASE("gather, scatter_add and embedding match the float64 reference on the CPU") { check_family(index_cases()); }
 TEST_CASE("batch norm and softmax match the float64 reference on the CPU") { check_family(normalization_cases()); }
 TEST_CASE("conv2d matches the float64 reference on the CPU") { check_family(conv_cases()); }
+TEST_CASE("linear, layer_norm, losses, dropout and set_grad match the float64 reference on the CPU") {
+  check_family(functional_cases());
+}
 
 // Large inputs reach the kernels' parallel and blocked paths (row chunks starting mid-row,
 // reductions split across threads, tiled row sums). Three threads split the work differently
@@ -67,6 +70,11 @@ TEST_CASE("the table on large inputs split across 3 threads") {
   cpu::set_num_threads(3);
   check_family(cases, options);
   cpu::set_num_threads(threads_before);
+}
+
+TEST_CASE("the table's case names are unique") {
+  std::set<std::string> names;
+  for (const OpCase& c : all_op_cases()) CHECK(names.insert(c.name).second);
 }
 
 TEST_CASE("the table has a case for every unary primitive") {

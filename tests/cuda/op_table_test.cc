@@ -64,6 +64,10 @@ TEST_CASE("conv2d on cuda:0 matches the float64 reference") {
   cuda::set_cudnn_allow_tf32(true);
 }
 
+TEST_CASE("linear, layer_norm, losses, dropout and set_grad on cuda:0 match the float64 reference") {
+  check_family(functional_cases());
+}
+
 TEST_CASE("large inputs on cuda:0 take many blocks and block-per-output reductions") {
   const std::set<std::string> chosen = {"exp", "add", "where", "lt", "sum", "mean", "amax", "norm_pinf",
                                         "var_unbiased", "max_dim", "argmin_flat", "to_float32", "add_"};

@@ -196,7 +196,7 @@ TEST_CASE("device errors name the op, the devices and the argument") {
                     Contains("cuda:7 does not exist") && Contains("available"));
   CHECK_THROWS_WITH(cuda::set_device(9), Contains("cuda:9 does not exist"));
   CHECK_THROWS_WITH(x.view({1, 3}).matmul(ones({3, 2}, TensorOptions(kFloat32).device(kCuda1))),
-                    Contains("matmul: expected both operands on the same device, but found cuda:0 and cuda:1"));
+                    Contains("matmul: expected all tensors on cuda:0, got cuda:1 for argument 2"));
 }
 
 TEST_CASE("memory statistics follow tensors, and empty_cache returns cached segments") {
