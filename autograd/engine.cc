@@ -103,8 +103,7 @@ class GraphTask {
     count_dependencies(roots);
     for (size_t i = 0; i < roots.size(); ++i) {
       if (!roots[i].valid()) continue;
-      add_gradient(roots[i], conform(std::move(root_grads[i]), input_meta(roots[i]),
-                                     "backward: grad_output[" + std::to_string(i) + "]"));
+      add_gradient(roots[i], std::move(root_grads[i]));  // conformed by root_gradients
     }
     std::priority_queue<Node*, std::vector<Node*>, ReadyOrder> ready;
     for (const Edge& root : roots)
@@ -240,11 +239,13 @@ std::vector<Tensor> root_gradients(const std::vector<Tensor>& roots, const std::
     } else {
       EMBER_CHECK(g.sizes() == root.sizes(), op, ": mismatch in shape: grad_output[", i, "] has a shape of ",
                   shape_str(g.sizes()), " and output[", i, "] has a shape of ", shape_str(root.sizes()));
-      if (g.device() != root.device())
+      // A 0-dim gradient may come from another device, as the engine's conform() allows for
+      // every gradient (PyTorch's validate_outputs); any other must be on the output's.
+      if (g.device() != root.device() && g.dim() != 0)
         device_mismatch(op, root.device(), g.device(),
                         roots.size() == 1 ? std::string("argument 'gradient'") : "gradient " + std::to_string(i));
       // Another dtype is converted, as PyTorch's engine does: backward kernels read the output's.
-      g = g.detach().to(root.dtype());
+      g = g.detach().to(root.dtype()).to(root.device());
     }
     out.push_back(g);
   }

@@ -303,6 +303,7 @@ std::vector<OpCase> pool_cases() {
   OpCase nan_backward = pool_case("max_pool2d_nan_backward", Pool::Max, nan_range);
   nan_backward.inputs = {InputSpec{nan_range}, InputSpec{ties}};
   nan_backward.shapes = pool_shapes(Pool::Max, true);
+  nan_backward.ops.insert(nan_backward.ops.end(), {"requires_grad_", "backward"});
   nan_backward.run = [](const Tensors& x, const OpArgs& a) {
     Tensor leaf = with_nans(x[0]).detach().requires_grad_();
     run_pool(Pool::Max, leaf, window_of(a)).backward(x[1]);
