@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <thread>
 
 #include "core/ember_core.h"
 #include "cuda/api.h"
@@ -99,11 +100,9 @@ TEST_CASE("stages run every action of a logical step at once, so the bubble is (
 TEST_CASE("stored activations per stage follow the schedule: m for GPipe, at most p - i for 1F1B",
           "[pipeline][memory]") {
   require_four_devices();
-#if defined(__SANITIZE_ADDRESS__)
-  const int64_t p = 4, m = 6, hidden = 256;  // the emulated GEMMs under ASan are ~15x slower
-#else
-  const int64_t p = 4, m = 8, hidden = 4096;
-#endif
+  // 256 wide: the activations still dominate, and the emulated GEMMs stay cheap enough for a loaded
+  // machine (4096 took 100 s there, past the test's timeout when 4 runs shared the 2 cores).
+  const int64_t p = 4, m = 8, hidden = 256;
   for (Schedule schedule : {Schedule::kGPipe, Schedule::k1F1B}) {
     const std::vector<double> held = measure_held_activations(p, m, schedule, hidden);
     for (int64_t s = 0; s < p; ++s) {
@@ -119,6 +118,27 @@ TEST_CASE("stored activations per stage follow the schedule: m for GPipe, at mos
   }
 }
 
+namespace {
+
+// A layer whose every forward outlasts everything since `since`. balance_by_time measures one layer
+// after another, so however a loaded machine stretched the layers before it (1 ms waits may take
+// 10), each of its measurements exceeds all of theirs together.
+struct OutlastingImpl : nn::Cloneable<OutlastingImpl> {
+  OutlastingImpl() : Cloneable("Outlasting") { reset(); }
+  void reset() override { weight = register_parameter("weight", ones({})); }
+  Tensor forward(const Tensor& x) override {
+    const auto entered = std::chrono::steady_clock::now();
+    const auto until = entered + (entered - since);
+    while (std::chrono::steady_clock::now() <= until) std::this_thread::sleep_until(until);
+    return x * weight;
+  }
+  std::chrono::steady_clock::time_point since;
+  Tensor weight;
+};
+EMBER_MODULE(Outlasting);
+
+}  // namespace
+
 TEST_CASE("balance: contiguous stages minimising the largest cost, by parameters or measured time",
           "[pipeline][balance]") {
   using parallel::balance_costs;
@@ -129,12 +149,15 @@ TEST_CASE("balance: contiguous stages minimising the largest cost, by parameters
   // By parameters: the wide layer alone on one stage.
   nn::Sequential by_params(nn::Linear(2, 3), nn::ReLU(), nn::Linear(3, 3), nn::Linear(3, 300), nn::Linear(300, 2));
   CHECK(parallel::balance_by_parameters(by_params, 2) == std::vector<int64_t>{4, 1});
-  // By time: the slow layer (6 ms against 1 ms) alone on one stage; the measurement leaves no
-  // gradient, no running-statistics count and no draw from the global generator behind.
-  nn::Sequential by_time(FixedCost(0.001), nn::BatchNorm1d(4), FixedCost(0.001), FixedCost(0.006));
+  // By time: the slow layer alone on one stage (by parameters the BatchNorm's 8 would split 2 + 2);
+  // the measurement leaves no gradient, no running-statistics count and no draw from the global
+  // generator behind.
+  Outlasting slow;
+  nn::Sequential by_time(FixedCost(0.001), nn::BatchNorm1d(4), FixedCost(0.001), slow);
   manual_seed(5);
   const Tensor sample = randn({3, 4});
   const auto generator_before = default_generator().state();
+  slow->since = std::chrono::steady_clock::now();
   CHECK(parallel::balance_by_time(by_time, sample, 2) == std::vector<int64_t>{3, 1});
   CHECK(default_generator().state() == generator_before);
   for (const Tensor& p : by_time->parameters()) CHECK_FALSE(p.grad().defined());
