@@ -131,6 +131,11 @@ std::vector<std::vector<std::string>> Reducer::bucket_parameter_names() const {
   return names;
 }
 
+bool Reducer::bucket_reduced(size_t b) const {
+  EMBER_CHECK(b < buckets_.size(), "Reducer::bucket_reduced: no bucket ", b, " (there are ", buckets_.size(), ")");
+  return b < next_bucket_ && buckets_[b].work != nullptr && buckets_[b].work->is_completed();
+}
+
 void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
   if (!sync_) return;
   if (options_.gradient_as_bucket_view) {

@@ -64,6 +64,10 @@ class Reducer {
   // Bucket b's flat buffer (its parameters' gradients in bucket_parameter_names() order).
   const Tensor& bucket_buffer(size_t b) const { return buckets_.at(b).buffer; }
   bool rebuild_pending() const { return options_.rebuild_buckets && !rebuilt_ && iterations_ > 0; }
+  // Whether bucket b's collective, in the synchronised backward now running, has been launched and
+  // has completed (Work::is_completed()); false outside one. From a gradient hook: evidence that
+  // communication progresses while backward still runs.
+  bool bucket_reduced(size_t b) const;
 
   // Join support: the collectives one backward of an active rank issues, performed with zero
   // gradients by a rank that has run out of data.

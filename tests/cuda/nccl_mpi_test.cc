@@ -167,10 +167,14 @@ void abort_pending(cudaStream_t stream) {
             "abort message: " + why);
     }
     ncclResult_t e = ncclSuccess;
-    // The abort reaches this process through the segment; a moment's wait is enough.
-    for (int i = 0; i < 100 && e == ncclSuccess; ++i) {
+    // The abort reaches this process through the segment once the aborter has run, which on a
+    // loaded machine may be seconds after the barrier: the bound only turns a lost abort into a
+    // failure.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (e == ncclSuccess) {
       CHECK_NCCL(ncclCommGetAsyncError(comm, &e));
-      if (e == ncclSuccess) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (e != ncclSuccess || std::chrono::steady_clock::now() > give_up) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     check(e == ncclRemoteError, "ncclCommGetAsyncError after a peer's abort: " + std::to_string(e));
     CHECK_NCCL(ncclCommDestroy(comm));
