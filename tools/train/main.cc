@@ -1,14 +1,17 @@
 // `train`: the main job. Parses flags (bad input: a message and exit status 2), runs the training,
-// and ends with one summary line. Under mpirun an error on any rank ends the whole job.
+// and ends with one summary line. Under mpirun an error on any rank ends the whole job. Ctrl-C is
+// taken by a thread of its own (tools/train/interrupt.h), started before any other.
 #include <cstdio>
 #include <exception>
 
 #include "comm/init.h"
 #include "tools/train/config.h"
+#include "tools/train/interrupt.h"
 #include "tools/train/trainer.h"
 
 int main(int argc, char** argv) {
   using namespace ember::train;
+  start_interrupt_watcher();  // first: every thread started later (loaders, devices, MPI) blocks SIGINT
   Flags flags = make_flags();
   TrainConfig config;
   try {

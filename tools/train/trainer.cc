@@ -7,10 +7,6 @@
 // stage's device; a Pipeline's train_step runs the backward itself.
 #include "tools/train/trainer.h"
 
-#include <signal.h>
-#include <unistd.h>
-
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -33,6 +29,7 @@
 #include "parallel/ddp.h"
 #include "parallel/model_parallel.h"
 #include "parallel/pipeline.h"
+#include "tools/train/interrupt.h"
 #include "tools/train/metrics_log.h"
 #include "tools/train/progress.h"
 #include "tools/train/setup.h"
@@ -40,18 +37,6 @@
 namespace ember::train {
 
 namespace {
-
-std::atomic<bool> interrupt_requested{false};
-
-// The first Ctrl-C asks for a checkpoint at the end of the current step; a second one, for a user
-// who will not wait for that step (or whose step hangs), exits at once without one.
-void on_interrupt(int) {
-  if (interrupt_requested.exchange(true)) {
-    static const char message[] = "\ntrain: second interrupt: exiting now, without a checkpoint\n";
-    [[maybe_unused]] ssize_t written = ::write(STDERR_FILENO, message, sizeof(message) - 1);
-    ::_exit(130);
-  }
-}
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -372,9 +357,7 @@ TrainResult run_training(const TrainConfig& config) {
   MetricsLog log(config.log_dir, leader, resumed_at_step);
   Progress progress(leader, config.log_every, config.progress);
   if (!config.checkpoint_dir.empty() && leader) std::filesystem::create_directories(config.checkpoint_dir);
-  struct sigaction action {};
-  action.sa_handler = &on_interrupt;
-  ::sigaction(SIGINT, &action, nullptr);
+  checkpoint_on_interrupt();
 
   auto save = [&](const std::string& name, int64_t epochs_done) {
     if (!leader || config.checkpoint_dir.empty()) return;
@@ -460,7 +443,7 @@ TrainResult run_training(const TrainConfig& config) {
       // a new problem.
       if (world) comm::agree_on_kernels(*world, device);
       // Every rank must stop at the same step: the Ctrl-C flag is agreed on each step.
-      bool want_stop = interrupt_requested.load() || (config.max_steps > 0 && step >= config.max_steps);
+      bool want_stop = interrupt_requested() || (config.max_steps > 0 && step >= config.max_steps);
       if (world) {
         Tensor flag = full({1}, want_stop ? 1 : 0, TensorOptions(kInt64).device(device));
         world->all_reduce(flag, comm::ReduceOp::Max)->wait();
@@ -472,7 +455,7 @@ TrainResult run_training(const TrainConfig& config) {
       }
     }
     progress.end_epoch();
-    if (stop && interrupt_requested.load()) {
+    if (stop && interrupt_requested()) {
       save("interrupted", epoch);
       result.interrupted = true;
       if (leader) std::printf("interrupted at step %lld; checkpoint saved (resume with --resume latest)\n",
