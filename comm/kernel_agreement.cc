@@ -16,15 +16,15 @@
 
 namespace ember::comm {
 
-void agree_on_kernels(ProcessGroup& group, Device device) {
-  // The process's count of decided keys when the ranks last agreed.
-  static std::atomic<size_t> agreed_count{0};
-  NoGradGuard no_grad;
-  const size_t count = kernel_select::decision_count();
-  Tensor news = full({1}, count != agreed_count.load() ? 1 : 0, TensorOptions(kInt64).device(device));
-  group.all_reduce(news, ReduceOp::Max)->wait();
-  if (news.item<int64_t>() == 0) return;
+namespace {
+// The process's count of decided keys when the ranks last agreed.
+std::atomic<size_t> agreed_count{0};
+}  // namespace
 
+bool kernel_decisions_changed() { return kernel_select::decision_count() != agreed_count.load(); }
+
+void share_kernel_decisions(ProcessGroup& group, Device device) {
+  NoGradGuard no_grad;
   std::string text;
   if (group.rank() == 0) {
     std::vector<std::pair<std::string, json::Value>> members;
@@ -41,7 +41,7 @@ void agree_on_kernels(ProcessGroup& group, Device device) {
   share_from(group, device, 0, bytes);
   if (group.rank() != 0) {
     const json::Value decisions =
-        json::parse(std::string(bytes.begin(), bytes.end()), "agree_on_kernels: rank 0's kernel decisions");
+        json::parse(std::string(bytes.begin(), bytes.end()), "share_kernel_decisions: rank 0's kernel decisions");
     std::map<std::string, std::string> adopted;
     for (const auto& [key, name] : decisions.members()) adopted[key] = name.as_string();
     kernel_select::adopt(adopted);

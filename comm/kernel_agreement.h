@@ -4,7 +4,9 @@
 //
 //   for (data::Batch& batch : loader) {
 //     ... loss.backward(); optimizer.step();
-//     ember::comm::agree_on_kernels(*world, device);
+//     Tensor changed = full({1}, ember::comm::kernel_decisions_changed() ? 1 : 0, ...on device);
+//     world->all_reduce(changed, ReduceOp::Max)->wait();  // beside the loop's own flags, if any
+//     if (changed.item<int64_t>()) ember::comm::share_kernel_decisions(*world, device);
 //   }
 #pragma once
 
@@ -12,11 +14,13 @@
 
 namespace ember::comm {
 
-// Collective: every rank of `group` calls it at the same point, after each training step. When
-// any rank has decided a new key since its last call, every rank adopts rank 0's decisions
-// (kernel_select::adopt), and runs them from the next step on; otherwise it costs one all-reduce
-// of one integer. Its tensors go on `device` (the training device: an NCCL-only group carries
-// them too).
-void agree_on_kernels(ProcessGroup& group, Device device);
+// Whether this process decided a new kernel key since the ranks last agreed (local). The ranks
+// all-reduce it (max) after each training step, in whatever flags they already agree on.
+bool kernel_decisions_changed();
+// Collective, called by every rank of `group` at the same point when any rank's
+// kernel_decisions_changed() was true: every rank adopts rank 0's decisions
+// (kernel_select::adopt) and runs them from then on. Its tensors go on `device` (the training
+// device: an NCCL-only group carries them too).
+void share_kernel_decisions(ProcessGroup& group, Device device);
 
 }  // namespace ember::comm

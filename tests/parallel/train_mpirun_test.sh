@@ -33,4 +33,29 @@ echo "$output"
 evals=$(grep -c '^eval: ' <<<"$output")
 [ "$evals" -eq 1 ] || fail "$evals evaluation lines, expected 1"
 grep -q '^eval: 51 examples, ' <<<"$output" || fail "evaluation did not count the 51 test examples exactly once"
+
+# Ctrl-C reaching one rank only (a launcher forwards it to all; a kill of one process does not):
+# every rank stops at the same step as interrupted, rank 0 saves, and none evaluates (a rank left
+# evaluating would wait in a collective for ranks that have gone).
+# (Epochs of 1024 steps, so that none ends, and is evaluated, before the signal.)
+timeout 300 "$runner" 2 "$train" -- "${common[@]}" --synthetic-size 65536 --batch-size 32 --epochs 1000 \
+  --log-every 1 --checkpoint-dir "$work/int" > "$work/int.txt" 2>&1 &
+runner_pid=$!
+# Under mpirun a rank's stdout is a terminal: the progress bar's "2/1024", not "step 2/1024".
+for _ in $(seq 1200); do grep -q " 2/1024 " "$work/int.txt" && break; sleep 0.1; done
+rank1=""
+for p in /proc/[0-9]*; do
+  tr '\0' '\n' < "$p/cmdline" 2>/dev/null | grep -qxF -- "$work/int" || continue
+  tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && rank1="${p#/proc/}"
+done
+[ -n "$rank1" ] || { kill $runner_pid; fail "no rank 1 process found: $(cat "$work/int.txt")"; }
+kill -INT "$rank1"
+wait $runner_pid
+status=$?
+cat "$work/int.txt"
+[ $status -ne 124 ] || fail "the run interrupted on rank 1 did not end within 300 s"
+grep -q "^interrupted at step [0-9]*; checkpoint saved" "$work/int.txt" || fail "rank 0 did not save as interrupted"
+grep -q '^train: .* interrupted=1$' "$work/int.txt" || fail "the summary does not say interrupted"
+! grep -q "test loss" "$work/int.txt" || fail "a rank evaluated after the interrupt"
+[ -f "$work/int/interrupted.safetensors" ] || fail "no checkpoint after Ctrl-C on rank 1: $(ls "$work/int")"
 echo "PASS"

@@ -375,6 +375,7 @@ TrainResult run_training(const TrainConfig& config) {
 
   trained->train();
   bool stop = config.max_steps > 0 && step >= config.max_steps;  // resumed at or past --max-steps
+  bool interrupted = false;  // by Ctrl-C on any rank
   if (stop && leader) std::printf("nothing to train: the checkpoint is at step %lld, --max-steps is %lld\n",
                                   static_cast<long long>(step), static_cast<long long>(config.max_steps));
   for (int64_t epoch = start_epoch; epoch < config.epochs && !stop; ++epoch) {
@@ -439,24 +440,29 @@ TrainResult run_training(const TrainConfig& config) {
         window_start = std::chrono::steady_clock::now();
         window_images = 0;
       }
-      // The ranks run rank 0's kernels, which the checkpoint records, from the step after any meets
-      // a new problem.
-      if (world) comm::agree_on_kernels(*world, device);
-      // Every rank must stop at the same step: the Ctrl-C flag is agreed on each step.
-      bool want_stop = interrupt_requested() || (config.max_steps > 0 && step >= config.max_steps);
+      // What the ranks must do alike, agreed in one all-reduce per step: stop at this step when
+      // any rank got Ctrl-C (each then saves and exits as interrupted, none evaluates), and run
+      // rank 0's kernels, which the checkpoint records, from the next step when any rank met a
+      // new problem.
+      interrupted = interrupt_requested();
       if (world) {
-        Tensor flag = full({1}, want_stop ? 1 : 0, TensorOptions(kInt64).device(device));
-        world->all_reduce(flag, comm::ReduceOp::Max)->wait();
-        want_stop = flag.item<int64_t>() > 0;
+        Tensor flags = tensor(std::vector<int64_t>{interrupted, comm::kernel_decisions_changed()}).to(device);
+        world->all_reduce(flags, comm::ReduceOp::Max)->wait();
+        const std::vector<int64_t> agreed = flags.to_vector<int64_t>();
+        interrupted = agreed[0] > 0;
+        if (agreed[1] > 0) comm::share_kernel_decisions(*world, device);
       }
-      if (want_stop) {
+      if (interrupted || (config.max_steps > 0 && step >= config.max_steps)) {
         stop = true;
         break;
       }
     }
     progress.end_epoch();
-    if (stop && interrupt_requested()) {
+    if (interrupted) {
       save("interrupted", epoch);
+      // No rank leaves before rank 0's checkpoint is written: a launcher ends the whole job when
+      // a rank exits with a non-zero status (130 here).
+      if (world) world->barrier()->wait();
       result.interrupted = true;
       if (leader) std::printf("interrupted at step %lld; checkpoint saved (resume with --resume latest)\n",
                               static_cast<long long>(step));
