@@ -89,6 +89,11 @@ _cu_as_cc = rule(
     attrs = {"srcs": attr.label_list(allow_files = [".cu"])},
 )
 
+# Emulated kernels and the emulator run optimised even in the default (fastbuild, -O0) build and
+# under ASan (-O1): a kernel's threads are plain calls and fiber switches, and at -O0 the suite's
+# emulated tests spent most of their time in unoptimised bookkeeping (a large max(dim) case: 25 s).
+EMULATED_COPTS = ["-O2"]
+
 def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], nvcc_copts = [], **kwargs):
     """A cc_library of CUDA sources: nvcc objects under --config=cuda, emulated C++ otherwise.
     `nvcc_copts` reach nvcc only (e.g. --fmad=false)."""
@@ -108,7 +113,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], nvcc_copts = [], 
             "//conditions:default": [":" + name + "_emu_srcs"],
         }),
         hdrs = hdrs,
-        copts = copts,
+        copts = copts + EMULATED_COPTS,
         deps = deps + ["//cuda:lang"],
         **kwargs
     )
