@@ -29,6 +29,7 @@ namespace {
 void checked_sgemm(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   isa();  // applies EMBER_CPU_ISA to oneDNN before its first use
+  const onednn::SignalsHeld held;
   const dnnl_status_t status = dnnl_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   EMBER_CHECK(status == dnnl_success, "matmul: oneDNN sgemm failed (status ", static_cast<int>(status), ") for m=", m,
               " n=", n, " k=", k);

@@ -202,6 +202,7 @@ void execute(const char* op, const ConvPrimitive& prim, dnnl::stream& stream, st
     args.emplace(DNNL_ARG_SCRATCHPAD, user_memory(prim.scratchpad, scratch));
   }
   try {
+    onednn::SignalsHeld held;
     prim.conv.execute(stream, args);
     stream.wait();
   } catch (const dnnl::error& e) {

@@ -20,6 +20,37 @@ const dnnl::engine& engine() {
   return instance;
 }
 
+namespace {
+
+// Every signal but those a fault raises on the faulting thread (which cannot wait) and those that
+// cannot be held.
+const sigset_t& asynchronous_signals() {
+  static const sigset_t set = [] {
+    sigset_t s;
+    sigfillset(&s);
+    for (int synchronous : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGKILL, SIGSTOP}) sigdelset(&s, synchronous);
+    return s;
+  }();
+  return set;
+}
+
+// The workers of the calling thread's OpenMP team (libgomp keeps one pool per master thread) run
+// oneDNN's kernels too: each holds the signals for good. Threads that libgomp creates here inherit
+// the held mask from this thread; those an earlier region created are reached by the region itself.
+void hold_signals_in_team(int threads) {
+  SignalsHeld held;
+#pragma omp parallel num_threads(threads)
+  {
+    if (omp_get_thread_num() != 0) pthread_sigmask(SIG_BLOCK, &asynchronous_signals(), nullptr);
+  }
+}
+
+}  // namespace
+
+SignalsHeld::SignalsHeld() { pthread_sigmask(SIG_BLOCK, &asynchronous_signals(), &previous_); }
+
+SignalsHeld::~SignalsHeld() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+
 // omp_set_num_threads sets a per-thread ICV, so each calling thread keeps its own record.
 thread_local int omp_team_size = 0;
 
@@ -28,6 +59,8 @@ void size_openmp_team() {
   if (wanted != omp_team_size) {
     omp_set_num_threads(wanted);
     omp_team_size = wanted;
+    // A larger team may bring new workers (parallel_for's regions use at most this many threads).
+    if (wanted > 1) hold_signals_in_team(wanted);
   }
 }
 
@@ -143,8 +176,11 @@ void execute(const Reorder& reorder, dnnl::memory& from, dnnl::memory& to, bool 
     args.emplace(DNNL_ARG_SCRATCHPAD, user_memory(reorder.scratchpad, scratch));
   }
   if (single_threaded) omp_set_num_threads(1);
-  reorder.primitive.execute(s, args);
-  s.wait();
+  {
+    SignalsHeld held;
+    reorder.primitive.execute(s, args);
+    s.wait();
+  }
   if (single_threaded) omp_set_num_threads(omp_team_size);
 }
 

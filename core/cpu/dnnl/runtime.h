@@ -5,6 +5,7 @@
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
+#include <signal.h>
 
 #include <optional>
 
@@ -15,8 +16,26 @@ namespace ember::cpu::onednn {
 const dnnl::engine& engine();
 
 // Sets the calling thread's OpenMP team size to ember::cpu::num_threads() (1 inside a
-// parallel_for task) before a oneDNN call that runs on OpenMP (primitives, dnnl_sgemm).
+// parallel_for task) before a oneDNN call that runs on OpenMP (primitives, dnnl_sgemm). The
+// team's workers hold the asynchronous signals for good (see SignalsHeld).
 void size_openmp_team();
+
+// Holds every asynchronous signal on the calling thread for its lifetime; one that arrives
+// meanwhile is delivered when it ends (or to a thread that does not hold it). oneDNN's JIT GEMM
+// kernels (dnnl_sgemm, and the convolutions and reorders built on them) point rsp at a heap buffer
+// while they run (oneDNN issue 4845, fixed in 3.11; Debian ships 2.6), so a handler run on a thread
+// inside one writes its signal frame over the heap: a no-op SIGUSR2 handler and a stream of
+// SIGUSR2 corrupted the train tool's heap in 30 runs of 30. Every oneDNN call runs under one.
+class SignalsHeld {
+ public:
+  SignalsHeld();
+  ~SignalsHeld();
+  SignalsHeld(const SignalsHeld&) = delete;
+  SignalsHeld& operator=(const SignalsHeld&) = delete;
+
+ private:
+  sigset_t previous_;
+};
 
 // The calling thread's stream, after size_openmp_team(): oneDNN's kernels and Ember's
 // parallel_for share one OpenMP team, so they never run more threads than Ember was asked for.
