@@ -3,7 +3,8 @@
 // operation is an error naming the kernel and the block, host code cannot read device memory,
 // kernels cannot reach another device's memory without peer access, a stream's work is never
 // done inline (the delay mode exposes a missing synchronisation), and memory runs out at the
-// configured capacity.
+// configured capacity. cudaGetErrorString and cuda::check carry the emulator's account of a
+// failure.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -14,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "core/ember_core.h"
+#include "cuda/check.h"
 #include "cuda/emu/emu.h"
 #include "tests/cuda/test_kernels.h"
 
@@ -116,6 +119,29 @@ TEST_CASE("a warp operation whose mask names lanes that exited is an error", "[e
   CHECK_THAT(message, Catch::Contains("kernel 'missing_lanes_kernel' on cuda:0, block (0, 0, 0): __shfl_down_sync") &&
                           Catch::Contains("with mask 0xffffffff names lane 16") &&
                           Catch::Contains("which exited without reaching it"));
+}
+
+TEST_CASE("cudaGetErrorString and cuda::check give the emulator's account of a failure, once", "[emu]") {
+  REQUIRE_CUDA(divergent_barrier(64, 16, false, nullptr));
+  const cudaError_t e = cudaDeviceSynchronize();
+  REQUIRE(e == cudaErrorLaunchFailure);
+  cudaGetLastError();
+  CHECK_THAT(std::string(cudaGetErrorString(e)),
+             Catch::StartsWith("unspecified launch failure: kernel 'divergent_kernel' on cuda:0, block (") &&
+                 Catch::Contains("divergent barrier: 16 of 64 threads wait at __syncthreads at"));
+  // A code the failure did not set keeps CUDA's text alone.
+  CHECK(std::string(cudaGetErrorString(cudaErrorInvalidValue)) == "invalid argument");
+  std::string raised;
+  try {
+    cuda::check(e, "my_op");
+  } catch (const Error& error) {
+    raised = error.what();
+  }
+  CHECK_THAT(raised, Catch::StartsWith("my_op: CUDA error on cuda:0: cudaErrorLaunchFailure: unspecified launch "
+                                       "failure: kernel 'divergent_kernel' on cuda:0, block ("));
+  CHECK(raised.find("divergent barrier") == raised.rfind("divergent barrier"));  // said once
+  REQUIRE_CUDA(cudaDeviceReset());
+  CHECK(std::string(cudaGetErrorString(cudaErrorLaunchFailure)) == "unspecified launch failure");
 }
 
 TEST_CASE("host code reading device memory (a raw pointer, a cuda:0 tensor's data) dies with a message", "[emu]") {
