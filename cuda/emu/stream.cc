@@ -34,10 +34,10 @@ Stream::~Stream() {
   worker_.join();
 }
 
-void Stream::enqueue(std::function<std::string()> op) {
+void Stream::enqueue(std::function<std::string()> op, bool delayed) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(std::move(op));
+    queue_.push_back({std::move(op), delayed});
   }
   cv_.notify_one();
 }
@@ -63,7 +63,7 @@ bool Stream::idle() {
 
 void Stream::work() {
   while (true) {
-    std::function<std::string()> op;
+    Op op;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
@@ -72,8 +72,8 @@ void Stream::work() {
       queue_.pop_front();
       running_op_ = true;
     }
-    if (int ms = delay_ms(); ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-    std::string failure = op();
+    if (int ms = delay_ms(); ms > 0 && op.delayed) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    std::string failure = op.run();
     if (!failure.empty()) record_failure(device_, failure);
     {
       std::lock_guard<std::mutex> lock(mutex_);

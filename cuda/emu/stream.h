@@ -35,8 +35,9 @@ class Stream {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
-  // `op` returns "" or a failure, which becomes the device's sticky error.
-  void enqueue(std::function<std::string()> op);
+  // `op` returns "" or a failure, which becomes the device's sticky error. Only the emulator's own
+  // bookkeeping (the checking mode's guards) is queued undelayed: it stands for no GPU work.
+  void enqueue(std::function<std::string()> op, bool delayed = true);
   std::shared_ptr<Mark> mark();  // a mark at the current end of the queue
   void synchronize();
   bool idle();
@@ -48,7 +49,11 @@ class Stream {
   int device_;
   std::mutex mutex_;
   std::condition_variable cv_, drained_cv_;
-  std::deque<std::function<std::string()>> queue_;
+  struct Op {
+    std::function<std::string()> run;
+    bool delayed;
+  };
+  std::deque<Op> queue_;
   bool running_op_ = false, stopping_ = false;
   std::thread worker_;
 };
