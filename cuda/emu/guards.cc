@@ -38,8 +38,16 @@ struct Guard {
 };
 
 std::atomic<bool> guards_requested{false};
-std::mutex registry_mutex;
-std::map<std::pair<const char*, size_t>, Guard> armed;  // (allocation, capacity) -> its guard
+
+// Never destroyed: stream workers and caching-allocator frees outlive static teardown.
+struct Registry {
+  std::mutex mutex;
+  std::map<std::pair<const char*, size_t>, Guard> armed;  // (allocation, capacity) -> its guard
+};
+Registry& registry() {
+  static Registry* r = new Registry();
+  return *r;
+}
 
 // Guards may be poisoned (AddressSanitizer): only these functions touch them, uninstrumented.
 __attribute__((no_sanitize_address)) void write_canary(char* begin, char* end) {
@@ -97,9 +105,9 @@ Stream* live_stream(int device, cudaStream_t stream) {
 // allocation: this note names it, as the canary report would.
 void note_guard_in_asan_report(const char*) {
   const char* address = static_cast<const char*>(__asan_get_report_address());
-  std::unique_lock<std::mutex> lock(registry_mutex, std::try_to_lock);
+  std::unique_lock<std::mutex> lock(registry().mutex, std::try_to_lock);
   if (!lock.owns_lock()) return;
-  for (const auto& [key, g] : armed) {
+  for (const auto& [key, g] : registry().armed) {
     const char* ptr = key.first;
     if (address < ptr + g.requested || address >= ptr + g.capacity) continue;
     const Guard copy = g;
@@ -128,44 +136,36 @@ void guard(int device, cudaStream_t stream, void* ptr, size_t requested, size_t 
   if (capacity <= requested || device_at(device) == nullptr) return;
   note_first_guard();
   auto made = std::make_shared<Guard>(Guard{device, requested, capacity, capture_backtrace(0)});
-  DeviceHeap* heap = device_at(device)->heap.get();
   char* p = static_cast<char*>(ptr);
-  live_stream(device, stream)->enqueue(
-      [made, heap, p] {
-        AccessWindow window({heap});
-        write_canary(p + made->requested, p + made->capacity);
-        EMBER_EMU_POISON(p + made->requested, made->capacity - made->requested);
-        std::lock_guard<std::mutex> lock(registry_mutex);
-        armed[{p, made->capacity}] = *made;
-        return std::string();
-      },
-      false);
+  live_stream(device, stream)->enqueue_bookkeeping([made, p] {
+    write_canary(p + made->requested, p + made->capacity);
+    EMBER_EMU_POISON(p + made->requested, made->capacity - made->requested);
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    registry().armed[{p, made->capacity}] = *made;
+    return std::string();
+  });
 }
 
 void unguard(int device, cudaStream_t stream, void* ptr, size_t capacity) {
   if (!any_guards() || device_at(device) == nullptr) return;
-  DeviceHeap* heap = device_at(device)->heap.get();
   char* p = static_cast<char*>(ptr);
-  live_stream(device, stream)->enqueue(
-      [heap, p, capacity] {
-        Guard g;
-        {
-          std::lock_guard<std::mutex> lock(registry_mutex);
-          auto it = armed.find({p, capacity});
-          if (it == armed.end()) return std::string();
-          g = it->second;
-          armed.erase(it);
-        }
-        AccessWindow window({heap});
-        size_t first = 0, last = 0;
-        const bool broken = find_changes(p + g.requested, p + g.capacity, &first, &last);
-        EMBER_EMU_UNPOISON(p + g.requested, g.capacity - g.requested);
-        if (!broken) return std::string();
-        return describe_overwrite("found when the allocation was freed: a copy, memset or collective on cuda:" +
-                                      std::to_string(g.device) + " wrote",
-                                  p, g, first, last);
-      },
-      false);
+  live_stream(device, stream)->enqueue_bookkeeping([p, capacity] {
+    Guard g;
+    {
+      std::lock_guard<std::mutex> lock(registry().mutex);
+      auto it = registry().armed.find({p, capacity});
+      if (it == registry().armed.end()) return std::string();
+      g = it->second;
+      registry().armed.erase(it);
+    }
+    size_t first = 0, last = 0;
+    const bool broken = find_changes(p + g.requested, p + g.capacity, &first, &last);
+    EMBER_EMU_UNPOISON(p + g.requested, g.capacity - g.requested);
+    if (!broken) return std::string();
+    return describe_overwrite("found when the allocation was freed: a copy, memset or collective on cuda:" +
+                                  std::to_string(g.device) + " wrote",
+                              p, g, first, last);
+  });
 }
 
 bool any_guards() { return guards_requested.load(std::memory_order_relaxed); }
@@ -174,11 +174,11 @@ std::string check_guards(const std::vector<DeviceHeap*>& heaps, const std::strin
   if (!any_guards()) return "";
   std::vector<int> reachable;
   for (const DeviceHeap* h : heaps) reachable.push_back(h->device());
-  std::unique_lock<std::mutex> lock(registry_mutex);
+  std::unique_lock<std::mutex> lock(registry().mutex);
   const Guard* broken = nullptr;
   const char* broken_ptr = nullptr;
   size_t first = 0, last = 0, others = 0;
-  for (const auto& [key, g] : armed) {
+  for (const auto& [key, g] : registry().armed) {
     if (std::find(reachable.begin(), reachable.end(), g.device) == reachable.end()) continue;
     size_t f = 0, l = 0;
     if (!find_changes(key.first + g.requested, key.first + g.capacity, &f, &l)) continue;
@@ -203,18 +203,16 @@ void check_guards_at_synchronisation(Stream& stream) {
   if (!any_guards()) return;
   const int device = stream.device();
   DeviceHeap* heap = device_at(device)->heap.get();
-  stream.enqueue(
-      [heap, device] {
-        AccessWindow window({heap});
-        return check_guards({heap}, "found at a synchronisation of cuda:" + std::to_string(device) +
-                                        ": a copy, memset or collective (or a kernel still running on another stream) "
-                                        "wrote");
-      },
-      false);
+  stream.enqueue_bookkeeping([heap, device] {
+    return check_guards({heap}, "found at a synchronisation of cuda:" + std::to_string(device) +
+                                    ": a copy, memset or collective (or a kernel still running on another stream) "
+                                    "wrote");
+  });
 }
 
 void drop_guards(int device) {
-  std::lock_guard<std::mutex> lock(registry_mutex);
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  auto& armed = registry().armed;
   for (auto it = armed.begin(); it != armed.end();) it = it->second.device == device ? armed.erase(it) : std::next(it);
 }
 

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cuda/emu/cuda_runtime.h"
 
@@ -35,9 +36,12 @@ class Stream {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
-  // `op` returns "" or a failure, which becomes the device's sticky error. Only the emulator's own
-  // bookkeeping (the checking mode's guards) is queued undelayed: it stands for no GPU work.
-  void enqueue(std::function<std::string()> op, bool delayed = true);
+  // `op` returns "" or a failure, which becomes the device's sticky error.
+  void enqueue(std::function<std::string()> op);
+  // The emulator's own bookkeeping (the checking mode's guards), which stands for no GPU work: not
+  // delayed, run with the device's memory open, and merged into the bookkeeping queued just
+  // before when nothing came between, so that a run of allocations costs one operation.
+  void enqueue_bookkeeping(std::function<std::string()> step);
   std::shared_ptr<Mark> mark();  // a mark at the current end of the queue
   void synchronize();
   bool idle();
@@ -49,10 +53,13 @@ class Stream {
   int device_;
   std::mutex mutex_;
   std::condition_variable cv_, drained_cv_;
+  using Steps = std::vector<std::function<std::string()>>;
   struct Op {
     std::function<std::string()> run;
-    bool delayed;
+    std::shared_ptr<Steps> bookkeeping;  // set for bookkeeping, which may still grow while queued
   };
+  std::string run_bookkeeping(const Steps& steps);
+
   std::deque<Op> queue_;
   bool running_op_ = false, stopping_ = false;
   std::thread worker_;
