@@ -101,23 +101,28 @@ Stream* live_stream(int device, cudaStream_t stream) {
 }
 
 #if defined(__SANITIZE_ADDRESS__)
-// AddressSanitizer reports a write into a poisoned guard as use-after-poison, naming no
+// AddressSanitizer reports an access into a poisoned guard as use-after-poison, naming no
 // allocation: this note names it, as the canary report would.
 void note_guard_in_asan_report(const char*) {
   const char* address = static_cast<const char*>(__asan_get_report_address());
+  const size_t size = std::max<size_t>(__asan_get_report_access_size(), 1);
   std::unique_lock<std::mutex> lock(registry().mutex, std::try_to_lock);
   if (!lock.owns_lock()) return;
   for (const auto& [key, g] : registry().armed) {
     const char* ptr = key.first;
-    if (address < ptr + g.requested || address >= ptr + g.capacity) continue;
+    const char* end = ptr + g.requested;
+    // The access may begin inside the allocation and run into its guard.
+    if (address + size <= end || address >= ptr + g.capacity || address < ptr) continue;
     const Guard copy = g;
     lock.unlock();
     const RunningKernel& k = running_kernel;
+    const char* verb = __asan_get_report_access_type() != 0 ? " wrote" : " read";
     std::string context = k.device >= 0 ? "cuda emulator: kernel '" + std::string(k.name ? k.name : "?") + "' on cuda:" +
-                                              std::to_string(k.device) + " wrote"
-                                        : std::string("cuda emulator: a copy, memset or collective wrote");
-    const size_t offset = static_cast<size_t>(address - (ptr + copy.requested));
-    std::fprintf(stderr, "%s\n", describe_overwrite(context, ptr, copy, offset, offset).c_str());
+                                              std::to_string(k.device) + verb
+                                        : std::string("cuda emulator: a copy, memset or collective") + verb;
+    const size_t first = static_cast<size_t>(std::max(address, end) - end);
+    const size_t last = static_cast<size_t>(address + size - 1 - end);
+    std::fprintf(stderr, "%s\n", describe_overwrite(context, ptr, copy, first, last).c_str());
     return;
   }
 }
