@@ -31,8 +31,11 @@ namespace {
 class DeviceAllocator final : public Allocator {
  public:
   explicit DeviceAllocator(int device) : device_(device) {}
+  // Whole 32-bit words: 8- and 16-bit atomics (scatter_add's) swap the aligned word holding their
+  // element, so the word holding a storage's last byte must be part of it (on a GPU the caching
+  // allocator's 512-byte rounding hid this; the emulator's checking mode guards every byte past).
   void* allocate(size_t nbytes) override {
-    return caching_allocator().allocate(device_, nbytes, current_stream(device_).handle());
+    return caching_allocator().allocate(device_, (nbytes + 3) / 4 * 4, current_stream(device_).handle());
   }
   void deallocate(void* ptr, size_t) override { caching_allocator().free(ptr); }
 

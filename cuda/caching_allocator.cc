@@ -11,6 +11,11 @@
 
 #include "core/error.h"
 
+#if !defined(EMBER_CUDA)
+#include "cuda/emu/check_mode.h"
+#include "cuda/emu/guards.h"
+#endif
+
 namespace ember::cuda {
 
 namespace {
@@ -21,6 +26,16 @@ constexpr size_t kRounding = 512;
 constexpr size_t kSegmentRounding = size_t{2} << 20;
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// The emulator's checking mode guards every block from the requested end on (cuda/emu/guards.h);
+// under --config=cuda compute-sanitizer does that job.
+bool guarding() {
+#if defined(EMBER_CUDA)
+  return false;
+#else
+  return emu::checking();
+#endif
+}
 
 std::string mib(int64_t bytes) {
   char text[32];
@@ -36,6 +51,7 @@ struct Block {
   bool small = false;
   bool allocated = false;
   bool in_pool = false;
+  bool guarded = false;  // while allocated: the emulator guards [ptr + requested, ptr + size)
   Block* prev = nullptr;  // neighbours within the segment
   Block* next = nullptr;
   std::vector<cudaStream_t> used_on;  // streams besides `stream` (record_stream)
@@ -154,7 +170,8 @@ void* CachingAllocator::allocate(int device, size_t bytes, cudaStream_t stream) 
   std::lock_guard<std::mutex> lock(st.mutex);
   st.process_pending();
   const bool small = bytes <= kSmallLimit;
-  const size_t size = round_up(bytes, kRounding);
+  const bool guarded = guarding();
+  const size_t size = round_up(bytes + (guarded ? block_guard_bytes() : 0), kRounding);
   auto& pool = small ? st.small_pool : st.large_pool;
   Block key{device, stream, size, nullptr};
   auto it = pool.lower_bound(&key);
@@ -211,6 +228,10 @@ void* CachingAllocator::allocate(int device, size_t bytes, cudaStream_t stream) 
     pool.insert(tail);
   }
   b->allocated = true;
+  b->guarded = guarded;
+#if !defined(EMBER_CUDA)
+  if (guarded) emu::guard(device, stream, b->ptr, bytes, b->size);
+#endif
   st.live[b->ptr] = b;
   MemoryStats& s = st.stats_of(device);
   s.allocated_bytes += static_cast<int64_t>(b->size);
@@ -230,6 +251,10 @@ void CachingAllocator::free(void* ptr) {
   MemoryStats& s = st.stats_of(b->device);
   s.allocated_bytes -= static_cast<int64_t>(b->size);
   ++s.frees;
+#if !defined(EMBER_CUDA)
+  if (b->guarded) emu::unguard(b->device, b->stream, b->ptr, b->size);
+#endif
+  b->guarded = false;
   if (b->used_on.empty()) {
     st.insert_free(b);  // its own stream runs in order: later work there comes after any use
     return;
@@ -274,6 +299,14 @@ void CachingAllocator::reset_peak_stats(int device) {
   MemoryStats& s = state_->stats_of(device);
   s.peak_allocated_bytes = s.allocated_bytes;
   s.peak_reserved_bytes = s.reserved_bytes;
+}
+
+size_t block_guard_bytes() {
+#if defined(EMBER_CUDA)
+  return 0;
+#else
+  return guarding() ? emu::kGuardBytes : 0;
+#endif
 }
 
 CachingAllocator& caching_allocator() {

@@ -11,7 +11,9 @@
 // the block can be handed out again at once when freed. A block also used on other streams
 // (record_stream) waits until each of them has passed an event recorded at the free. When
 // cudaMalloc fails, the allocator frees its unused segments and tries once more; then it raises
-// an ember::Error naming the device, the request, and what is allocated and reserved.
+// an ember::Error naming the device, the request, and what is allocated and reserved. In the
+// emulator's checking mode (EMBER_EMU_CHECK=1) a block holds block_guard_bytes() more, and the
+// emulator guards it from the requested end on: a kernel writing past a tensor is reported.
 #pragma once
 
 #include <cstddef>
@@ -56,5 +58,9 @@ class CachingAllocator {
 };
 
 CachingAllocator& caching_allocator();  // the process's allocator
+
+// What a block holds beyond its request before rounding to 512 bytes: at least the emulator's
+// guard in its checking mode, else nothing.
+size_t block_guard_bytes();
 
 }  // namespace ember::cuda

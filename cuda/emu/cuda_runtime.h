@@ -110,5 +110,7 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
 
 cudaError_t cudaGetLastError();
 cudaError_t cudaPeekAtLastError();
+// CUDA's text; for the code a device's failure set, the emulator's account of it follows (valid
+// until the calling thread's next cudaGetErrorString).
 const char* cudaGetErrorString(cudaError_t error);
 const char* cudaGetErrorName(cudaError_t error);

@@ -1,5 +1,10 @@
-// CUDA's error names and messages for the codes the emulator returns.
+// CUDA's error names and messages for the codes the emulator returns; a device's failure adds what
+// the emulator saw go wrong.
+#include <mutex>
+#include <string>
+
 #include "cuda/emu/cuda_runtime.h"
+#include "cuda/emu/device.h"
 
 const char* cudaGetErrorName(cudaError_t error) {
   switch (error) {
@@ -22,7 +27,9 @@ const char* cudaGetErrorName(cudaError_t error) {
   return "cudaErrorUnknown";
 }
 
-const char* cudaGetErrorString(cudaError_t error) {
+namespace {
+
+const char* cuda_text(cudaError_t error) {
   switch (error) {
     case cudaSuccess: return "no error";
     case cudaErrorInvalidValue: return "invalid argument";
@@ -41,4 +48,25 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorLaunchFailure: return "unspecified launch failure";
   }
   return "unknown error";
+}
+
+// The current device's recorded failure, when `error` is the code that failure set.
+std::string failure_behind(cudaError_t error) {
+  int device = 0;
+  cudaGetDevice(&device);
+  ember::emu::Device* d = error == cudaSuccess ? nullptr : ember::emu::device_at(device);
+  if (d == nullptr) return "";
+  std::lock_guard<std::mutex> lock(d->mutex);
+  return d->sticky == error ? d->failure : "";
+}
+
+}  // namespace
+
+// CUDA's text, then the emulator's detail: valid until the calling thread's next call.
+const char* cudaGetErrorString(cudaError_t error) {
+  const std::string detail = failure_behind(error);
+  if (detail.empty()) return cuda_text(error);
+  thread_local std::string text;
+  text = std::string(cuda_text(error)) + ": " + detail;
+  return text.c_str();
 }

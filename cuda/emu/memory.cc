@@ -12,15 +12,7 @@
 #include <cstring>
 
 #include "core/error.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#define EMBER_EMU_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
-#define EMBER_EMU_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
-#else
-#define EMBER_EMU_POISON(p, n) ((void)(p), (void)(n))
-#define EMBER_EMU_UNPOISON(p, n) ((void)(p), (void)(n))
-#endif
+#include "cuda/emu/poison.h"
 
 namespace ember::emu {
 
@@ -121,6 +113,13 @@ bool DeviceHeap::holds_range(const void* ptr, size_t bytes) const {
 size_t DeviceHeap::used() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return used_;
+}
+
+size_t DeviceHeap::extent(const void* ptr) const {
+  if (!contains(ptr)) return 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.find(static_cast<size_t>(static_cast<const char*>(ptr) - base_));
+  return it == live_.end() ? 0 : it->second + kRedzone;
 }
 
 void DeviceHeap::release_all() {

@@ -27,6 +27,9 @@ class DeviceHeap {
   // The allocation holding [ptr, ptr + bytes), or false.
   bool holds_range(const void* ptr, size_t bytes) const;
   size_t used() const;
+  // The bytes set aside for the allocation at `ptr`: its length, rounded, and the redzone after it
+  // (0 when `ptr` is not an allocation).
+  size_t extent(const void* ptr) const;
   size_t capacity() const { return capacity_; }
   void release_all();
 

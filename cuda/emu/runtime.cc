@@ -10,10 +10,12 @@
 #include <vector>
 
 #include "core/error.h"
+#include "cuda/emu/check_mode.h"
 #include "cuda/emu/device.h"
 #include "cuda/emu/emu.h"
 #include "cuda/emu/fiber.h"
 #include "cuda/emu/grid.h"
+#include "cuda/emu/guards.h"
 
 namespace ember::emu {
 
@@ -192,8 +194,13 @@ cudaError_t enqueue_kernel(KernelLaunch launch, cudaStream_t stream, std::shared
   s->enqueue([launch, keep = std::move(keep)] {
     if (sticky_of(launch.device) != cudaSuccess) return std::string();  // a failed device runs nothing more
     FiberFramesHiddenFromLeakCheck hidden;
-    AccessWindow window(reachable_heaps(launch.device));
-    return run_grid(launch);
+    const std::vector<DeviceHeap*> heaps = reachable_heaps(launch.device);
+    AccessWindow window(heaps);
+    std::string failure = run_grid(launch);
+    if (failure.empty() && any_guards())
+      failure = check_guards(heaps, "kernel '" + std::string(launch.name) + "' on cuda:" + std::to_string(launch.device) +
+                                        " wrote");
+    return failure;
   });
   return cudaSuccess;
 }
@@ -247,6 +254,8 @@ cudaError_t cudaDeviceSynchronize() {
     streams = d->streams;
   }
   for (Stream* s : streams) s->synchronize();
+  check_guards_at_synchronisation(*d->default_stream);
+  d->default_stream->synchronize();
   return sticky_of(current_device) != cudaSuccess ? fail(sticky_of(current_device)) : cudaSuccess;
 }
 
@@ -255,6 +264,7 @@ cudaError_t cudaDeviceReset() {
   Device* d = device_at(current_device);
   d->default_stream->synchronize();
   d->heap->release_all();
+  drop_guards(current_device);
   std::lock_guard<std::mutex> lock(d->mutex);
   d->sticky = cudaSuccess;
   d->failure.clear();
@@ -291,7 +301,9 @@ cudaError_t cudaDeviceDisablePeerAccess(int peer_device) {
 
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   if (cudaError_t e = initialised(); e != cudaSuccess) return e;
-  *ptr = device_at(current_device)->heap->allocate(bytes);
+  DeviceHeap& heap = *device_at(current_device)->heap;
+  *ptr = heap.allocate(bytes);
+  if (*ptr != nullptr && checking()) guard(current_device, nullptr, *ptr, bytes, heap.extent(*ptr));
   return *ptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
 
@@ -299,6 +311,7 @@ cudaError_t cudaFree(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
   const int owner = owner_of(ptr);
   if (owner < 0) return fail(cudaErrorInvalidDevicePointer);
+  unguard(owner, nullptr, ptr, device_at(owner)->heap->extent(ptr));
   // cudaFree waits for the device's queued work, as CUDA's does.
   device_at(owner)->default_stream->synchronize();
   return device_at(owner)->heap->release(ptr) ? cudaSuccess : fail(cudaErrorInvalidDevicePointer);
@@ -447,6 +460,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (cudaError_t e = initialised(); e != cudaSuccess) return e;
   Stream* s = stream_or_default(stream);
+  check_guards_at_synchronisation(*s);
   s->synchronize();
   return sticky_of(s->device()) != cudaSuccess ? fail(sticky_of(s->device())) : cudaSuccess;
 }

@@ -37,9 +37,32 @@ Stream::~Stream() {
 void Stream::enqueue(std::function<std::string()> op) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(std::move(op));
+    queue_.push_back({std::move(op), nullptr});
   }
   cv_.notify_one();
+}
+
+void Stream::enqueue_bookkeeping(std::function<std::string()> step) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Queued and not started (the worker takes an operation off the queue before it runs it).
+    if (queue_.empty() || !queue_.back().bookkeeping) {
+      auto steps = std::make_shared<Steps>();
+      queue_.push_back({[this, steps] { return run_bookkeeping(*steps); }, steps});
+    }
+    queue_.back().bookkeeping->push_back(std::move(step));
+  }
+  cv_.notify_one();
+}
+
+std::string Stream::run_bookkeeping(const Steps& steps) {
+  AccessWindow window({device_at(device_)->heap.get()});
+  std::string failure;
+  for (const auto& step : steps) {
+    std::string f = step();
+    if (failure.empty()) failure = std::move(f);
+  }
+  return failure;
 }
 
 std::shared_ptr<Mark> Stream::mark() {
@@ -63,7 +86,7 @@ bool Stream::idle() {
 
 void Stream::work() {
   while (true) {
-    std::function<std::string()> op;
+    Op op;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
@@ -72,8 +95,8 @@ void Stream::work() {
       queue_.pop_front();
       running_op_ = true;
     }
-    if (int ms = delay_ms(); ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-    std::string failure = op();
+    if (int ms = delay_ms(); ms > 0 && !op.bookkeeping) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    std::string failure = op.run();
     if (!failure.empty()) record_failure(device_, failure);
     {
       std::lock_guard<std::mutex> lock(mutex_);

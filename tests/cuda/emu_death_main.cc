@@ -6,13 +6,43 @@
 //   shared-overrun a kernel writes past its dynamic shared memory
 //   stack-after-return  a kernel reads a local of a returned device function, after 20,000
 //                  blocks have run on the same fiber stacks (AddressSanitizer builds only)
+//   tensor-overrun a kernel stores one float past a cuda:0 tensor of 1000 (the caching
+//                  allocator's), in checking mode
+//   malloc-overrun the same past a raw cudaMalloc of 1000 floats, in checking mode
+//   copy-overrun   cudaMemcpy of 1001 floats into that tensor of 1000, in checking mode
+// The last two report through the next synchronisation (exit 3, printing cudaGetErrorString's
+// text) or, under AddressSanitizer, die at the store.
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/ember_core.h"
+#include "cuda/emu/check_mode.h"
 #include "cuda/emu/emu.h"
 #include "tests/cuda/test_kernels.h"
+
+namespace {
+
+// Named in the overrun reports as where the allocation was made.
+__attribute__((noinline)) ember::Tensor tensor_of_1000_floats(float value) {
+  return ember::full({1000}, value, ember::TensorOptions(ember::kFloat32).device(ember::Device::cuda(0)));
+}
+
+__attribute__((noinline)) float* cuda_malloc_1000_floats() {
+  float* p = nullptr;
+  cudaMalloc(reinterpret_cast<void**>(&p), 1000 * sizeof(float));
+  return p;
+}
+
+int report_failure() {
+  const cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) return 0;
+  std::fprintf(stderr, "%s\n", cudaGetErrorString(e));
+  return 3;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
@@ -51,6 +81,25 @@ int main(int argc, char** argv) {
     cudaMalloc(reinterpret_cast<void**>(&out), 64 * sizeof(int));
     ember::testing::read_after_return(slots, out, 64, nullptr);
     cudaDeviceSynchronize();
+  } else if (mode == "tensor-overrun") {
+    ember::emu::set_checking(true);
+    ember::Tensor x = tensor_of_1000_floats(0.0f), neighbour = tensor_of_1000_floats(1.0f);
+    ember::testing::fill(x.data_ptr<float>(), 1000, 7.0f, true, nullptr);
+    if (int status = report_failure(); status != 0) return status;
+  } else if (mode == "malloc-overrun") {
+    ember::emu::set_checking(true);
+    float* x = cuda_malloc_1000_floats();
+    ember::testing::fill(x, 1000, 7.0f, true, nullptr);
+    if (int status = report_failure(); status != 0) return status;
+  } else if (mode == "copy-overrun") {
+    ember::emu::set_checking(true);
+    ember::Tensor x = tensor_of_1000_floats(0.0f);
+    std::vector<float> host(1001, 7.0f);
+    const cudaError_t e = cudaMemcpy(x.data_ptr<float>(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) {
+      std::fprintf(stderr, "%s\n", cudaGetErrorString(e));
+      return 3;
+    }
   } else {
     std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
     return 2;

@@ -3,7 +3,9 @@
 // operation is an error naming the kernel and the block, host code cannot read device memory,
 // kernels cannot reach another device's memory without peer access, a stream's work is never
 // done inline (the delay mode exposes a missing synchronisation), and memory runs out at the
-// configured capacity.
+// configured capacity. In checking mode (EMBER_EMU_CHECK=1) a store one element past a tensor or
+// a cudaMalloc allocation is reported naming the kernel and the allocation; cudaGetErrorString
+// and cuda::check carry the emulator's account of a failure.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -14,6 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "core/ember_core.h"
+#include "cuda/check.h"
+#include "cuda/emu/check_mode.h"
 #include "cuda/emu/emu.h"
 #include "tests/cuda/test_kernels.h"
 
@@ -118,6 +123,29 @@ TEST_CASE("a warp operation whose mask names lanes that exited is an error", "[e
                           Catch::Contains("which exited without reaching it"));
 }
 
+TEST_CASE("cudaGetErrorString and cuda::check give the emulator's account of a failure, once", "[emu]") {
+  REQUIRE_CUDA(divergent_barrier(64, 16, false, nullptr));
+  const cudaError_t e = cudaDeviceSynchronize();
+  REQUIRE(e == cudaErrorLaunchFailure);
+  cudaGetLastError();
+  CHECK_THAT(std::string(cudaGetErrorString(e)),
+             Catch::StartsWith("unspecified launch failure: kernel 'divergent_kernel' on cuda:0, block (") &&
+                 Catch::Contains("divergent barrier: 16 of 64 threads wait at __syncthreads at"));
+  // A code the failure did not set keeps CUDA's text alone.
+  CHECK(std::string(cudaGetErrorString(cudaErrorInvalidValue)) == "invalid argument");
+  std::string raised;
+  try {
+    cuda::check(e, "my_op");
+  } catch (const Error& error) {
+    raised = error.what();
+  }
+  CHECK_THAT(raised, Catch::StartsWith("my_op: CUDA error on cuda:0: cudaErrorLaunchFailure: unspecified launch "
+                                       "failure: kernel 'divergent_kernel' on cuda:0, block ("));
+  CHECK(raised.find("divergent barrier") == raised.rfind("divergent barrier"));  // said once
+  REQUIRE_CUDA(cudaDeviceReset());
+  CHECK(std::string(cudaGetErrorString(cudaErrorLaunchFailure)) == "unspecified launch failure");
+}
+
 TEST_CASE("host code reading device memory (a raw pointer, a cuda:0 tensor's data) dies with a message", "[emu]") {
   for (const char* mode : {"host-read", "tensor-read"}) {
     Death d = run_death_main(mode);
@@ -145,6 +173,68 @@ TEST_CASE("a kernel reaching another device's memory without peer access dies wi
   REQUIRE_CUDA(cudaDeviceSynchronize());
   CHECK(a.read() == std::vector<float>(1024, 6.0f));
   REQUIRE_CUDA(cudaDeviceDisablePeerAccess(1));
+}
+
+TEST_CASE("in checking mode a store one element past a tensor or a cudaMalloc is reported, naming the kernel and "
+          "the allocation",
+          "[emu][check]") {
+  for (const char* mode : {"tensor-overrun", "malloc-overrun"}) {
+    Death d = run_death_main(mode);
+    INFO(mode << ": " << d.output);
+    CHECK(d.status != 0);
+    CHECK_THAT(d.output, !Catch::Contains("survived"));
+    // The canary, checked when the kernel completes, or AddressSanitizer at the store.
+    CHECK_THAT(d.output, Catch::Contains("kernel 'fill_kernel' on cuda:0 wrote past the end of an allocation: byte") &&
+                             Catch::Contains(" +0") && Catch::Contains(" after the 4000 bytes requested at 0x") &&
+                             Catch::Contains(" on cuda:0 (the checking mode's guard, EMBER_EMU_CHECK=1); the "
+                                             "allocation was made at\n"));
+    if (std::string(mode) == "tensor-overrun") {
+      CHECK_THAT(d.output, Catch::Contains("ember::cuda::CachingAllocator::allocate") &&
+                               Catch::Contains("tensor_of_1000_floats(float)"));
+    } else {
+      CHECK_THAT(d.output, Catch::Contains("cuda_malloc_1000_floats()"));
+    }
+#if defined(__SANITIZE_ADDRESS__)
+    CHECK_THAT(d.output, Catch::Contains("AddressSanitizer: use-after-poison"));
+#else
+    CHECK(WEXITSTATUS(d.status) == 3);
+    CHECK_THAT(d.output, Catch::Contains("unspecified launch failure: kernel 'fill_kernel' on cuda:0 wrote past"));
+    CHECK_THAT(d.output, Catch::Contains("bytes +0 to +3 after the 4000 bytes"));
+#endif
+  }
+}
+
+TEST_CASE("in checking mode a copy past a tensor's end is reported at the next synchronisation", "[emu][check]") {
+  Death d = run_death_main("copy-overrun");
+  INFO(d.output);
+  CHECK(d.status != 0);
+  CHECK_THAT(d.output, Catch::Contains("wrote past the end of an allocation: byte") &&
+                           Catch::Contains(" after the 4000 bytes requested at 0x") &&
+                           Catch::Contains("tensor_of_1000_floats(float)"));
+#if !defined(__SANITIZE_ADDRESS__)
+  CHECK_THAT(d.output, Catch::Contains("unspecified launch failure: found at a synchronisation of cuda:0: a copy, "
+                                       "memset or collective (or a kernel still running on another stream) wrote past") &&
+                           Catch::Contains("bytes +0 to +3 after"));
+#endif
+}
+
+TEST_CASE("in checking mode the off-by-one's correct twin runs, and the neighbouring tensor is unchanged",
+          "[emu][check]") {
+  const bool was_checking = emu::checking();
+  emu::set_checking(true);
+  const TensorOptions on_cuda0 = TensorOptions(kFloat32).device(Device::cuda(0));
+  {
+    Tensor x = zeros({1000}, on_cuda0), neighbour = ones({1000}, on_cuda0);
+    REQUIRE_CUDA(fill(x.data_ptr<float>(), 1000, 7.0f, false, nullptr));
+    REQUIRE_CUDA(cudaDeviceSynchronize());
+    CHECK(x.cpu().to_vector<float>() == std::vector<float>(1000, 7.0f));
+    CHECK(neighbour.cpu().to_vector<float>() == std::vector<float>(1000, 1.0f));
+  }
+  Buffer raw(1000);
+  REQUIRE_CUDA(fill(raw.ptr, 1000, 7.0f, false, nullptr));
+  REQUIRE_CUDA(cudaDeviceSynchronize());
+  CHECK(raw.read() == std::vector<float>(1000, 7.0f));
+  emu::set_checking(was_checking);
 }
 
 TEST_CASE("writing past the dynamic shared memory is caught", "[emu]") {

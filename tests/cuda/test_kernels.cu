@@ -54,6 +54,11 @@ __global__ void count_kernel(unsigned* counter, int* max) {
   atomicMax(max, static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x));
 }
 
+__global__ void fill_kernel(float* x, int n, float value, bool one_past_end) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (one_past_end ? i <= n : i < n) x[i] = value;
+}
+
 __global__ void scale_kernel(const float* x, float* out, float a, int n) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = a * x[i];
 }
@@ -125,6 +130,11 @@ cudaError_t reverse_chunks(const float* x, float* out, int n, int threads, int s
 
 cudaError_t count_threads(unsigned* counter, int* max, int blocks, int threads, cudaStream_t stream) {
   EMBER_LAUNCH(count_kernel, blocks, threads, 0, stream, counter, max);
+  return cudaGetLastError();
+}
+
+cudaError_t fill(float* x, int n, float value, bool one_past_end, cudaStream_t stream) {
+  EMBER_LAUNCH(fill_kernel, n / 256 + 1, 256, 0, stream, x, n, value, one_past_end);
   return cudaGetLastError();
 }
 

@@ -21,6 +21,8 @@ cudaError_t reverse_chunks(const float* x, float* out, int n, int threads, int s
                            cudaStream_t stream);
 // counter += 1 and max = max(max, i) for every thread i of the grid.
 cudaError_t count_threads(unsigned* counter, int* max, int blocks, int threads, cudaStream_t stream);
+// x[i] = value for i < n; with `one_past_end` the bound is i <= n (the planted off-by-one).
+cudaError_t fill(float* x, int n, float value, bool one_past_end, cudaStream_t stream);
 // out[i] = a * x[i].
 cudaError_t scale(const float* x, float* out, float a, int n, cudaStream_t stream);
 // Each thread stores the address of a local of a function that has returned in slots[thread] and

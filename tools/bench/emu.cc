@@ -1,6 +1,7 @@
 // cuda/emu's costs: a thread switch at a barrier, an elementwise kernel's bandwidth next to the
-// CPU backend's own add, and a shared-memory tiled GEMM. Emulated kernels are for correctness in
-// CI, not speed; these figures say how large a test can be, and catch a slow switch.
+// CPU backend's own add, a shared-memory tiled GEMM, and the checking mode's guarded allocations
+// (EMBER_EMU_CHECK=1) against checking off in the same run. Emulated kernels are for correctness
+// in CI, not speed; these figures say how large a test can be, and catch a slow switch.
 //   bazel run --config=bench //tools/bench:emu [-- rounds]
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +9,8 @@
 
 #include "core/cpu/thread_pool.h"
 #include "core/ember_core.h"
+#include "cuda/caching_allocator.h"
+#include "cuda/emu/check_mode.h"
 #include "cuda/emu/emu.h"
 #include "tools/bench/emu_kernels.h"
 #include "tools/bench/timing.h"
@@ -39,6 +42,38 @@ float* device_floats(size_t n) {
   check(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(float)), "cudaMalloc");
   check(cudaMemset(p, 0, n * sizeof(float)), "cudaMemset");
   return p;
+}
+
+// `count` caching-allocator allocations of 4000 bytes, each freed at once, through to the
+// synchronisation that runs the guards' bookkeeping on the stream.
+double allocate_and_free(bool checking, int count) {
+  emu::set_checking(checking);
+  cuda::CachingAllocator alloc;
+  const double start = now_seconds();
+  for (int i = 0; i < count; ++i) alloc.free(alloc.allocate(0, 4000, nullptr));
+  check(cudaDeviceSynchronize(), "allocate_and_free");
+  const double seconds = now_seconds() - start;
+  alloc.empty_cache();
+  return seconds;
+}
+
+// `kernels` launches of a 1000-float add while `live` blocks of 4000 bytes are allocated: in
+// checking mode each launch verifies all their guards.
+double kernels_beside_live_blocks(bool checking, int live, int kernels) {
+  emu::set_checking(checking);
+  cuda::CachingAllocator alloc;
+  std::vector<void*> blocks;
+  for (int i = 0; i < live; ++i) blocks.push_back(alloc.allocate(0, 4000, nullptr));
+  auto* x = static_cast<float*>(blocks[0]);
+  check(cudaMemset(x, 0, 1000 * sizeof(float)), "cudaMemset");
+  const double start = now_seconds();
+  for (int k = 0; k < kernels; ++k) add_floats(x, x, x, 1000, nullptr);
+  check(cudaDeviceSynchronize(), "kernels_beside_live_blocks");
+  const double seconds = now_seconds() - start;
+  for (void* b : blocks) alloc.free(b);
+  check(cudaDeviceSynchronize(), "free");
+  alloc.empty_cache();
+  return seconds;
 }
 
 }  // namespace
@@ -88,12 +123,33 @@ int main(int argc, char** argv) {
   });
   const double gemm_gflops = 2.0 * m * m * m / gemm_s * 1e-9;
 
+  // Guards: off and on alternate, round by round, as above.
+  const int allocations = 20000, live = 1000, kernels = 2000;
+  std::vector<double> alloc_off, alloc_on, kernel_off, kernel_on;
+  for (int r = 0; r < rounds; ++r) {
+    alloc_off.push_back(allocate_and_free(false, allocations));
+    alloc_on.push_back(allocate_and_free(true, allocations));
+    kernel_off.push_back(kernels_beside_live_blocks(false, live, kernels));
+    kernel_on.push_back(kernels_beside_live_blocks(true, live, kernels));
+  }
+  emu::set_checking(false);
+  const double alloc_off_us = median(alloc_off) / allocations * 1e6, alloc_on_us = median(alloc_on) / allocations * 1e6;
+  const double kernel_off_us = median(kernel_off) / kernels * 1e6, kernel_on_us = median(kernel_on) / kernels * 1e6;
+  const double check_ns_per_guard = (kernel_on_us - kernel_off_us) / live * 1e3;
+
   std::printf("\n%-44s %12s %12s %7s\n", "measure", "emulated", "CPU backend", "ratio");
   std::printf("%-44s %12.1f %12s %7s\n", "thread switch at a barrier (ns per thread)", switch_ns, "-", "-");
   std::printf("%-44s %12.2f %12.2f %7.2f\n", "c = a + b, 32M floats (GB/s)", emu_gbs, cpu_gbs, emu_gbs / cpu_gbs);
   std::printf("%-44s %12.2f %12s %7s\n", "tiled GEMM 512^3, 16x16 tiles (GFLOP/s)", gemm_gflops, "-", "-");
-  std::printf("\nbench emu: switch_ns=%.1f elementwise_vs_cpu=%.2f gemm_gflops=%.2f\n", switch_ns, emu_gbs / cpu_gbs,
-              gemm_gflops);
+  std::printf("\n%-44s %12s %12s %7s\n", "checking mode (EMBER_EMU_CHECK)", "on", "off", "ratio");
+  std::printf("%-44s %12.2f %12.2f %7.2f\n", "allocate + free, 4000 bytes (us)", alloc_on_us, alloc_off_us,
+              alloc_on_us / alloc_off_us);
+  std::printf("%-44s %12.2f %12.2f %7.2f\n", "1000-float add, 1000 blocks live (us/kernel)", kernel_on_us, kernel_off_us,
+              kernel_on_us / kernel_off_us);
+  std::printf("%-44s %12.1f %12s %7s\n", "guard verified after a kernel (ns per guard)", check_ns_per_guard, "-", "-");
+  std::printf("\nbench emu: switch_ns=%.1f elementwise_vs_cpu=%.2f gemm_gflops=%.2f guard_alloc_us=%.2f "
+              "guard_check_ns=%.1f\n",
+              switch_ns, emu_gbs / cpu_gbs, gemm_gflops, alloc_on_us - alloc_off_us, check_ns_per_guard);
   for (float* p : {out, a, b, c, ga, gb, gc}) cudaFree(p);
   return 0;
 }
