@@ -7,13 +7,17 @@
 #include "cuda/emu/block.h"
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <sstream>
 #include <vector>
 
 #include "core/error.h"
+#include "cuda/emu/check_mode.h"
 #include "cuda/emu/fiber.h"
+#include "cuda/emu/racecheck.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -36,6 +40,20 @@ ThreadOrder order_from_environment() {
   if (std::strcmp(env, "reversed") == 0) return ThreadOrder::Reversed;
   if (std::strcmp(env, "random") == 0) return ThreadOrder::Random;
   EMBER_FAIL("EMBER_EMU_THREAD_ORDER: expected natural, reversed, shuffled or random, got '", env, "'");
+}
+
+uint64_t seed_from_environment() {
+  const char* env = std::getenv("EMBER_EMU_SEED");
+  if (env == nullptr || *env == '\0') {
+    std::random_device device;
+    return uint64_t{device()} << 32 | device();
+  }
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long value = std::strtoull(env, &end, 10);
+  EMBER_CHECK(*end == '\0' && errno == 0 && env[0] != '-', "EMBER_EMU_SEED: expected a non-negative integer, got '",
+              env, "'");
+  return value;
 }
 
 const char* warp_op_name(WarpOp op) {
@@ -90,6 +108,7 @@ class BlockScheduler {
   void new_order();
   std::string where() const;
   std::string describe(const EmuThread& t) const;
+  std::string describe(const racecheck::Race& race) const;
   EmuThread& running() const { return *static_cast<EmuThread*>(plain_calls.running); }
 
   const KernelLaunch* launch_ = nullptr;
@@ -107,6 +126,7 @@ class BlockScheduler {
   FiberStack running_stack_{};
   StackPool stacks_;
   std::string failure_;
+  bool race_checking_ = false;  // this block runs the launch's race-checking copy
   unsigned char* dynamic_ = nullptr;
   size_t dynamic_capacity_ = 0;
 };
@@ -133,17 +153,33 @@ ThreadOrder thread_order() {
 
 void set_thread_order(ThreadOrder order) { order_setting.store(static_cast<int>(order)); }
 
+uint64_t thread_order_seed() {
+  static const uint64_t seed = seed_from_environment();
+  return seed;
+}
+
+uint64_t draw_launch_order_seed() {
+  static std::atomic<uint64_t> launches{0};
+  return mix(thread_order_seed() ^ mix(launches.fetch_add(1)));
+}
+
 void BlockScheduler::new_order() {
   const unsigned n = count_;
   order_.resize(n);
   plain_calls.order = order_.data();
   const ThreadOrder mode = thread_order();
-  uint64_t state = mix(block_linear_ * 1315423911ull + phase_);
-  const bool backward = mode == ThreadOrder::Reversed || (mode == ThreadOrder::Shuffled && (state & 1));
+  uint64_t state = mix(launch_->order_seed ^ mix(block_linear_ * 1315423911ull + phase_));
+  const bool backward = mode == ThreadOrder::Shuffled && (state & 1);
   for (unsigned i = 0; i < n; ++i) order_[i] = backward ? n - 1 - i : i;
-  if (mode == ThreadOrder::Shuffled) {
-    // Neighbours swapped in pairs, the whole block forwards or backwards at random (per block and
-    // barrier phase): every thread has a neighbour on each side that runs after it in some block,
+  if (mode == ThreadOrder::Reversed) {
+    // Warps last to first, lanes in order: reversing lanes too would be a valid schedule for a
+    // tree reduction with no barrier between its steps (each thread's partner would be done).
+    unsigned k = 0;
+    for (unsigned warp = (n + 31) / 32; warp-- > 0;)
+      for (unsigned i = warp * 32; i < n && i < warp * 32 + 32; ++i) order_[k++] = i;
+  } else if (mode == ThreadOrder::Shuffled) {
+    // Neighbours swapped in pairs, the whole block forwards or backwards at random (per launch,
+    // block and barrier phase): every thread has a neighbour on each side that runs after it in some block,
     // so reading a neighbour's store without a barrier gives wrong results. Threads that run close
     // in time still touch nearby memory, as a warp's coalesced accesses do on a GPU: a random
     // shuffle defeats the CPU's prefetchers (a barrier-free elementwise kernel ran 2x slower).
@@ -166,6 +202,19 @@ std::string BlockScheduler::where() const {
 std::string BlockScheduler::describe(const EmuThread& t) const {
   std::ostringstream out;
   out << "thread (" << t.thread_idx.x << ", " << t.thread_idx.y << ", " << t.thread_idx.z << ")";
+  return out.str();
+}
+
+std::string BlockScheduler::describe(const racecheck::Race& race) const {
+  auto access = [](bool wrote) { return wrote ? "wrote" : "read"; };
+  std::ostringstream out;
+  out << where() << ": shared-memory race: " << describe(threads_[race.later_thread]) << " "
+      << access(race.later_wrote) << " at " << racecheck::source_line(race.later_site) << " ";
+  if (race.dynamic_shared) out << "byte " << race.dynamic_offset << " of the dynamic shared memory";
+  else out << "a __shared__ variable";
+  out << " that " << describe(threads_[race.earlier_thread]) << " " << access(race.earlier_wrote) << " at "
+      << racecheck::source_line(race.earlier_site)
+      << ", with no __syncthreads between them (nor, in one warp, a warp operation of both)";
   return out.str();
 }
 
@@ -206,6 +255,10 @@ std::string BlockScheduler::run(const KernelLaunch& launch, uint64_t block_linea
   phase_ = 0;
   new_order();
   current_block = &dims_;
+  // The launch's race-checking copy (none under AddressSanitizer, whose instrumentation cannot be
+  // combined with ThreadSanitizer's) records this block's shared-memory accesses.
+  race_checking_ = launch.run_threads_checked != nullptr && checking();
+  if (race_checking_) racecheck::begin_block(n, dynamic_, launch.dynamic_shared_bytes);
 
   while (true) {
     while (loop.next < n && failure_.empty()) {
@@ -223,6 +276,9 @@ std::string BlockScheduler::run(const KernelLaunch& launch, uint64_t block_linea
     releasing_ = false;
     if (!failure_.empty() || !resolve()) break;
   }
+
+  const racecheck::Race race = racecheck::end_block();
+  if (race.found && failure_.empty()) failure_ = describe(race);
 
   // After a failure, threads still waiting leave their fibers behind.
   for (unsigned i = 0; i < count_; ++i) {
@@ -258,7 +314,9 @@ void BlockScheduler::loop_entry(transfer_t from) {
   leave_fiber_for_good(self->scheduler_, reinterpret_cast<void*>(kFinished), self->running_stack_);
 }
 
-void BlockScheduler::start_remaining() { launch_->run_threads(launch_->args); }
+void BlockScheduler::start_remaining() {
+  (race_checking_ ? launch_->run_threads_checked : launch_->run_threads)(launch_->args);
+}
 
 void BlockScheduler::handle(transfer_t back) {
   // The fiber that came back may not be the one entered: released threads hand over directly.
@@ -424,6 +482,7 @@ bool BlockScheduler::resolve_warp_group(EmuThread& first) {
     --waiting_;
     --in_warp_ops_;
   }
+  racecheck::warp_synchronised(base, first.mask);
   return true;
 }
 
@@ -461,6 +520,7 @@ bool BlockScheduler::resolve() {
   for (unsigned i = 0; i < count_; ++i) threads_[i].state = kReleased;
   waiting_ = 0;
   ++phase_;
+  racecheck::barrier_passed();
   new_order();
   return true;
 }

@@ -12,13 +12,21 @@
 
 namespace ember::emu {
 
-// The order a block's threads run in between barriers. Shuffled (the default, which tests run
-// with) swaps neighbours in pairs and runs the block forwards or backwards at random per block and
-// barrier phase, keeping a warp's memory accesses close in time; Random is a full shuffle, slower.
+// The order a block's threads run in between barriers. Natural: thread 0 first. Reversed: the
+// warps last to first, each warp's lanes first to last (so a tree reduction without its barrier
+// reads partial sums that a lane of its own warp has yet to add). Shuffled (the default, which
+// tests run with) swaps neighbours in pairs and runs the block forwards or backwards, drawn per
+// launch, block and barrier phase, keeping a warp's memory accesses close in time; Random is a
+// full shuffle, drawn likewise, and slower.
 enum class ThreadOrder { Natural, Reversed, Shuffled, Random };
 // EMBER_EMU_THREAD_ORDER=natural|reversed|shuffled|random, or set_thread_order.
 ThreadOrder thread_order();
 void set_thread_order(ThreadOrder order);
+// Each launch draws its orders from the process's seed and its own number in the process: random
+// per process, or EMBER_EMU_SEED=<n>, which replays a run whose launches are queued in the same
+// order. Failure reports name the seed.
+uint64_t thread_order_seed();
+uint64_t draw_launch_order_seed();
 
 struct KernelLaunch {
   const char* name = "";
@@ -29,7 +37,11 @@ struct KernelLaunch {
   //   while (begin_next_thread()) { kernel(args...); end_thread(); }
   // One loop per launch, with the kernel inlined into it, keeps a barrier-free thread to a few ns.
   void (*run_threads)(const void* args) = nullptr;
+  // The same loop compiled for race detection (racecheck.h), which checking mode runs; null where
+  // there is none (AddressSanitizer builds).
+  void (*run_threads_checked)(const void* args) = nullptr;
   const void* args = nullptr;
+  uint64_t order_seed = 0;  // draw_launch_order_seed(), per launch
 };
 
 // A block's thread as the plain-call loop sees it (the scheduler keeps more per thread).

@@ -16,6 +16,7 @@
 
 #include "cuda/emu/block.h"
 #include "cuda/emu/cuda_runtime.h"
+#include "cuda/emu/racecheck.h"
 
 namespace ember::emu {
 
@@ -41,8 +42,45 @@ struct KernelParams<void (*)(Params...)> {
   using Tuple = std::tuple<std::decay_t<Params>...>;
 };
 
-// `Kernel` is a template argument so that the per-thread loop inlines it (EMBER_LAUNCH passes a
-// kernel's name; a kernel template with several arguments goes through a constexpr pointer).
+// The key under which a launch's race-checking copy registers (below): the kernel and argument
+// types, and the source file that launches it (anonymous kernels of two files stay apart).
+template <auto Kernel, class Tuple>
+std::string kernel_key() {
+  return std::string(__BASE_FILE__) + ": " + __PRETTY_FUNCTION__;
+}
+
+// Each emulated source is compiled twice (tools/build/cuda.bzl): plainly, and as the checking
+// mode's copy (EMBER_EMU_RACECHECK_COPY) with ThreadSanitizer's instrumentation and its symbols
+// local. The inline namespaces keep the two copies' launch code apart even where a kernel has
+// external linkage.
+#if defined(EMBER_EMU_RACECHECK_COPY)
+inline namespace racecheck_copy {
+#else
+inline namespace plain {
+#endif
+
+// A launch's thread loop, with the kernel inlined into it (`Kernel` is a template argument for
+// that): a barrier-free thread costs a few ns.
+template <auto Kernel, class Tuple>
+__attribute__((flatten)) void run_kernel_threads(const void* p) {
+  const Tuple& args = *static_cast<const Tuple*>(p);
+  while (begin_next_thread()) {
+    std::apply(Kernel, args);
+    end_thread();
+  }
+}
+
+#if defined(EMBER_EMU_RACECHECK_COPY)
+// Registered when the library loads; nothing in the copy is ever called but its thread loops.
+template <auto Kernel, class Tuple>
+struct RacecheckCopy {
+  static inline const bool registered =
+      (racecheck::register_copy(kernel_key<Kernel, Tuple>(), &run_kernel_threads<Kernel, Tuple>), true);
+};
+#endif
+
+// EMBER_LAUNCH passes a kernel's name; a kernel template with several arguments goes through a
+// constexpr pointer.
 template <auto Kernel, class... Args>
 cudaError_t launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, Args&&... args) {
   using Tuple = typename KernelParams<decltype(Kernel)>::Tuple;
@@ -54,14 +92,16 @@ cudaError_t launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes,
   config.block = block;
   config.dynamic_shared_bytes = shared_bytes;
   config.args = packed.get();
-  config.run_threads = [](const void* p) __attribute__((flatten)) {
-    const Tuple& args = *static_cast<const Tuple*>(p);
-    while (begin_next_thread()) {
-      std::apply(Kernel, args);
-      end_thread();
-    }
-  };
+  config.run_threads = &run_kernel_threads<Kernel, Tuple>;
+#if defined(EMBER_EMU_RACECHECK_COPY)
+  (void)RacecheckCopy<Kernel, Tuple>::registered;
+#else
+  static const auto checked = racecheck::registered_copy(kernel_key<Kernel, Tuple>());
+  config.run_threads_checked = checked;
+#endif
   return enqueue_kernel(config, stream, std::move(packed));
 }
+
+}  // inline namespace
 
 }  // namespace ember::emu

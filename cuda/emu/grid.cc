@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -38,7 +39,7 @@ class BlockPool {
 
  private:
   struct Job {
-    const KernelLaunch* launch;
+    KernelLaunch launch;  // with the seed of the thread orders it drew
     uint64_t total;
     std::atomic<uint64_t> next{0};
     std::atomic<bool> failed{false};
@@ -64,10 +65,10 @@ BlockPool::BlockPool() {
 }
 
 void BlockPool::work_on(Job& job) {
-  running_kernel = {job.launch->device, job.launch->name};
+  running_kernel = {job.launch.device, job.launch.name};
   uint64_t block;
   while (!job.failed.load(std::memory_order_relaxed) && (block = job.next.fetch_add(1)) < job.total) {
-    std::string failure = run_block(*job.launch, block);
+    std::string failure = run_block(job.launch, block);
     if (failure.empty()) continue;
     std::lock_guard<std::mutex> lock(job.mutex);
     if (job.failure.empty()) job.failure = failure;
@@ -103,7 +104,8 @@ void BlockPool::help() {
 
 std::string BlockPool::run(const KernelLaunch& launch) {
   auto job = std::make_shared<Job>();
-  job->launch = &launch;
+  job->launch = launch;
+  job->launch.order_seed = draw_launch_order_seed();
   job->total = uint64_t{launch.grid.x} * launch.grid.y * launch.grid.z;
   if (job->total > 1) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -115,7 +117,8 @@ std::string BlockPool::run(const KernelLaunch& launch) {
   auto it = std::find(jobs_.begin(), jobs_.end(), job);
   if (it != jobs_.end()) jobs_.erase(it);
   done_cv_.wait(lock, [&] { return job->active == 0; });
-  return job->failure;
+  if (job->failure.empty()) return "";
+  return job->failure + " (thread orders from EMBER_EMU_SEED=" + std::to_string(thread_order_seed()) + ")";
 }
 
 }  // namespace

@@ -99,6 +99,66 @@ __global__ void warp_kernel(const int* in, int* out, int width) {
   o[7] = __all_sync(0xffffffffu, v >= 0);
 }
 
+constexpr int kTreeStepLine = __LINE__ + 8;
+__global__ void tree_reduce_kernel(const float* x, float* out, bool with_barrier) {
+  __shared__ float partial[1024];
+  const int tid = threadIdx.x;
+  partial[tid] = x[blockIdx.x * blockDim.x + tid];
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    // The step (kTreeStepLine):
+    if (tid < stride) partial[tid] += partial[tid + stride];
+    if (with_barrier) __syncthreads();
+  }
+  if (tid == 0) out[blockIdx.x] = partial[0];
+}
+
+// Every store and load of shared_access_kernel's words, each on a line of its own for the reports.
+constexpr int kStoreLine = __LINE__ + 2;
+__device__ __forceinline__ void store_shared(int* word, int value) {
+  *word = value;
+}
+constexpr int kLoadLine = __LINE__ + 2;
+__device__ __forceinline__ int load_shared(const int* word) {
+  return *word;
+}
+
+__global__ void shared_access_kernel(SharedAccess pattern, int* out) {
+  __shared__ int word;
+  __shared__ int per_warp[32];
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  switch (pattern) {
+    case SharedAccess::WriteWrite:
+      store_shared(&word, tid);
+      __syncthreads();
+      out[tid] = load_shared(&word);
+      break;
+    case SharedAccess::ReadWrite:
+    case SharedAccess::ReadAfterBarrier:
+      if (tid == 0) store_shared(&word, 7);
+      if (pattern == SharedAccess::ReadAfterBarrier) __syncthreads();
+      out[tid] = load_shared(&word);
+      break;
+    case SharedAccess::WarpSynchronous:
+    case SharedAccess::WarpUnsynchronised: {
+      const bool sync = pattern == SharedAccess::WarpSynchronous;
+      if (lane == 0) store_shared(&per_warp[warp], warp + 1);
+      if (sync) __syncwarp();
+      out[tid] = load_shared(&per_warp[warp]);
+      if (sync) __syncwarp();
+      if (lane == 31) store_shared(&per_warp[warp], 0);
+      break;
+    }
+    case SharedAccess::Atomic:
+      if (tid == 0) store_shared(&word, 0);
+      __syncthreads();
+      atomicAdd(&word, 1);
+      __syncthreads();
+      out[tid] = tid == 0 ? load_shared(&word) : 0;
+      break;
+  }
+}
+
 __global__ void missing_lanes_kernel(int* out) {
   if (threadIdx.x >= 16) return;
   out[threadIdx.x] = __shfl_down_sync(0xffffffffu, static_cast<int>(threadIdx.x), 1);
@@ -157,6 +217,21 @@ cudaError_t warp_operations(const int* in, int* out, int width, cudaStream_t str
   EMBER_LAUNCH(warp_kernel, 1, 64, 0, stream, in, out, width);
   return cudaGetLastError();
 }
+
+cudaError_t tree_reduce(const float* x, float* out, int blocks, int threads, bool with_barrier, cudaStream_t stream) {
+  EMBER_LAUNCH(tree_reduce_kernel, blocks, threads, 0, stream, x, out, with_barrier);
+  return cudaGetLastError();
+}
+
+int tree_reduce_step_line() { return kTreeStepLine; }
+
+cudaError_t shared_access(SharedAccess pattern, int* out, int threads, cudaStream_t stream) {
+  EMBER_LAUNCH(shared_access_kernel, 1, threads, 0, stream, pattern, out);
+  return cudaGetLastError();
+}
+
+int shared_store_line() { return kStoreLine; }
+int shared_load_line() { return kLoadLine; }
 
 cudaError_t shuffle_with_missing_lanes(int* out, cudaStream_t stream) {
   EMBER_LAUNCH(missing_lanes_kernel, 1, 32, 0, stream, out);

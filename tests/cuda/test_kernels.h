@@ -36,4 +36,26 @@ cudaError_t warp_operations(const int* in, int* out, int width, cudaStream_t str
 // Lanes 0-15 call __shfl_down_sync with a full mask while lanes 16-31 exit.
 cudaError_t shuffle_with_missing_lanes(int* out, cudaStream_t stream);
 
+// out[b] = the sum of x[b * threads, (b + 1) * threads) for each of `blocks` blocks, by a
+// shared-memory tree (threads a power of two, up to 1024); without `with_barrier`, the
+// __syncthreads between its steps is missing: a race on the partial sums.
+cudaError_t tree_reduce(const float* x, float* out, int blocks, int threads, bool with_barrier, cudaStream_t stream);
+// The source line of the tree's step, which reads and writes the partial sums.
+int tree_reduce_step_line();
+
+// One block of `threads` threads touching shared memory in one pattern; out has a slot per thread.
+enum class SharedAccess {
+  WriteWrite,          // every thread stores its index to one word (a race)
+  ReadWrite,           // thread 0 stores a word that the others load, with no barrier (a race)
+  ReadAfterBarrier,    // the same with a __syncthreads between: out[t] = 7
+  WarpSynchronous,     // lane 0 stores its warp's word, __syncwarp, the lanes load it (out[t] = warp + 1),
+                       // __syncwarp, lane 31 overwrites it
+  WarpUnsynchronised,  // the same without the __syncwarps (a race between lanes of one warp)
+  Atomic,              // every thread atomicAdds 1 to one word between barriers: out[0] = threads
+};
+cudaError_t shared_access(SharedAccess pattern, int* out, int threads, cudaStream_t stream);
+// The source lines where shared_access stores and loads its words.
+int shared_store_line();
+int shared_load_line();
+
 }  // namespace ember::testing

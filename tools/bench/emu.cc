@@ -1,7 +1,8 @@
 // cuda/emu's costs: a thread switch at a barrier, an elementwise kernel's bandwidth next to the
-// CPU backend's own add, a shared-memory tiled GEMM, and the checking mode's guarded allocations
-// (EMBER_EMU_CHECK=1) against checking off in the same run. Emulated kernels are for correctness
-// in CI, not speed; these figures say how large a test can be, and catch a slow switch.
+// CPU backend's own add, and a shared-memory tiled GEMM; then what the checking mode
+// (EMBER_EMU_CHECK=1) costs against checking off in the same run: race detection on the same
+// three, and guarded allocations. Emulated kernels are for correctness in CI, not speed; these
+// figures say how large a test can be, and catch a slow switch.
 //   bazel run --config=bench //tools/bench:emu [-- rounds]
 #include <cstdio>
 #include <cstdlib>
@@ -87,10 +88,11 @@ int main(int argc, char** argv) {
   // every thread once.
   const int threads = 1024, iterations = 200;
   float* out = device_floats(threads);
-  const double barrier_s = median_seconds(rounds, [&] {
+  auto run_barriers = [&] {
     barrier_loop(out, threads, iterations, nullptr);
     check(cudaDeviceSynchronize(), "barrier_loop");
-  });
+  };
+  const double barrier_s = median_seconds(rounds, run_barriers);
   const double switch_ns = barrier_s / (double{threads} * 2 * iterations) * 1e9;
 
   // Elementwise: c = a + b, 32M floats (128 MB operands), against the CPU backend's a + b.
@@ -101,11 +103,12 @@ int main(int argc, char** argv) {
   Tensor ta = randn({n}), tb = randn({n});
   // The two sides alternate, round by round: this VM's memory bandwidth drifts by 2x over minutes.
   std::vector<double> emu_t, cpu_t;
+  auto run_add = [&] {
+    add_floats(a, b, c, n, nullptr);
+    check(cudaDeviceSynchronize(), "add_floats");
+  };
   for (int r = 0; r < rounds; ++r) {
-    emu_t.push_back(median_seconds(1, [&] {
-      add_floats(a, b, c, n, nullptr);
-      check(cudaDeviceSynchronize(), "add_floats");
-    }));
+    emu_t.push_back(median_seconds(1, run_add));
     cpu_t.push_back(median_seconds(1, [&] { Tensor tc = ta + tb; }));
   }
   const double emu_add_s = median(emu_t), cpu_add_s = median(cpu_t);
@@ -117,12 +120,21 @@ int main(int argc, char** argv) {
   float* ga = device_floats(size_t{m} * m);
   float* gb = device_floats(size_t{m} * m);
   float* gc = device_floats(size_t{m} * m);
-  const double gemm_s = median_seconds(rounds, [&] {
+  auto run_gemm = [&] {
     tiled_gemm(ga, gb, gc, m, nullptr);
     check(cudaDeviceSynchronize(), "tiled_gemm");
-  });
+  };
+  const double gemm_s = median_seconds(rounds, run_gemm);
   const double gemm_gflops = 2.0 * m * m * m / gemm_s * 1e-9;
 
+  // Race detection's cost: checking mode runs each launch's race-checking copy, which records every
+  // shared-memory access (tools/build/cuda.bzl); the default mode above runs the plain copy, so
+  // the instrumentation costs it nothing.
+  emu::set_checking(true);
+  const double checked_barrier_s = median_seconds(rounds, run_barriers);
+  const double checked_add_s = median_seconds(rounds, run_add);
+  const double checked_gemm_s = median_seconds(rounds, run_gemm);
+  emu::set_checking(false);
   // Guards: off and on alternate, round by round, as above.
   const int allocations = 20000, live = 1000, kernels = 2000;
   std::vector<double> alloc_off, alloc_on, kernel_off, kernel_on;
@@ -141,15 +153,21 @@ int main(int argc, char** argv) {
   std::printf("%-44s %12.1f %12s %7s\n", "thread switch at a barrier (ns per thread)", switch_ns, "-", "-");
   std::printf("%-44s %12.2f %12.2f %7.2f\n", "c = a + b, 32M floats (GB/s)", emu_gbs, cpu_gbs, emu_gbs / cpu_gbs);
   std::printf("%-44s %12.2f %12s %7s\n", "tiled GEMM 512^3, 16x16 tiles (GFLOP/s)", gemm_gflops, "-", "-");
-  std::printf("\n%-44s %12s %12s %7s\n", "checking mode (EMBER_EMU_CHECK)", "on", "off", "ratio");
+  std::printf("\n%-44s %12s %12s %7s\n", "racecheck (seconds per run)", "checking off", "checking on", "ratio");
+  std::printf("%-44s %12.3f %12.3f %7.2f\n", "1024 threads x 400 barriers", barrier_s, checked_barrier_s,
+              checked_barrier_s / barrier_s);
+  std::printf("%-44s %12.3f %12.3f %7.2f\n", "c = a + b, 32M floats", emu_add_s, checked_add_s, checked_add_s / emu_add_s);
+  std::printf("%-44s %12.3f %12.3f %7.2f\n", "tiled GEMM 512^3", gemm_s, checked_gemm_s, checked_gemm_s / gemm_s);
+  std::printf("\n%-44s %12s %12s %7s\n", "guarded allocations", "on", "off", "ratio");
   std::printf("%-44s %12.2f %12.2f %7.2f\n", "allocate + free, 4000 bytes (us)", alloc_on_us, alloc_off_us,
               alloc_on_us / alloc_off_us);
   std::printf("%-44s %12.2f %12.2f %7.2f\n", "1000-float add, 1000 blocks live (us/kernel)", kernel_on_us, kernel_off_us,
               kernel_on_us / kernel_off_us);
   std::printf("%-44s %12.1f %12s %7s\n", "guard verified after a kernel (ns per guard)", check_ns_per_guard, "-", "-");
-  std::printf("\nbench emu: switch_ns=%.1f elementwise_vs_cpu=%.2f gemm_gflops=%.2f guard_alloc_us=%.2f "
-              "guard_check_ns=%.1f\n",
-              switch_ns, emu_gbs / cpu_gbs, gemm_gflops, alloc_on_us - alloc_off_us, check_ns_per_guard);
+  std::printf("\nbench emu: switch_ns=%.1f elementwise_vs_cpu=%.2f gemm_gflops=%.2f racecheck_barrier_x=%.2f "
+              "racecheck_add_x=%.2f racecheck_gemm_x=%.2f guard_alloc_us=%.2f guard_check_ns=%.1f\n",
+              switch_ns, emu_gbs / cpu_gbs, gemm_gflops, checked_barrier_s / barrier_s, checked_add_s / emu_add_s,
+              checked_gemm_s / gemm_s, alloc_on_us - alloc_off_us, check_ns_per_guard);
   for (float* p : {out, a, b, c, ga, gb, gc}) cudaFree(p);
   return 0;
 }

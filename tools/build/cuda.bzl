@@ -17,16 +17,21 @@ _GENCODE = [
     "-gencode=arch=compute_90,code=compute_90",
 ]
 
-def _nvcc_objects_impl(ctx):
-    cc_toolchain = find_cpp_toolchain(ctx)
-    compilation = [dep[CcInfo].compilation_context for dep in ctx.attr.deps]
-    headers = depset(ctx.files.hdrs, transitive = [c.headers for c in compilation])
-    include_flags = ["-I."]
+# The -I and -D flags of `deps`, and their headers.
+def _include_flags(deps):
+    compilation = [dep[CcInfo].compilation_context for dep in deps]
+    flags = ["-I."]
     for c in compilation:
         for path in c.includes.to_list() + c.quote_includes.to_list() + c.system_includes.to_list():
-            include_flags.append("-I" + path)
+            flags.append("-I" + path)
         for define in c.defines.to_list():
-            include_flags.append("-D" + define)
+            flags.append("-D" + define)
+    return flags, depset(transitive = [c.headers for c in compilation])
+
+def _nvcc_objects_impl(ctx):
+    cc_toolchain = find_cpp_toolchain(ctx)
+    include_flags, dep_headers = _include_flags(ctx.attr.deps)
+    headers = depset(ctx.files.hdrs, transitive = [dep_headers])
 
     # The C++ standard and the like that .bazelrc gives the host compiler (--cxxopt) reach nvcc too.
     cxxopts = [opt for opt in ctx.fragments.cpp.cxxopts if opt.startswith("-std=")]
@@ -56,15 +61,17 @@ def _nvcc_objects_impl(ctx):
         objects.append(obj)
     return [DefaultInfo(files = depset(objects))]
 
+# What the rules that compile sources themselves (nvcc, the race-checking copies) are given.
+_OBJECT_RULE_ATTRS = {
+    "hdrs": attr.label_list(allow_files = True),
+    "deps": attr.label_list(providers = [CcInfo]),
+    "copts": attr.string_list(),
+    "_cc_toolchain": attr.label(default = "@bazel_tools//tools/cpp:current_cc_toolchain"),
+}
+
 _nvcc_objects = rule(
     implementation = _nvcc_objects_impl,
-    attrs = {
-        "srcs": attr.label_list(allow_files = [".cu"]),
-        "hdrs": attr.label_list(allow_files = True),
-        "deps": attr.label_list(providers = [CcInfo]),
-        "copts": attr.string_list(),
-        "_cc_toolchain": attr.label(default = "@bazel_tools//tools/cpp:current_cc_toolchain"),
-    },
+    attrs = dict(_OBJECT_RULE_ATTRS, srcs = attr.label_list(allow_files = [".cu"])),
     fragments = ["cpp"],
     toolchains = ["@bazel_tools//tools/cpp:toolchain_type"],
 )
@@ -94,6 +101,67 @@ _cu_as_cc = rule(
 # emulated tests spent most of their time in unoptimised bookkeeping (a large max(dim) case: 25 s).
 EMULATED_COPTS = ["-O2"]
 
+# The race-checking copy of each emulated source (below): ThreadSanitizer's calls at every access,
+# none at function entry and exit, and line tables for the reports.
+RACECHECK_COPTS = ["-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0", "-g1"]
+
+def _racecheck_objects_impl(ctx):
+    cc_toolchain = find_cpp_toolchain(ctx)
+    include_flags, dep_headers = _include_flags(ctx.attr.deps)
+    headers = depset(ctx.files.hdrs, transitive = [dep_headers])
+    cxxopts = [opt for opt in ctx.fragments.cpp.cxxopts if opt.startswith("-std=")]
+    objects = []
+    for src in ctx.files.srcs:
+        base = "_racecheck/%s/%s" % (ctx.label.name, src.basename[:-len(src.extension) - 1])
+        raw = ctx.actions.declare_file(base + ".instrumented.o")
+        obj = ctx.actions.declare_file(base + ".o")
+        args = ctx.actions.args()
+        args.add_all(ctx.fragments.cpp.copts)
+        args.add_all(cxxopts)
+        args.add_all(EMULATED_COPTS + RACECHECK_COPTS)
+        # Hidden, so that objcopy makes them local; no STB_GNU_UNIQUE (a function's static in an
+        # inline function of namespace std, of default visibility): weak, like the rest there.
+        args.add_all(["-fPIC", "-fno-omit-frame-pointer", "-w", "-fvisibility=hidden", "-fvisibility-inlines-hidden",
+                      "-fno-gnu-unique"])
+        args.add("-DEMBER_EMU_RACECHECK_COPY")
+        args.add_all(include_flags)
+        args.add_all(ctx.attr.copts)
+        args.add_all(["-c", src.path, "-o", raw.path])
+        ctx.actions.run(
+            executable = cc_toolchain.compiler_executable,
+            arguments = [args],
+            inputs = depset([src], transitive = [headers, cc_toolchain.all_files]),
+            outputs = [raw],
+            mnemonic = "RacecheckCompile",
+            progress_message = "racecheck copy of %s" % src.short_path,
+            use_default_shell_env = True,
+        )
+        # Its symbols made local and its COMDAT groups plain sections: the copy links beside the
+        # plain object without a clash, and no inline function or template instance of the copy
+        # replaces the plain one's (namespace std's, of default visibility, stay weak: either serves).
+        ctx.actions.run(
+            executable = cc_toolchain.objcopy_executable,
+            arguments = ["--remove-section=.group", "--localize-hidden", raw.path, obj.path],
+            inputs = depset([raw], transitive = [cc_toolchain.all_files]),
+            outputs = [obj],
+            mnemonic = "RacecheckLocalize",
+            use_default_shell_env = True,
+        )
+        objects.append(obj)
+    return [DefaultInfo(files = depset(objects))]
+
+# Each emulated kernel source compiled a second time with GCC's ThreadSanitizer instrumentation
+# but without its runtime, for the checking mode's race detection (cuda/emu/racecheck.h): its
+# loads, stores and atomics call cuda/emu/tsan_entry.cc, and its line tables name the sites in
+# reports. The copy's launches register their thread loops (cuda/emu/emu.h), which the scheduler
+# runs instead of the plain ones in checking mode: the default mode pays nothing for it.
+_racecheck_objects = rule(
+    implementation = _racecheck_objects_impl,
+    attrs = dict(_OBJECT_RULE_ATTRS, srcs = attr.label_list(allow_files = [".cc"])),
+    fragments = ["cpp"],
+    toolchains = ["@bazel_tools//tools/cpp:toolchain_type"],
+)
+
 def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], nvcc_copts = [], **kwargs):
     """A cc_library of CUDA sources: nvcc objects under --config=cuda, emulated C++ otherwise.
     `nvcc_copts` reach nvcc only (e.g. --fmad=false)."""
@@ -106,6 +174,26 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], nvcc_copts = [], 
         tags = ["manual"],  # built only through the cc_library below, under --config=cuda
     )
     _cu_as_cc(name = name + "_emu_srcs", srcs = srcs, tags = ["manual"])
+    _racecheck_objects(
+        name = name + "_racecheck",
+        srcs = select({
+            "//tools/build:cuda_enabled": [],
+            "//conditions:default": [":" + name + "_emu_srcs"],
+        }),
+        hdrs = hdrs,
+        deps = deps + ["//cuda:lang"],
+        copts = copts,
+        tags = ["manual"],
+    )
+    # Always linked: nothing refers to the copies, which register themselves as they load.
+    native.cc_library(
+        name = name + "_racecheck_copy",
+        srcs = [":" + name + "_racecheck"],
+        deps = deps + ["//cuda:lang"],
+        alwayslink = True,
+        testonly = kwargs.get("testonly", False),
+        tags = ["manual"],
+    )
     native.cc_library(
         name = name,
         srcs = select({
@@ -114,7 +202,11 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], nvcc_copts = [], 
         }),
         hdrs = hdrs,
         copts = copts + EMULATED_COPTS,
-        deps = deps + ["//cuda:lang"],
+        deps = deps + ["//cuda:lang"] + select({
+            # ThreadSanitizer's instrumentation cannot be combined with AddressSanitizer's.
+            "//tools/build:asan_enabled": [],
+            "//conditions:default": [":" + name + "_racecheck_copy"],
+        }),
         **kwargs
     )
 
