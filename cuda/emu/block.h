@@ -20,6 +20,9 @@ enum class ThreadOrder { Natural, Reversed, Shuffled, Random };
 ThreadOrder thread_order();
 void set_thread_order(ThreadOrder order);
 
+// A kernel's arguments at most (CUDA's limit): they travel by value to the device's runner.
+constexpr size_t kKernelArgumentBytes = 4096;
+
 struct KernelLaunch {
   const char* name = "";
   dim3 grid, block;
@@ -29,7 +32,8 @@ struct KernelLaunch {
   //   while (begin_next_thread()) { kernel(args...); end_thread(); }
   // One loop per launch, with the kernel inlined into it, keeps a barrier-free thread to a few ns.
   void (*run_threads)(const void* args) = nullptr;
-  const void* args = nullptr;
+  const void* args = nullptr;  // trivially copyable, `args_bytes` long
+  size_t args_bytes = 0;
 };
 
 // A block's thread as the plain-call loop sees it (the scheduler keeps more per thread).

@@ -1,5 +1,5 @@
 // The block pool: helper threads take blocks of the newest launch with an atomic counter; the
-// stream worker that queued the launch takes blocks too, then waits for the helpers inside it.
+// runner thread that runs the launch takes blocks too, then waits for the helpers inside it.
 #include "cuda/emu/grid.h"
 
 #include <algorithm>
