@@ -9,6 +9,8 @@
 //   pageable-read  a kernel on cuda:0 reads pageable host memory allocated after the first CUDA call
 //   runner-killed  cuda:0's kernel runner is killed while a kernel runs there
 //   forked-child   a child forked after the first CUDA call launches a kernel
+//   overrun        a kernel writes one float past a cudaMalloc block (AddressSanitizer builds only)
+//   use-after-free a kernel reads a freed cudaMalloc block (AddressSanitizer builds only)
 // Modes whose failure is reported print the error's name and the emulator's message, and exit 3.
 //   shared-overrun a kernel writes past its dynamic shared memory
 //   stack-after-return  a kernel reads a local of a returned device function, after 20,000
@@ -98,6 +100,15 @@ int main(int argc, char** argv) {
   } else if (mode == "pageable-read") {
     std::vector<float> host(1 << 20, 1.0f);  // 4 MB: mapped on its own, after the runners started
     ember::testing::scale(host.data(), a, 2.0f, 1024, nullptr);
+    if (int status = report_failure()) return status;
+  } else if (mode == "overrun") {
+    ember::testing::scale(a, a, 2.0f, 1025, nullptr);  // a holds 1024 floats
+    if (int status = report_failure()) return status;
+  } else if (mode == "use-after-free") {
+    float* freed = nullptr;
+    cudaMalloc(reinterpret_cast<void**>(&freed), 1024 * sizeof(float));
+    cudaFree(freed);
+    ember::testing::scale(freed, a, 2.0f, 1024, nullptr);
     if (int status = report_failure()) return status;
   } else if (mode == "runner-killed") {
     hold_current_device();

@@ -266,6 +266,19 @@ TEST_CASE("writing past the dynamic shared memory is caught", "[emu]") {
 }
 
 #if defined(__SANITIZE_ADDRESS__)
+// Kernels run in the device's runner process, whose shadow memory mirrors the host's poisoning of
+// each allocation's redzone and of freed memory: both reported there, and the device fails.
+TEST_CASE("a kernel writing past a cudaMalloc block or reading a freed one is caught by AddressSanitizer", "[emu]") {
+  for (const char* mode : {"overrun", "use-after-free"}) {
+    Death d = run_death_main(mode);
+    INFO(mode << ": " << d.output);
+    CHECK(d.status != 0);
+    CHECK_THAT(d.output, Catch::Contains("AddressSanitizer: use-after-poison") && Catch::Contains("scale_kernel"));
+    CHECK_THAT(d.output, Catch::Contains("cudaErrorLaunchFailure: cuda emulator: the kernel runner of cuda:0 (pid ") &&
+                             Catch::Contains("exited with status"));
+  }
+}
+
 // Fibers keep their stack's fake stack from one block to the next (cuda/emu/fiber.h): reading a
 // returned function's local is still reported after 20,000 blocks have used those stacks.
 TEST_CASE("a kernel reading a returned function's local is caught by AddressSanitizer", "[emu]") {

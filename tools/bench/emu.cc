@@ -1,14 +1,22 @@
 // cuda/emu's costs: a thread switch at a barrier, an elementwise kernel's bandwidth next to the
-// CPU backend's own add, and a shared-memory tiled GEMM. Emulated kernels are for correctness in
-// CI, not speed; these figures say how large a test can be, and catch a slow switch.
+// CPU backend's own add, a shared-memory tiled GEMM, and what the kernel runner process costs: a
+// launch (next to a host function on the same stream, which no runner runs) and a byte copied
+// (next to the host's memcpy). Emulated kernels are for correctness in CI, not speed; these
+// figures say how large a test can be, and catch a slow switch.
 //   bazel run --config=bench //tools/bench:emu [-- rounds]
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <vector>
 
 #include "core/cpu/thread_pool.h"
 #include "core/ember_core.h"
 #include "cuda/emu/emu.h"
+#include "cuda/emu/runner.h"
 #include "tools/bench/emu_kernels.h"
 #include "tools/bench/timing.h"
 
@@ -33,6 +41,42 @@ double median_seconds(int rounds, F&& call) {
   }
   return median(t);
 }
+
+// CPU seconds used so far by this process and by cuda:0's runner (all their threads).
+double own_cpu_seconds() {
+  rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
+
+double runner_cpu_seconds() {
+  std::ifstream stat("/proc/" + std::to_string(emu::runner_pid(0)) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t after_name = text.rfind(')');
+  if (after_name == std::string::npos) return 0;
+  // Fields 14 and 15 (utime, stime) in clock ticks; the text after ')' starts at field 3.
+  const char* p = text.c_str() + after_name + 2;
+  unsigned long long utime = 0, stime = 0;
+  for (int field = 3; field < 14; ++field) p = std::strchr(p, ' ') + 1;
+  std::sscanf(p, "%llu %llu", &utime, &stime);
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+struct PerCall {
+  double wall_us, host_cpu_us, runner_cpu_us;
+};
+
+// `calls` calls of `call`, each synchronised: wall time, and CPU time of both processes, per call.
+template <class F>
+PerCall per_call(int calls, F&& call) {
+  const double wall = now_seconds(), host = own_cpu_seconds(), runner = runner_cpu_seconds();
+  for (int i = 0; i < calls; ++i) call();
+  return {(now_seconds() - wall) / calls * 1e6, (own_cpu_seconds() - host) / calls * 1e6,
+          (runner_cpu_seconds() - runner) / calls * 1e6};
+}
+
+void nothing(void*) {}
 
 float* device_floats(size_t n) {
   float* p = nullptr;
@@ -88,12 +132,58 @@ int main(int argc, char** argv) {
   });
   const double gemm_gflops = 2.0 * m * m * m / gemm_s * 1e-9;
 
+  // The runner: a launch is handed to another process and waited for; a host function on the same
+  // stream is the same stream round trip without it. Copies reach device memory through the
+  // host's alias of it: pageable copies both ways, against the host's own memcpy of the bytes.
+  const int calls = 4000;
+  std::vector<PerCall> launches, host_functions;
+  for (int r = 0; r < rounds; ++r) {
+    launches.push_back(per_call(calls, [] {
+      empty_kernel(nullptr);
+      check(cudaStreamSynchronize(nullptr), "empty_kernel");
+    }));
+    host_functions.push_back(per_call(calls, [] {
+      check(cudaLaunchHostFunc(nullptr, nothing, nullptr), "cudaLaunchHostFunc");
+      check(cudaStreamSynchronize(nullptr), "host function");
+    }));
+  }
+  auto median_of = [](const std::vector<PerCall>& v, double PerCall::*field) {
+    std::vector<double> x;
+    for (const PerCall& p : v) x.push_back(p.*field);
+    return median(x);
+  };
+  const size_t copy_bytes = size_t{64} << 20;
+  std::vector<char> host_bytes(copy_bytes, 1), host_copy(copy_bytes);
+  const double h2d_s = median_seconds(rounds, [&] {
+    check(cudaMemcpy(a, host_bytes.data(), copy_bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  });
+  const double d2h_s = median_seconds(rounds, [&] {
+    check(cudaMemcpy(host_bytes.data(), a, copy_bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+  });
+  const double memcpy_s = median_seconds(rounds, [&] { std::memcpy(host_copy.data(), host_bytes.data(), copy_bytes); });
+  const double gb = static_cast<double>(copy_bytes) * 1e-9;
+
   std::printf("\n%-44s %12s %12s %7s\n", "measure", "emulated", "CPU backend", "ratio");
   std::printf("%-44s %12.1f %12s %7s\n", "thread switch at a barrier (ns per thread)", switch_ns, "-", "-");
   std::printf("%-44s %12.2f %12.2f %7.2f\n", "c = a + b, 32M floats (GB/s)", emu_gbs, cpu_gbs, emu_gbs / cpu_gbs);
   std::printf("%-44s %12.2f %12s %7s\n", "tiled GEMM 512^3, 16x16 tiles (GFLOP/s)", gemm_gflops, "-", "-");
-  std::printf("\nbench emu: switch_ns=%.1f elementwise_vs_cpu=%.2f gemm_gflops=%.2f\n", switch_ns, emu_gbs / cpu_gbs,
-              gemm_gflops);
+  const double launch_us = median_of(launches, &PerCall::wall_us);
+  const double host_fn_us = median_of(host_functions, &PerCall::wall_us);
+  std::printf("\n%-44s %12s %12s %7s\n", "kernel runner", "launch", "host fn", "extra");
+  std::printf("%-44s %12.1f %12.1f %7.1f\n", "launch + synchronize, wall (us)", launch_us, host_fn_us,
+              launch_us - host_fn_us);
+  std::printf("%-44s %12.1f %12.1f %7.1f\n", "  host process CPU (us)", median_of(launches, &PerCall::host_cpu_us),
+              median_of(host_functions, &PerCall::host_cpu_us),
+              median_of(launches, &PerCall::host_cpu_us) - median_of(host_functions, &PerCall::host_cpu_us));
+  std::printf("%-44s %12.1f %12.1f %7.1f\n", "  runner process CPU (us)", median_of(launches, &PerCall::runner_cpu_us),
+              median_of(host_functions, &PerCall::runner_cpu_us),
+              median_of(launches, &PerCall::runner_cpu_us) - median_of(host_functions, &PerCall::runner_cpu_us));
+  std::printf("\n%-44s %12s %12s %7s\n", "copies, 64 MB pageable", "copy", "memcpy", "ratio");
+  std::printf("%-44s %12.2f %12.2f %7.2f\n", "host to device (GB/s)", gb / h2d_s, gb / memcpy_s, memcpy_s / h2d_s);
+  std::printf("%-44s %12.2f %12.2f %7.2f\n", "device to host (GB/s)", gb / d2h_s, gb / memcpy_s, memcpy_s / d2h_s);
+  std::printf("\nbench emu: switch_ns=%.1f elementwise_vs_cpu=%.2f gemm_gflops=%.2f launch_extra_us=%.1f "
+              "h2d_gbs=%.2f d2h_gbs=%.2f\n",
+              switch_ns, emu_gbs / cpu_gbs, gemm_gflops, launch_us - host_fn_us, gb / h2d_s, gb / d2h_s);
   for (float* p : {out, a, b, c, ga, gb, gc}) cudaFree(p);
   return 0;
 }
