@@ -28,6 +28,9 @@ void set_thread_order(ThreadOrder order);
 uint64_t thread_order_seed();
 uint64_t draw_launch_order_seed();
 
+// A kernel's arguments at most (CUDA's limit): they travel by value to the device's runner.
+constexpr size_t kKernelArgumentBytes = 4096;
+
 struct KernelLaunch {
   const char* name = "";
   dim3 grid, block;
@@ -40,7 +43,8 @@ struct KernelLaunch {
   // The same loop compiled for race detection (racecheck.h), which checking mode runs; null where
   // there is none (AddressSanitizer builds).
   void (*run_threads_checked)(const void* args) = nullptr;
-  const void* args = nullptr;
+  const void* args = nullptr;  // trivially copyable, `args_bytes` long
+  size_t args_bytes = 0;
   uint64_t order_seed = 0;  // draw_launch_order_seed(), per launch
 };
 

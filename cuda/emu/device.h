@@ -1,4 +1,5 @@
-// The emulated devices: their heaps, default streams, peer access and sticky errors.
+// The emulated devices: their heaps, default streams, peer access and sticky errors; and the
+// pinned host memory that every device's kernels reach.
 #pragma once
 
 #include <memory>
@@ -26,8 +27,9 @@ struct Device {
 // Every device (created on first use); throws nothing: an empty list means no devices.
 std::vector<Device*>& devices();
 Device* device_at(int index);  // null when out of range
-// The heaps an operation on `device` may touch: its own and those of its enabled peers.
-std::vector<DeviceHeap*> reachable_heaps(int device);
-void record_failure(int device, const std::string& what);
+// cudaMallocHost's memory, shared with the runners at the same addresses.
+DeviceHeap& pinned_memory();
+// The first failure on `device` becomes its sticky error (`code`) and failure_message().
+void record_failure(int device, const std::string& what, cudaError_t code = cudaErrorLaunchFailure);
 
 }  // namespace ember::emu

@@ -40,6 +40,8 @@ struct KernelParams;
 template <class... Params>
 struct KernelParams<void (*)(Params...)> {
   using Tuple = std::tuple<std::decay_t<Params>...>;
+  // Arguments are copied, as bytes, to the process that runs the kernel (CUDA's rule too).
+  static constexpr bool trivially_copyable = (std::is_trivially_copyable_v<std::decay_t<Params>> && ...);
 };
 
 // The key under which a launch's race-checking copy registers (below): the kernel and argument
@@ -85,6 +87,8 @@ template <auto Kernel, class... Args>
 cudaError_t launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, Args&&... args) {
   using Tuple = typename KernelParams<decltype(Kernel)>::Tuple;
   static_assert(std::tuple_size_v<Tuple> == sizeof...(Args), "EMBER_LAUNCH: wrong number of kernel arguments");
+  static_assert(KernelParams<decltype(Kernel)>::trivially_copyable, "EMBER_LAUNCH: kernel arguments must be trivially copyable");
+  static_assert(sizeof(Tuple) <= kKernelArgumentBytes, "EMBER_LAUNCH: more than 4 KB of kernel arguments");
   auto packed = std::make_shared<const Tuple>(std::forward<Args>(args)...);
   KernelLaunch config;
   config.name = name;
@@ -92,6 +96,7 @@ cudaError_t launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes,
   config.block = block;
   config.dynamic_shared_bytes = shared_bytes;
   config.args = packed.get();
+  config.args_bytes = sizeof(Tuple);
   config.run_threads = &run_kernel_threads<Kernel, Tuple>;
 #if defined(EMBER_EMU_RACECHECK_COPY)
   (void)RacecheckCopy<Kernel, Tuple>::registered;

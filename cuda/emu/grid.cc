@@ -1,5 +1,5 @@
 // The block pool: helper threads take blocks of the newest launch with an atomic counter; the
-// stream worker that queued the launch takes blocks too, then waits for the helpers inside it.
+// runner thread that runs the launch takes blocks too, then waits for the helpers inside it.
 #include "cuda/emu/grid.h"
 
 #include <algorithm>
@@ -105,7 +105,6 @@ void BlockPool::help() {
 std::string BlockPool::run(const KernelLaunch& launch) {
   auto job = std::make_shared<Job>();
   job->launch = launch;
-  job->launch.order_seed = draw_launch_order_seed();
   job->total = uint64_t{launch.grid.x} * launch.grid.y * launch.grid.z;
   if (job->total > 1) {
     std::lock_guard<std::mutex> lock(mutex_);

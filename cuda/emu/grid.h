@@ -1,5 +1,6 @@
 // A kernel launch's blocks, spread over a process-wide pool of OS threads (at least two, so
-// atomics and races between blocks are real even on one core) plus the stream worker that runs it.
+// atomics and races between blocks are real even on one core) plus the thread that runs it (in
+// the device's runner process, runner.h, which makes its own pool).
 #pragma once
 
 #include <string>

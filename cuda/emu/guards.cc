@@ -1,5 +1,5 @@
-// The registry of armed guards, their canaries, and the reports of a broken one (also appended to
-// AddressSanitizer's report of a write into a poisoned guard).
+// The registry of armed guards, their canaries, and the reports of a broken one (also of
+// AddressSanitizer's report of an access to a poisoned guard, made in a kernel runner).
 #include "cuda/emu/guards.h"
 
 #include <algorithm>
@@ -15,11 +15,7 @@
 #include "cuda/emu/device.h"
 #include "cuda/emu/host_backtrace.h"
 #include "cuda/emu/memory.h"
-#include "cuda/emu/poison.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#endif
 
 namespace ember::emu {
 
@@ -100,51 +96,18 @@ Stream* live_stream(int device, cudaStream_t stream) {
   return live ? stream : d->default_stream.get();
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-// AddressSanitizer reports an access into a poisoned guard as use-after-poison, naming no
-// allocation: this note names it, as the canary report would.
-void note_guard_in_asan_report(const char*) {
-  const char* address = static_cast<const char*>(__asan_get_report_address());
-  const size_t size = std::max<size_t>(__asan_get_report_access_size(), 1);
-  std::unique_lock<std::mutex> lock(registry().mutex, std::try_to_lock);
-  if (!lock.owns_lock()) return;
-  for (const auto& [key, g] : registry().armed) {
-    const char* ptr = key.first;
-    const char* end = ptr + g.requested;
-    // The access may begin inside the allocation and run into its guard.
-    if (address + size <= end || address >= ptr + g.capacity || address < ptr) continue;
-    const Guard copy = g;
-    lock.unlock();
-    const RunningKernel& k = running_kernel;
-    const char* verb = __asan_get_report_access_type() != 0 ? " wrote" : " read";
-    std::string context = k.device >= 0 ? "cuda emulator: kernel '" + std::string(k.name ? k.name : "?") + "' on cuda:" +
-                                              std::to_string(k.device) + verb
-                                        : std::string("cuda emulator: a copy, memset or collective") + verb;
-    const size_t first = static_cast<size_t>(std::max(address, end) - end);
-    const size_t last = static_cast<size_t>(address + size - 1 - end);
-    std::fprintf(stderr, "%s\n", describe_overwrite(context, ptr, copy, first, last).c_str());
-    return;
-  }
-}
-#endif
-
-void note_first_guard() {
-  if (guards_requested.exchange(true)) return;
-#if defined(__SANITIZE_ADDRESS__)
-  __asan_set_error_report_callback(&note_guard_in_asan_report);
-#endif
-}
 
 }  // namespace
 
 void guard(int device, cudaStream_t stream, void* ptr, size_t requested, size_t capacity) {
   if (capacity <= requested || device_at(device) == nullptr) return;
-  note_first_guard();
+  guards_requested.store(true);
   auto made = std::make_shared<Guard>(Guard{device, requested, capacity, capture_backtrace(0)});
   char* p = static_cast<char*>(ptr);
   live_stream(device, stream)->enqueue_bookkeeping([made, p] {
-    write_canary(p + made->requested, p + made->capacity);
-    EMBER_EMU_POISON(p + made->requested, made->capacity - made->requested);
+    char* view = static_cast<char*>(host_view(p));
+    write_canary(view + made->requested, view + made->capacity);
+    poison(p + made->requested, made->capacity - made->requested, true);
     std::lock_guard<std::mutex> lock(registry().mutex);
     registry().armed[{p, made->capacity}] = *made;
     return std::string();
@@ -164,13 +127,29 @@ void unguard(int device, cudaStream_t stream, void* ptr, size_t capacity) {
       registry().armed.erase(it);
     }
     size_t first = 0, last = 0;
-    const bool broken = find_changes(p + g.requested, p + g.capacity, &first, &last);
-    EMBER_EMU_UNPOISON(p + g.requested, g.capacity - g.requested);
+    const char* view = static_cast<const char*>(host_view(p));
+    const bool broken = find_changes(view + g.requested, view + g.capacity, &first, &last);
+    poison(p + g.requested, g.capacity - g.requested, false);
     if (!broken) return std::string();
     return describe_overwrite("found when the allocation was freed: a copy, memset or collective on cuda:" +
                                   std::to_string(g.device) + " wrote",
                               p, g, first, last);
   });
+}
+
+std::string describe_guard_access(const void* address, size_t size, const std::string& context) {
+  const char* a = static_cast<const char*>(address);
+  size = std::max<size_t>(size, 1);
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  for (const auto& [key, g] : registry().armed) {
+    const char* ptr = key.first;
+    const char* end = ptr + g.requested;
+    // The access may begin inside the allocation and run into its guard.
+    if (a + size <= end || a >= ptr + g.capacity || a < ptr) continue;
+    const size_t first = static_cast<size_t>(std::max(a, end) - end);
+    return describe_overwrite(context, ptr, g, first, static_cast<size_t>(a + size - 1 - end));
+  }
+  return "";
 }
 
 bool any_guards() { return guards_requested.load(std::memory_order_relaxed); }
@@ -186,7 +165,8 @@ std::string check_guards(const std::vector<DeviceHeap*>& heaps, const std::strin
   for (const auto& [key, g] : registry().armed) {
     if (std::find(reachable.begin(), reachable.end(), g.device) == reachable.end()) continue;
     size_t f = 0, l = 0;
-    if (!find_changes(key.first + g.requested, key.first + g.capacity, &f, &l)) continue;
+    const char* view = static_cast<const char*>(host_view(key.first));
+    if (!find_changes(view + g.requested, view + g.capacity, &f, &l)) continue;
     if (broken != nullptr) {
       ++others;
       continue;

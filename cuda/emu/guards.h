@@ -37,6 +37,9 @@ bool any_guards();
 // Verifies the guards inside `heaps` (whose windows are open); "" or the report of the first
 // broken one, opening with `context` (e.g. "kernel 'k' on cuda:0 wrote").
 std::string check_guards(const std::vector<DeviceHeap*>& heaps, const std::string& context);
+// The report of an access to [address, address + size) that reaches into a guard, opening with
+// `context`, or "" (AddressSanitizer's report in a runner names the address, not the allocation).
+std::string describe_guard_access(const void* address, size_t size, const std::string& context);
 // Queues the backstop on `stream`: all of its device's guards, once the work before has run.
 void check_guards_at_synchronisation(Stream& stream);
 // cudaDeviceReset: the device's memory is gone, and with it its guards.

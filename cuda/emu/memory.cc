@@ -1,10 +1,12 @@
-// Device heaps (best-fit over a free list, 256-byte aligned), their access windows, and the fault
-// handler that turns a stray access into a message instead of a bare segmentation fault.
+// Device heaps (best-fit over a free list, 256-byte aligned) on memfds with a host alias, and the
+// fault handler that turns a stray access into a message instead of a bare segmentation fault.
 #include "cuda/emu/memory.h"
 
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include <string>
 
 #include <atomic>
 #include <cerrno>
@@ -17,45 +19,75 @@
 namespace ember::emu {
 
 thread_local RunningKernel running_kernel;
+void (*poison_hook)(const void* ptr, size_t bytes, bool poisoned) = nullptr;
+
+void apply_poisoning(const void* ptr, size_t bytes, bool poisoned) {
+  if (poisoned) EMBER_EMU_POISON(ptr, bytes);
+  else EMBER_EMU_UNPOISON(ptr, bytes);
+}
+
+void poison(const void* ptr, size_t bytes, bool poisoned) {
+  if (!kPoisons) return;
+  apply_poisoning(ptr, bytes, poisoned);
+  if (poison_hook != nullptr) poison_hook(ptr, bytes, poisoned);
+}
 
 namespace {
 
-constexpr size_t kAlignment = 256;
 constexpr size_t kRedzone = 256;  // after every allocation: an overrun lands in it, not a neighbour
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+
+std::string heap_name(int device) { return device < 0 ? "pinned host memory" : "cuda:" + std::to_string(device); }
+
 }  // namespace
 
-DeviceHeap::DeviceHeap(int device, size_t capacity) : device_(device), capacity_(capacity) {
+DeviceHeap::DeviceHeap(int device, size_t capacity, size_t alignment)
+    : device_(device), capacity_(capacity), alignment_(alignment) {
   // Room for the capacity plus a redzone per allocation of the smallest kind.
   constexpr size_t kHuge = size_t{2} << 20;
   reserved_ = round_up(capacity * 2 + (64 << 20), kHuge);
+  const std::string name = "ember-emu " + heap_name(device);
+  // A memfd, so that the runners (forked later) share it at the same addresses.
+  const int fd = ::memfd_create(name.c_str(), MFD_CLOEXEC);
+  EMBER_CHECK(fd >= 0 && ::ftruncate(fd, static_cast<off_t>(reserved_)) == 0, "cuda emulator: cannot create ",
+              reserved_, " bytes of memory for ", heap_name(device), ": ", std::strerror(errno));
   void* p = ::mmap(nullptr, reserved_ + kHuge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  EMBER_CHECK(p != MAP_FAILED, "cuda emulator: cannot reserve ", reserved_, " bytes for cuda:", device, "'s memory: ",
+  EMBER_CHECK(p != MAP_FAILED, "cuda emulator: cannot reserve ", reserved_, " bytes for ", heap_name(device), ": ",
               std::strerror(errno));
-  // 2 MB aligned and backed by huge pages where the kernel allows: opening and closing a window
-  // (mprotect) then changes one entry per 2 MB instead of 512, and a GB-sized tensor's window
-  // costs microseconds instead of milliseconds.
+  // 2 MB aligned, so that huge pages can back it where the kernel allows.
   char* aligned = reinterpret_cast<char*>(round_up(reinterpret_cast<uintptr_t>(p), kHuge));
   if (aligned != p) ::munmap(p, static_cast<size_t>(aligned - static_cast<char*>(p)));
   ::munmap(aligned + reserved_, kHuge - static_cast<size_t>(aligned - static_cast<char*>(p)));
-  base_ = aligned;
-  ::madvise(base_, reserved_, MADV_HUGEPAGE);
+  const int device_protection = device < 0 ? PROT_READ | PROT_WRITE : PROT_NONE;
+  base_ = static_cast<char*>(
+      ::mmap(aligned, reserved_, device_protection, MAP_SHARED | MAP_FIXED | MAP_NORESERVE, fd, 0));
+  alias_ = device < 0 ? base_
+                      : static_cast<char*>(::mmap(nullptr, reserved_, PROT_READ | PROT_WRITE,
+                                                  MAP_SHARED | MAP_NORESERVE, fd, 0));
+  const int error = errno;
+  ::close(fd);
+  EMBER_CHECK(base_ == aligned && alias_ != MAP_FAILED, "cuda emulator: cannot map ", heap_name(device), ": ",
+              std::strerror(error));
+  ::madvise(alias_, reserved_, MADV_HUGEPAGE);
   free_[0] = reserved_;
-  EMBER_EMU_POISON(base_, reserved_);
+  // Device memory is poisoned until allocated. Pinned memory (which host code reaches, and which
+  // is larger) only from its first allocation: poisoning all of it would write a GB of shadow.
+  if (device >= 0) EMBER_EMU_POISON(base_, reserved_);
 }
 
 DeviceHeap::~DeviceHeap() {
   EMBER_EMU_UNPOISON(base_, reserved_);
   ::munmap(base_, reserved_);
+  if (alias_ != base_) ::munmap(alias_, reserved_);
 }
 
 void* DeviceHeap::allocate(size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const size_t length = round_up(std::max<size_t>(bytes, 1), kAlignment);
+  const size_t length = round_up(std::max<size_t>(bytes, 1), alignment_);
   if (used_ + length > capacity_) return nullptr;
-  const size_t need = length + kRedzone;
+  const size_t need = round_up(length + kRedzone, alignment_);
   auto best = free_.end();
   for (auto it = free_.begin(); it != free_.end(); ++it)
     if (it->second >= need && (best == free_.end() || it->second < best->second)) best = it;
@@ -65,7 +97,8 @@ void* DeviceHeap::allocate(size_t bytes) {
   if (available > need) free_[offset + need] = available - need;
   live_[offset] = length;
   used_ += length;
-  EMBER_EMU_UNPOISON(base_ + offset, bytes);
+  poison(base_ + offset, bytes, false);
+  if (device_ < 0) poison(base_ + offset + bytes, need - bytes, true);
   return base_ + offset;
 }
 
@@ -74,10 +107,10 @@ bool DeviceHeap::release(void* ptr) {
   const size_t offset = static_cast<size_t>(static_cast<char*>(ptr) - base_);
   auto it = contains(ptr) ? live_.find(offset) : live_.end();
   if (it == live_.end()) return false;
-  const size_t length = it->second + kRedzone;
+  const size_t length = round_up(it->second + kRedzone, alignment_);
   used_ -= it->second;
   live_.erase(it);
-  EMBER_EMU_POISON(base_ + offset, length);  // a kernel still using it is reported
+  poison(base_ + offset, length, true);  // a kernel still using it is reported
   auto [slot, inserted] = free_.emplace(offset, length);
   (void)inserted;
   auto next = std::next(slot);
@@ -128,25 +161,11 @@ void DeviceHeap::release_all() {
   free_.clear();
   free_[0] = reserved_;
   used_ = 0;
-  EMBER_EMU_POISON(base_, reserved_);
+  poison(base_, reserved_, true);
 }
 
-void DeviceHeap::open_window() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (windows_++ == 0) ::mprotect(base_, reserved_, PROT_READ | PROT_WRITE);
-}
-
-void DeviceHeap::close_window() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (--windows_ == 0) ::mprotect(base_, reserved_, PROT_NONE);
-}
-
-AccessWindow::AccessWindow(std::vector<DeviceHeap*> heaps) : heaps_(std::move(heaps)) {
-  for (DeviceHeap* h : heaps_) h->open_window();
-}
-
-AccessWindow::~AccessWindow() {
-  for (DeviceHeap* h : heaps_) h->close_window();
+void DeviceHeap::set_accessible(bool accessible) {
+  ::mprotect(base_, reserved_, accessible ? PROT_READ | PROT_WRITE : PROT_NONE);
 }
 
 namespace {
@@ -157,6 +176,7 @@ struct HeapRange {
   const char* base;
   size_t size;
   int device;
+  char* alias;
 };
 HeapRange heap_ranges[kMaxHeaps];
 std::atomic<int> heap_range_count{0};
@@ -167,12 +187,17 @@ void say(const char* text) {
   (void)ignored;
 }
 
+// Set in a runner only.
+FaultReport* fault_report = nullptr;
+
 void on_fault(int signal_number, siginfo_t* info, void* context) {
   const char* address = static_cast<const char*>(info->si_addr);
   int owner = -1;
   for (int i = 0; i < heap_range_count.load(); ++i)
     if (address >= heap_ranges[i].base && address < heap_ranges[i].base + heap_ranges[i].size) owner = heap_ranges[i].device;
-  if (owner < 0) {
+  const RunningKernel& k = running_kernel;
+  const bool in_kernel = fault_report != nullptr && k.device >= 0;
+  if (owner < 0 && !in_kernel) {
     // Not ours: whoever handled it before (AddressSanitizer, or the default action).
     struct sigaction& previous = signal_number == SIGSEGV ? previous_segv : previous_bus;
     if (previous.sa_flags & SA_SIGINFO) {
@@ -183,25 +208,39 @@ void on_fault(int signal_number, siginfo_t* info, void* context) {
     ::raise(signal_number);
     return;
   }
-  char text[512];
-  const RunningKernel& k = running_kernel;
-  if (k.device >= 0 && k.device != owner) {
+  char text[sizeof(FaultReport::text)];
+  const char* name = k.name ? k.name : "?";
+  const void* at = static_cast<const void*>(address);
+  if (owner < 0) {
+    // A runner's copy of host memory is the host's as it was when the runner started: a kernel
+    // must not read it, and any of it allocated since is not mapped there at all.
+    std::snprintf(text, sizeof(text),
+                  "cuda emulator: kernel '%s' on cuda:%d accessed %p, which is neither device memory nor pinned host "
+                  "memory (kernels cannot reach pageable host memory: copy it to the device, or use "
+                  "cudaMallocHost)",
+                  name, k.device, at);
+  } else if (k.device >= 0 && k.device != owner) {
     std::snprintf(text, sizeof(text),
                   "cuda emulator: kernel '%s' on cuda:%d accessed memory of cuda:%d at %p without peer access "
-                  "(cudaDeviceEnablePeerAccess, or copy the data to cuda:%d first)\n",
-                  k.name ? k.name : "?", k.device, owner, static_cast<const void*>(address), k.device);
+                  "(cudaDeviceEnablePeerAccess, or copy the data to cuda:%d first)",
+                  name, k.device, owner, at, k.device);
   } else if (k.device >= 0) {
-    std::snprintf(text, sizeof(text),
-                  "cuda emulator: kernel '%s' on cuda:%d accessed cuda:%d memory at %p outside any allocation\n",
-                  k.name ? k.name : "?", k.device, owner, static_cast<const void*>(address));
+    std::snprintf(text, sizeof(text), "cuda emulator: kernel '%s' on cuda:%d accessed cuda:%d memory at %p outside any allocation",
+                  name, k.device, owner, at);
   } else {
     std::snprintf(text, sizeof(text),
                   "cuda emulator: host code accessed device memory of cuda:%d at %p. Device memory is not readable "
                   "or writable from the host: copy it (Tensor::cpu(), cudaMemcpy) after the work that produces it "
-                  "has been synchronised\n",
-                  owner, static_cast<const void*>(address));
+                  "has been synchronised",
+                  owner, at);
+  }
+  if (in_kernel) {
+    // The host reports it as the device's error; this runner, and so the device, is done.
+    std::memcpy(fault_report->text, text, sizeof(text));
+    ::_exit(kFaultExitStatus);
   }
   say(text);
+  say("\n");
   ::signal(SIGABRT, SIG_DFL);
   ::abort();
 }
@@ -214,7 +253,7 @@ void install_fault_handler(const std::vector<DeviceHeap*>& heaps) {
     int n = 0;
     for (DeviceHeap* h : heaps) {
       if (n == kMaxHeaps) break;
-      heap_ranges[n++] = {h->base(), h->reserved(), h->device()};
+      heap_ranges[n++] = {h->base(), h->reserved(), h->device(), h->alias(h->base())};
     }
     heap_range_count.store(n);
     struct sigaction action;
@@ -226,5 +265,16 @@ void install_fault_handler(const std::vector<DeviceHeap*>& heaps) {
     ::sigaction(SIGBUS, &action, &previous_bus);
   });
 }
+
+void* host_view(const void* ptr) {
+  const char* p = static_cast<const char*>(ptr);
+  for (int i = 0; i < heap_range_count.load(); ++i) {
+    const HeapRange& h = heap_ranges[i];
+    if (p >= h.base && p < h.base + h.size) return h.alias + (p - h.base);
+  }
+  return const_cast<void*>(ptr);
+}
+
+void report_faults_to(FaultReport* report) { fault_report = report; }
 
 }  // namespace ember::emu

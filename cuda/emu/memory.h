@@ -1,9 +1,11 @@
-// Emulated device memory. Each device's heap is one reserved mapping, inaccessible (PROT_NONE)
-// except while a kernel or copy of the emulator that may touch it runs (an AccessWindow). Host
-// code that dereferences a device pointer, or a kernel on one device that touches another's
-// memory without peer access, faults; the fault handler names what happened and ends the process.
-// Under AddressSanitizer each allocation is followed by a poisoned redzone, and freed memory is
-// poisoned, so out-of-bounds and use-after-free accesses by kernels are reported.
+// Emulated device memory. Each device's heap is a memfd mapped at its device addresses PROT_NONE
+// in the host process for good, and read-write only in the kernel runners that may touch it
+// (runner.h): the device's own and those of devices granted peer access. The host's copies reach it
+// through a second, private read-write alias of the same memfd. Host code that dereferences a
+// device pointer faults, and the fault handler names what happened and ends the process; in a
+// runner, the fault ends the runner and its device (see runner.h). Under AddressSanitizer each
+// allocation is followed by a poisoned redzone, and freed memory is poisoned, so out-of-bounds and
+// use-after-free accesses by kernels are reported (the runners mirror the host's poisoning).
 #pragma once
 
 #include <cstddef>
@@ -16,7 +18,8 @@ namespace ember::emu {
 
 class DeviceHeap {
  public:
-  DeviceHeap(int device, size_t capacity);
+  // `device` -1: pinned host memory, mapped read-write at its addresses in every process.
+  DeviceHeap(int device, size_t capacity, size_t alignment = 256);
   ~DeviceHeap();
   DeviceHeap(const DeviceHeap&) = delete;
   DeviceHeap& operator=(const DeviceHeap&) = delete;
@@ -33,36 +36,43 @@ class DeviceHeap {
   size_t capacity() const { return capacity_; }
   void release_all();
 
-  // While any window is open, the heap is readable and writable.
-  void open_window();
-  void close_window();
+  // The host process's read-write view of the device address `ptr` (inside this heap).
+  char* alias(const void* ptr) const { return alias_ + (static_cast<const char*>(ptr) - base_); }
+  // Makes the device addresses readable and writable, or inaccessible again, in this process (a
+  // runner's own heap and its peers').
+  void set_accessible(bool accessible);
 
   int device() const { return device_; }
-  const char* base() const { return base_; }
+  char* base() const { return base_; }
   size_t reserved() const { return reserved_; }
 
  private:
   int device_;
-  size_t capacity_, reserved_;
-  char* base_ = nullptr;
+  size_t capacity_, alignment_, reserved_;
+  char* base_ = nullptr;   // the device addresses
+  char* alias_ = nullptr;  // the same memory, read-write, for the host's copies (== base_ for pinned)
   mutable std::mutex mutex_;
   std::map<size_t, size_t> free_;  // offset -> length, coalesced
   std::map<size_t, size_t> live_;  // offset -> length requested
   size_t used_ = 0;
-  int windows_ = 0;
 };
 
-// Opens the windows of `heaps` for the lifetime of this object.
-class AccessWindow {
- public:
-  explicit AccessWindow(std::vector<DeviceHeap*> heaps);
-  ~AccessWindow();
-  AccessWindow(const AccessWindow&) = delete;
-  AccessWindow& operator=(const AccessWindow&) = delete;
+// The host process's view of `ptr`: its heap's alias for a device address, `ptr` itself otherwise.
+void* host_view(const void* ptr);
 
- private:
-  std::vector<DeviceHeap*> heaps_;
-};
+// AddressSanitizer's poisoning of heap memory (nothing without ASan). The host's allocations and
+// frees poison the host's shadow and hand each change to `poison_hook` (runner.cc sends it to every
+// runner, which applies it before its next launch: shadow memory is per process).
+constexpr bool kPoisons =
+#if defined(__SANITIZE_ADDRESS__)
+    true;
+#else
+    false;
+#endif
+void apply_poisoning(const void* ptr, size_t bytes, bool poisoned);
+extern void (*poison_hook)(const void* ptr, size_t bytes, bool poisoned);
+// Poisons (or unpoisons) here and, through `poison_hook`, in every runner: what allocators use.
+void poison(const void* ptr, size_t bytes, bool poisoned);
 
 // What the running emulator thread is doing, for the fault handler's message.
 struct RunningKernel {
@@ -73,5 +83,13 @@ extern thread_local RunningKernel running_kernel;
 
 // Installs the SIGSEGV/SIGBUS handler that explains faults inside device heaps (once).
 void install_fault_handler(const std::vector<DeviceHeap*>& heaps);
+
+// In a kernel runner: where its fault handler leaves the message of a fault in a kernel before it
+// ends the runner (shared with the host process, which reports it).
+struct FaultReport {
+  char text[1024];
+};
+constexpr int kFaultExitStatus = 70;
+void report_faults_to(FaultReport* report);
 
 }  // namespace ember::emu

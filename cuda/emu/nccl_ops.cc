@@ -50,24 +50,15 @@ std::string describe(const Call& c, const RankPlace& p) {
          std::to_string(p.nranks) + ")";
 }
 
-// The only place device memory is touched: the rank's own heap is open while this lives, and a
-// fault inside names the operation.
-class DeviceAccess {
- public:
-  DeviceAccess(int device, Kind kind) : window_({device_at(device)->heap.get()}), saved_(running_kernel) {
-    running_kernel = {device, kind_name(kind)};
-  }
-  ~DeviceAccess() { running_kernel = saved_; }
-
- private:
-  AccessWindow window_;
-  RunningKernel saved_;
-};
-
 class Task {
  public:
   Task(Segment& segment, const RankPlace& place, const Call& call)
-      : segment_(segment), place_(place), call_(call), element_(element_size(call.type)) {}
+      : segment_(segment),
+        place_(place),
+        call_(call),
+        element_(element_size(call.type)),
+        send_view_(static_cast<const char*>(host_view(call.send))),
+        recv_view_(static_cast<char*>(host_view(call.recv))) {}
   virtual ~Task() = default;
   // Moves as far as it can without waiting; true when anything changed.
   virtual bool step() = 0;
@@ -102,6 +93,9 @@ class Task {
   RankPlace place_;
   Call call_;
   size_t element_;
+  // The buffers as this process reaches them (device memory through its heap's alias).
+  const char* send_view_;
+  char* recv_view_;
   bool done_ = false;
   std::string failure_;
 };
@@ -187,8 +181,8 @@ class CollectiveTask : public Task {
   size_t offset() const { return chunk_ * per_chunk_; }
   size_t length() const { return std::min(per_chunk_, call_.count - offset()); }
   int buffer() const { return static_cast<int>(chunk_ % 2); }
-  const char* send_at(size_t element) const { return static_cast<const char*>(call_.send) + element * element_; }
-  char* recv_at(size_t element) const { return static_cast<char*>(call_.recv) + element * element_; }
+  const char* send_at(size_t element) const { return send_view_ + element * element_; }
+  char* recv_at(size_t element) const { return recv_view_ + element * element_; }
 
   // Double-buffered: a rank writes chunk k + 1 while others may still read chunk k, but never
   // before all of them have finished chunk k - 1 (they passed the barrier of chunk k).
@@ -202,12 +196,10 @@ class CollectiveTask : public Task {
       case Kind::AllReduce:
       case Kind::Reduce:
       case Kind::AllGather: {
-        DeviceAccess access(place_.device, call_.kind);
         std::memcpy(segment_.staging(rank, b), send_at(offset()), bytes);
         return;
       }
       case Kind::ReduceScatter: {
-        DeviceAccess access(place_.device, call_.kind);
         for (int d = 0; d < place_.nranks; ++d)
           std::memcpy(segment_.staging(rank, b) + static_cast<size_t>(d) * per_chunk_ * element_,
                       send_at(static_cast<size_t>(d) * call_.count + offset()), bytes);
@@ -231,17 +223,14 @@ class CollectiveTask : public Task {
         for (int q = 0; q < place_.nranks; ++q) inputs_.push_back(segment_.staging(q, b) + part);
         result_.resize(bytes);
         reduce(call_.type, call_.op, place_.nranks, inputs_.data(), result_.data(), n);
-        DeviceAccess access(place_.device, call_.kind);
         std::memcpy(recv_at(offset()), result_.data(), bytes);
         return;
       }
       case Kind::Broadcast: {
-        DeviceAccess access(place_.device, call_.kind);
         std::memcpy(recv_at(offset()), segment_.staging(call_.root, b), bytes);
         return;
       }
       case Kind::AllGather: {
-        DeviceAccess access(place_.device, call_.kind);
         for (int q = 0; q < place_.nranks; ++q)
           std::memcpy(recv_at(static_cast<size_t>(q) * call_.count + offset()), segment_.staging(q, b), bytes);
         return;
@@ -292,8 +281,7 @@ class PointToPointTask : public Task {
       ChunkHeader& header = segment_.chunk_header(from(), to(), index);
       header = {call_.seq, call_.count, call_.type, static_cast<uint32_t>(chunk_length())};
       if (chunk_length() > 0) {
-        DeviceAccess access(place_.device, call_.kind);
-        std::memcpy(segment_.chunk_data(from(), to(), index), static_cast<const char*>(call_.send) + chunk_offset(),
+        std::memcpy(segment_.chunk_data(from(), to(), index), send_view_ + chunk_offset(),
                     chunk_length());
       }
       channel_.written.store(index + 1, std::memory_order_release);
@@ -324,8 +312,7 @@ class PointToPointTask : public Task {
         return true;
       }
       if (chunk_length() > 0) {
-        DeviceAccess access(place_.device, call_.kind);
-        std::memcpy(static_cast<char*>(call_.recv) + chunk_offset(), segment_.chunk_data(from(), to(), index),
+        std::memcpy(recv_view_ + chunk_offset(), segment_.chunk_data(from(), to(), index),
                     chunk_length());
       }
       channel_.read.store(index + 1, std::memory_order_release);

@@ -1,7 +1,7 @@
 // One rank's part of NCCL operations, run on its stream's worker thread: the collectives as rounds
 // of the shared barrier (agree on the signature, then per chunk: stage in, barrier, reduce or copy
 // out) and send/recv as chunk streams over per-pair channels. Device memory is touched only while
-// staging, under an AccessWindow of the rank's own heap.
+// staging, through the host process's alias of the rank's heap.
 #pragma once
 
 #include <cstddef>

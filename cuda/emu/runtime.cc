@@ -13,9 +13,8 @@
 #include "cuda/emu/check_mode.h"
 #include "cuda/emu/device.h"
 #include "cuda/emu/emu.h"
-#include "cuda/emu/fiber.h"
-#include "cuda/emu/grid.h"
 #include "cuda/emu/guards.h"
+#include "cuda/emu/runner.h"
 
 namespace ember::emu {
 
@@ -54,17 +53,7 @@ cudaError_t fail(cudaError_t error) {
   return error;
 }
 
-std::mutex pinned_mutex;
-std::map<const char*, size_t> pinned;  // cudaMallocHost blocks: address -> bytes
-
-bool is_pinned(const void* ptr, size_t bytes) {
-  std::lock_guard<std::mutex> lock(pinned_mutex);
-  const char* p = static_cast<const char*>(ptr);
-  auto it = pinned.upper_bound(p);
-  if (it == pinned.begin()) return false;
-  --it;
-  return p >= it->first && p + bytes <= it->first + it->second;
-}
+bool is_pinned(const void* ptr, size_t bytes) { return pinned_memory().holds_range(ptr, bytes); }
 
 // The device whose heap holds `ptr`, or -1 for host memory.
 int owner_of(const void* ptr) {
@@ -97,6 +86,13 @@ cudaError_t sticky_of(int device) {
 cudaError_t initialised() {
   if (devices().empty()) return fail(cudaErrorNoDevice);
   if (device_at(current_device) == nullptr) return fail(cudaErrorInvalidDevice);
+  if (forked_from_device_owner()) {
+    // Its streams' workers and the runners are the parent's (CUDA refuses a forked child too).
+    record_failure(current_device, "cuda emulator: this process is a fork of the one that started the emulated "
+                                   "devices; a forked child cannot use them (start workers by executing the program)",
+                   cudaErrorInitializationError);
+    return fail(cudaErrorInitializationError);
+  }
   return cudaSuccess;
 }
 
@@ -133,6 +129,7 @@ std::vector<Device*>& devices() {
       const char* env = std::getenv("EMBER_EMULATED_GPU_MEMORY");
       memory = env && *env ? parse_bytes(env) : size_t{4} << 30;
     }
+    pinned_memory();  // mapped before the runners start, so that they share it
     std::vector<DeviceHeap*> heaps;
     for (int i = 0; i < count; ++i) {
       auto* d = new Device();
@@ -144,6 +141,7 @@ std::vector<Device*>& devices() {
       heaps.push_back(d->heap.get());
     }
     install_fault_handler(heaps);
+    start_runners(heaps);
     // Default streams last: their workers may look devices up.
     for (Device* d : *out) d->default_stream = std::make_unique<Stream>(d->index);
     devices_created.store(true);
@@ -157,19 +155,17 @@ Device* device_at(int index) {
   return index >= 0 && index < static_cast<int>(all.size()) ? all[static_cast<size_t>(index)] : nullptr;
 }
 
-std::vector<DeviceHeap*> reachable_heaps(int device) {
-  std::vector<DeviceHeap*> heaps;
-  Device* d = device_at(device);
-  for (Device* other : devices())
-    if (d->peer_access[static_cast<size_t>(other->index)]) heaps.push_back(other->heap.get());
-  return heaps;
+DeviceHeap& pinned_memory() {
+  // 16 GB of address space, used as allocated; host code reads and writes it directly.
+  static DeviceHeap* heap = new DeviceHeap(-1, size_t{16} << 30, 4096);
+  return *heap;
 }
 
-void record_failure(int device, const std::string& what) {
+void record_failure(int device, const std::string& what, cudaError_t code) {
   Device* d = device_at(device);
   if (d == nullptr) return;
   std::lock_guard<std::mutex> lock(d->mutex);
-  if (d->sticky == cudaSuccess) d->sticky = cudaErrorLaunchFailure;
+  if (d->sticky == cudaSuccess) d->sticky = code;
   if (d->failure.empty()) d->failure = what;
 }
 
@@ -191,15 +187,14 @@ cudaError_t enqueue_kernel(KernelLaunch launch, cudaStream_t stream, std::shared
   Stream* s = stream_or_default(stream);
   launch.device = s->device();
   if (sticky_of(launch.device) != cudaSuccess) return fail(cudaErrorLaunchFailure);
-  s->enqueue([launch, keep = std::move(keep)] {
+  // Drawn here, in the order launches are queued, so that EMBER_EMU_SEED replays them.
+  launch.order_seed = draw_launch_order_seed();
+  s->enqueue([launch, keep = std::move(keep), order = thread_order(), check = checking()] {
     if (sticky_of(launch.device) != cudaSuccess) return std::string();  // a failed device runs nothing more
-    FiberFramesHiddenFromLeakCheck hidden;
-    const std::vector<DeviceHeap*> heaps = reachable_heaps(launch.device);
-    AccessWindow window(heaps);
-    std::string failure = run_grid(launch);
+    std::string failure = run_on_runner(launch, order, check);
     if (failure.empty() && any_guards())
-      failure = check_guards(heaps, "kernel '" + std::string(launch.name) + "' on cuda:" + std::to_string(launch.device) +
-                                        " wrote");
+      failure = check_guards(reachable_heaps(launch.device),
+                             "kernel '" + std::string(launch.name) + "' on cuda:" + std::to_string(launch.device) + " wrote");
     return failure;
   });
   return cudaSuccess;
@@ -286,6 +281,7 @@ cudaError_t cudaDeviceEnablePeerAccess(int peer_device, unsigned flags) {
   if (peer_device == current_device) return fail(cudaErrorInvalidDevice);
   if (d->peer_access[static_cast<size_t>(peer_device)]) return fail(cudaErrorPeerAccessAlreadyEnabled);
   d->peer_access[static_cast<size_t>(peer_device)] = true;
+  set_runner_peer_access(current_device, peer_device, true);
   return cudaSuccess;
 }
 
@@ -296,6 +292,7 @@ cudaError_t cudaDeviceDisablePeerAccess(int peer_device) {
   if (peer_device == current_device || !d->peer_access[static_cast<size_t>(peer_device)])
     return fail(cudaErrorPeerAccessNotEnabled);
   d->peer_access[static_cast<size_t>(peer_device)] = false;
+  set_runner_peer_access(current_device, peer_device, false);
   return cudaSuccess;
 }
 
@@ -318,11 +315,9 @@ cudaError_t cudaFree(void* ptr) {
 }
 
 cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
-  *ptr = std::aligned_alloc(4096, (std::max<size_t>(bytes, 1) + 4095) / 4096 * 4096);
-  if (*ptr == nullptr) return fail(cudaErrorMemoryAllocation);
-  std::lock_guard<std::mutex> lock(pinned_mutex);
-  pinned[static_cast<const char*>(*ptr)] = bytes;
-  return cudaSuccess;
+  devices();  // the runners map pinned memory: they start first
+  *ptr = pinned_memory().allocate(bytes);
+  return *ptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
 
 cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned flags) {
@@ -332,24 +327,14 @@ cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned flags) {
 
 cudaError_t cudaHostGetDevicePointer(void** device_ptr, void* host_ptr, unsigned flags) {
   if (flags != 0 || device_ptr == nullptr) return fail(cudaErrorInvalidValue);
-  std::lock_guard<std::mutex> lock(pinned_mutex);
   // Any address inside a pinned block maps, as CUDA's does.
-  auto after = pinned.upper_bound(static_cast<const char*>(host_ptr));
-  if (after == pinned.begin()) return fail(cudaErrorInvalidValue);
-  auto block = std::prev(after);
-  if (static_cast<const char*>(host_ptr) >= block->first + std::max<size_t>(block->second, 1))
-    return fail(cudaErrorInvalidValue);
+  if (!is_pinned(host_ptr, 1)) return fail(cudaErrorInvalidValue);
   *device_ptr = host_ptr;
   return cudaSuccess;
 }
 
 cudaError_t cudaFreeHost(void* ptr) {
-  {
-    std::lock_guard<std::mutex> lock(pinned_mutex);
-    if (pinned.erase(static_cast<const char*>(ptr)) == 0) return fail(cudaErrorInvalidValue);
-  }
-  std::free(ptr);
-  return cudaSuccess;
+  return pinned_memory().release(ptr) ? cudaSuccess : fail(cudaErrorInvalidValue);
 }
 
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
@@ -371,22 +356,20 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   if (to_device && check_device_range(dst, bytes, "cudaMemcpy") != cudaSuccess) return cudaErrorInvalidValue;
   if (from_device && check_device_range(src, bytes, "cudaMemcpy") != cudaSuccess) return cudaErrorInvalidValue;
   Stream* s = stream_or_default(stream);
-  std::vector<DeviceHeap*> heaps;
-  if (to_device) heaps.push_back(device_at(dst_owner)->heap.get());
-  if (from_device && src_owner != dst_owner) heaps.push_back(device_at(src_owner)->heap.get());
+  // Device memory through the host's alias of it; the device addresses stay closed.
+  void* const dst_view = host_view(dst);
+  const void* const src_view = host_view(src);
   if (actual == cudaMemcpyHostToDevice && !is_pinned(src, bytes)) {
     // Pageable memory is staged at once, so the caller may reuse its buffer on return (as in CUDA).
     auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
-    s->enqueue([dst, staged, heaps] {
-      AccessWindow window(heaps);
-      std::memcpy(dst, staged->data(), staged->size());
+    s->enqueue([dst_view, staged] {
+      std::memcpy(dst_view, staged->data(), staged->size());
       return std::string();
     });
     return cudaSuccess;
   }
-  s->enqueue([dst, src, bytes, heaps] {
-    AccessWindow window(heaps);
-    std::memcpy(dst, src, bytes);
+  s->enqueue([dst_view, src_view, bytes] {
+    std::memcpy(dst_view, src_view, bytes);
     return std::string();
   });
   // Into pageable memory, CUDA returns only once the copy is done.
@@ -416,10 +399,9 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t str
   if (cudaError_t e = initialised(); e != cudaSuccess) return e;
   if (bytes == 0) return cudaSuccess;
   if (check_device_range(ptr, bytes, "cudaMemset") != cudaSuccess) return cudaErrorInvalidValue;
-  std::vector<DeviceHeap*> heaps{device_at(owner_of(ptr))->heap.get()};
-  stream_or_default(stream)->enqueue([ptr, value, bytes, heaps] {
-    AccessWindow window(heaps);
-    std::memset(ptr, value, bytes);
+  void* const view = host_view(ptr);
+  stream_or_default(stream)->enqueue([view, value, bytes] {
+    std::memset(view, value, bytes);
     return std::string();
   });
   return cudaSuccess;

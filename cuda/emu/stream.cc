@@ -56,7 +56,6 @@ void Stream::enqueue_bookkeeping(std::function<std::string()> step) {
 }
 
 std::string Stream::run_bookkeeping(const Steps& steps) {
-  AccessWindow window({device_at(device_)->heap.get()});
   std::string failure;
   for (const auto& step : steps) {
     std::string f = step();

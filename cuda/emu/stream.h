@@ -1,7 +1,7 @@
 // Emulated streams and events. A stream is a queue of operations run in order by its own worker
-// thread, never inline in the call that queues them; a kernel's blocks are spread over a pool of OS
-// threads. An event marks a point in a stream's queue; a stream waiting on an event holds its
-// later operations until that point has run.
+// thread, never inline in the call that queues them; a kernel is handed to its device's runner
+// process (runner.h), and the worker waits for it. An event marks a point in a stream's queue; a
+// stream waiting on an event holds its later operations until that point has run.
 #pragma once
 
 #include <chrono>

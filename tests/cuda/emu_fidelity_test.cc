@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/ember_core.h"
@@ -159,6 +160,56 @@ TEST_CASE("host code reading device memory (a raw pointer, a cuda:0 tensor's dat
   }
 }
 
+// A kernel that runs on `stream`'s device until the object dies (pinned flags the host sets).
+class DeviceHeld {
+ public:
+  explicit DeviceHeld(cudaStream_t stream) : stream_(stream) {
+    REQUIRE_CUDA(cudaMallocHost(reinterpret_cast<void**>(&running_), sizeof(int)));
+    REQUIRE_CUDA(cudaMallocHost(reinterpret_cast<void**>(&release_), sizeof(int)));
+    *running_ = *release_ = 0;
+    REQUIRE_CUDA(hold_device(running_, release_, stream));
+    while (__atomic_load_n(running_, __ATOMIC_SEQ_CST) == 0) std::this_thread::yield();
+  }
+  ~DeviceHeld() {
+    __atomic_store_n(release_, 1, __ATOMIC_SEQ_CST);
+    cudaStreamSynchronize(stream_);
+    cudaFreeHost(running_);
+    cudaFreeHost(release_);
+  }
+
+ private:
+  cudaStream_t stream_;
+  int* running_ = nullptr;
+  int* release_ = nullptr;
+};
+
+TEST_CASE("host code reading a CUDA tensor while a kernel runs on its device dies naming the host read", "[emu]") {
+  Death d = run_death_main("tensor-read-during-kernel");
+  INFO(d.output);
+  CHECK(d.status != 0);
+  CHECK_THAT(d.output, Catch::Contains("cuda emulator: host code accessed device memory of cuda:0 at"));
+  CHECK_THAT(d.output, !Catch::Contains("read "));
+}
+
+TEST_CASE("while a kernel runs on a device, copies on its other streams read and write its memory", "[emu]") {
+  Buffer x(1024);
+  x.write(std::vector<float>(1024, 4.0f));
+  cudaStream_t held, copies;
+  REQUIRE_CUDA(cudaStreamCreate(&held));
+  REQUIRE_CUDA(cudaStreamCreate(&copies));
+  std::vector<float> got(1024, 0.0f), update(1024, 5.0f);
+  {
+    DeviceHeld running(held);
+    REQUIRE_CUDA(cudaMemcpyAsync(got.data(), x.ptr, 1024 * sizeof(float), cudaMemcpyDeviceToHost, copies));
+    CHECK(got == std::vector<float>(1024, 4.0f));
+    REQUIRE_CUDA(cudaMemcpyAsync(x.ptr, update.data(), 1024 * sizeof(float), cudaMemcpyHostToDevice, copies));
+    REQUIRE_CUDA(cudaStreamSynchronize(copies));
+  }
+  CHECK(x.read() == update);
+  REQUIRE_CUDA(cudaStreamDestroy(held));
+  REQUIRE_CUDA(cudaStreamDestroy(copies));
+}
+
 TEST_CASE("a kernel reaching another device's memory without peer access dies with a message", "[emu]") {
   Death d = run_death_main("cross-device");
   INFO(d.output);
@@ -176,6 +227,64 @@ TEST_CASE("a kernel reaching another device's memory without peer access dies wi
   REQUIRE_CUDA(cudaDeviceSynchronize());
   CHECK(a.read() == std::vector<float>(1024, 6.0f));
   REQUIRE_CUDA(cudaDeviceDisablePeerAccess(1));
+}
+
+TEST_CASE("a kernel reaching another device's memory while that device runs a kernel is reported naming both",
+          "[emu]") {
+  Death d = run_death_main("cross-device-during-kernel");
+  INFO(d.output);
+  CHECK(d.status != 0);
+  CHECK_THAT(d.output, Catch::Contains("cudaErrorIllegalAddress: cuda emulator: kernel 'scale_kernel' on cuda:0 "
+                                       "accessed memory of cuda:1") &&
+                           Catch::Contains("without peer access"));
+  CHECK_THAT(d.output, !Catch::Contains("survived"));
+  // The fault ended cuda:0's runner: after a reset, a correct kernel there fails with the same text.
+  CHECK_THAT(d.output, Catch::Contains("after cudaDeviceReset: cudaErrorLaunchFailure: cuda emulator: kernel "
+                                       "'scale_kernel' on cuda:0 accessed memory of cuda:1"));
+  // With peer access, the same kernel runs while cuda:1 runs one too.
+  REQUIRE_CUDA(cudaSetDevice(1));
+  Buffer b(1024);
+  b.write(std::vector<float>(1024, 3.0f));
+  cudaStream_t held;
+  REQUIRE_CUDA(cudaStreamCreate(&held));
+  REQUIRE_CUDA(cudaSetDevice(0));
+  Buffer a(1024);
+  REQUIRE_CUDA(cudaDeviceEnablePeerAccess(1, 0));
+  {
+    DeviceHeld running(held);
+    REQUIRE_CUDA(scale(b.ptr, a.ptr, 2.0f, 1024, nullptr));
+    REQUIRE_CUDA(cudaStreamSynchronize(nullptr));
+  }
+  CHECK(a.read() == std::vector<float>(1024, 6.0f));
+  REQUIRE_CUDA(cudaDeviceDisablePeerAccess(1));
+  REQUIRE_CUDA(cudaStreamDestroy(held));
+}
+
+TEST_CASE("a kernel reading pageable host memory is reported naming the kernel", "[emu]") {
+  Death d = run_death_main("pageable-read");
+  INFO(d.output);
+  CHECK(d.status != 0);
+  CHECK_THAT(d.output, Catch::Contains("cudaErrorIllegalAddress: cuda emulator: kernel 'scale_kernel' on cuda:0 "
+                                       "accessed 0x") &&
+                           Catch::Contains("which is neither device memory nor pinned host memory"));
+}
+
+TEST_CASE("a killed kernel runner fails its device, also the kernel it was running, naming the device", "[emu]") {
+  Death d = run_death_main("runner-killed");
+  INFO(d.output);
+  CHECK(d.status != 0);
+  CHECK_THAT(d.output, Catch::Contains("cudaErrorLaunchFailure: cuda emulator: the kernel runner of cuda:0 (pid ") &&
+                           Catch::Contains(") was killed by signal Killed") &&
+                           Catch::Contains("cuda:0 runs nothing more"));
+}
+
+TEST_CASE("a child forked after the first CUDA call cannot use its parent's devices", "[emu]") {
+  Death d = run_death_main("forked-child");
+  INFO(d.output);
+  CHECK(d.status != 0);
+  CHECK_THAT(d.output, Catch::Contains("cudaErrorInitializationError: cuda emulator: this process is a fork of "
+                                       "the one that started the emulated devices"));
+  CHECK_THAT(d.output, Catch::Contains("the parent's launch ran"));
 }
 
 TEST_CASE("in checking mode a store one element past a tensor or a cudaMalloc is reported, naming the kernel and "
@@ -201,7 +310,7 @@ TEST_CASE("in checking mode a store one element past a tensor or a cudaMalloc is
     CHECK_THAT(d.output, Catch::Contains("AddressSanitizer: use-after-poison"));
 #else
     CHECK(WEXITSTATUS(d.status) == 3);
-    CHECK_THAT(d.output, Catch::Contains("unspecified launch failure: kernel 'fill_kernel' on cuda:0 wrote past"));
+    CHECK_THAT(d.output, Catch::Contains("cudaErrorLaunchFailure: kernel 'fill_kernel' on cuda:0 wrote past"));
     CHECK_THAT(d.output, Catch::Contains("bytes +0 to +3 after the 4000 bytes"));
 #endif
   }
@@ -250,6 +359,19 @@ TEST_CASE("writing past the dynamic shared memory is caught", "[emu]") {
 }
 
 #if defined(__SANITIZE_ADDRESS__)
+// Kernels run in the device's runner process, whose shadow memory mirrors the host's poisoning of
+// each allocation's redzone and of freed memory: both reported there, and the device fails.
+TEST_CASE("a kernel writing past a cudaMalloc block or reading a freed one is caught by AddressSanitizer", "[emu]") {
+  for (const char* mode : {"overrun", "use-after-free"}) {
+    Death d = run_death_main(mode);
+    INFO(mode << ": " << d.output);
+    CHECK(d.status != 0);
+    CHECK_THAT(d.output, Catch::Contains("AddressSanitizer: use-after-poison") && Catch::Contains("scale_kernel"));
+    CHECK_THAT(d.output, Catch::Contains("cudaErrorLaunchFailure: cuda emulator: the kernel runner of cuda:0 (pid ") &&
+                             Catch::Contains("exited with status"));
+  }
+}
+
 // Fibers keep their stack's fake stack from one block to the next (cuda/emu/fiber.h): reading a
 // returned function's local is still reported after 20,000 blocks have used those stacks.
 TEST_CASE("a kernel reading a returned function's local is caught by AddressSanitizer", "[emu]") {

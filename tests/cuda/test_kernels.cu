@@ -85,6 +85,12 @@ __global__ void wait_kernel(const volatile int* flag) {
   }
 }
 
+__global__ void hold_kernel(volatile int* running, const volatile int* release) {
+  *running = 1;
+  while (*release == 0) {
+  }
+}
+
 __global__ void warp_kernel(const int* in, int* out, int width) {
   const int lane = threadIdx.x % 32;
   const int v = in[threadIdx.x];
@@ -210,6 +216,11 @@ cudaError_t read_after_return(int** slots, int* out, int threads, cudaStream_t s
 
 cudaError_t wait_for_host_flag(const volatile int* flag, cudaStream_t stream) {
   EMBER_LAUNCH(wait_kernel, 1, 1, 0, stream, flag);
+  return cudaGetLastError();
+}
+
+cudaError_t hold_device(volatile int* running, const volatile int* release, cudaStream_t stream) {
+  EMBER_LAUNCH(hold_kernel, 1, 1, 0, stream, running, release);
   return cudaGetLastError();
 }
 

@@ -30,6 +30,9 @@ cudaError_t scale(const float* x, float* out, float a, int n, cudaStream_t strea
 cudaError_t read_after_return(int** slots, int* out, int threads, cudaStream_t stream);
 // Spins until *flag (pinned host memory) becomes non-zero.
 cudaError_t wait_for_host_flag(const volatile int* flag, cudaStream_t stream);
+// Sets *running (pinned) to 1, then spins until *release (pinned) becomes non-zero: the host knows
+// that a kernel is running on the stream's device until it lets it go.
+cudaError_t hold_device(volatile int* running, const volatile int* release, cudaStream_t stream);
 // For each lane of a 64-thread block: the results of every warp operation with `width` (see the
 // test for the exact semantics checked): 8 outputs per thread.
 cudaError_t warp_operations(const int* in, int* out, int width, cudaStream_t stream);

@@ -57,6 +57,10 @@ void barrier_loop(float* out, int threads, int barriers, cudaStream_t stream) {
   EMBER_LAUNCH(barrier_kernel, 1, threads, 0, stream, out, barriers);
 }
 
+__global__ void nothing_kernel(int) {}
+
+void empty_kernel(cudaStream_t stream) { EMBER_LAUNCH(nothing_kernel, 1, 1, 0, stream, 0); }
+
 void add_floats(const float* a, const float* b, float* c, int64_t n, cudaStream_t stream) {
   const int threads = 256;
   const int64_t blocks = std::max<int64_t>((n + threads * kPerThread - 1) / (threads * kPerThread), 1);
