@@ -161,6 +161,15 @@ DeviceHeap& pinned_memory() {
   return *heap;
 }
 
+// The heaps a kernel on `device` may touch: its own and its peers'; guards are checked in those.
+std::vector<DeviceHeap*> reachable_heaps(int device) {
+  std::vector<DeviceHeap*> heaps;
+  Device* d = device_at(device);
+  for (Device* other : devices())
+    if (d->peer_access[static_cast<size_t>(other->index)]) heaps.push_back(other->heap.get());
+  return heaps;
+}
+
 void record_failure(int device, const std::string& what, cudaError_t code) {
   Device* d = device_at(device);
   if (d == nullptr) return;

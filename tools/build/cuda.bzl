@@ -176,19 +176,20 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], nvcc_copts = [], 
     _cu_as_cc(name = name + "_emu_srcs", srcs = srcs, tags = ["manual"])
     _racecheck_objects(
         name = name + "_racecheck",
-        srcs = select({
-            "//tools/build:cuda_enabled": [],
-            "//conditions:default": [":" + name + "_emu_srcs"],
-        }),
+        srcs = [":" + name + "_emu_srcs"],
         hdrs = hdrs,
         deps = deps + ["//cuda:lang"],
         copts = copts,
         tags = ["manual"],
     )
-    # Always linked: nothing refers to the copies, which register themselves as they load.
+    # Always linked: nothing refers to the copies, which register themselves as they load. Empty
+    # under --config=cuda (nvcc's objects have no copy).
     native.cc_library(
         name = name + "_racecheck_copy",
-        srcs = [":" + name + "_racecheck"],
+        srcs = select({
+            "//tools/build:cuda_enabled": [],
+            "//conditions:default": [":" + name + "_racecheck"],
+        }),
         deps = deps + ["//cuda:lang"],
         alwayslink = True,
         testonly = kwargs.get("testonly", False),
