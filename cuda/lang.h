@@ -32,5 +32,9 @@
 
 #define EMBER_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
   (void)::ember::emu::launch<kernel>(#kernel, (grid), (block), (shared_bytes), (stream), __VA_ARGS__)
+#if defined(EMBER_EMU_SHARED_MEMORY_SCAN)
+#define EMBER_DYNAMIC_SHARED(T, name) ember_emu_uses_shared_memory
+#else
 #define EMBER_DYNAMIC_SHARED(T, name) T* name = static_cast<T*>(::ember::emu::dynamic_shared_memory())
+#endif
 #endif

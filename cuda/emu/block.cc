@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "cuda/emu/check_mode.h"
 #include "cuda/emu/fiber.h"
 #include "cuda/emu/racecheck.h"
 
@@ -167,7 +166,7 @@ void BlockScheduler::new_order() {
   const unsigned n = count_;
   order_.resize(n);
   plain_calls.order = order_.data();
-  const ThreadOrder mode = thread_order();
+  const ThreadOrder mode = launch_->order;
   uint64_t state = mix(launch_->order_seed ^ mix(block_linear_ * 1315423911ull + phase_));
   const bool backward = mode == ThreadOrder::Shuffled && (state & 1);
   for (unsigned i = 0; i < n; ++i) order_[i] = backward ? n - 1 - i : i;
@@ -257,7 +256,7 @@ std::string BlockScheduler::run(const KernelLaunch& launch, uint64_t block_linea
   current_block = &dims_;
   // The launch's race-checking copy (none under AddressSanitizer, whose instrumentation cannot be
   // combined with ThreadSanitizer's) records this block's shared-memory accesses.
-  race_checking_ = launch.run_threads_checked != nullptr && checking();
+  race_checking_ = launch.run_threads_checked != nullptr && launch.checking;
   if (race_checking_) racecheck::begin_block(n, dynamic_, launch.dynamic_shared_bytes);
 
   while (true) {

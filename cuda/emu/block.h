@@ -45,7 +45,10 @@ struct KernelLaunch {
   void (*run_threads_checked)(const void* args) = nullptr;
   const void* args = nullptr;  // trivially copyable, `args_bytes` long
   size_t args_bytes = 0;
+  // The settings in force when it was queued (the runner runs several launches at once).
   uint64_t order_seed = 0;  // draw_launch_order_seed(), per launch
+  ThreadOrder order = ThreadOrder::Shuffled;
+  bool checking = false;
 };
 
 // A block's thread as the plain-call loop sees it (the scheduler keeps more per thread).

@@ -22,7 +22,13 @@
 #define __forceinline__ inline __attribute__((always_inline))
 #define __launch_bounds__(...)
 #define __grid_constant__
+#if defined(EMBER_EMU_SHARED_MEMORY_SCAN)
+// Only ever preprocessed (tools/build/cuda.bzl): each use of shared memory leaves this token, and a
+// source whose preprocessed text has none gets no race-checking copy.
+#define __shared__ ember_emu_uses_shared_memory static thread_local
+#else
 #define __shared__ static thread_local
+#endif
 #define __constant__ static
 
 struct uint3 {

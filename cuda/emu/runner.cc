@@ -30,7 +30,6 @@
 #include <thread>
 
 #include "core/error.h"
-#include "cuda/emu/check_mode.h"
 #include "cuda/emu/device.h"
 #include "cuda/emu/fiber.h"
 #include "cuda/emu/grid.h"
@@ -49,8 +48,6 @@ enum SlotState : uint32_t { kFree, kQueued, kDone, kLost };
 struct Slot {
   std::atomic<uint32_t> state{kFree};
   KernelLaunch launch;  // `args` is set where it runs: this slot's copy
-  int order = 0;
-  bool checking = false;
   uint32_t failure_bytes = 0;
   char failure[kFailureBytes];
   alignas(64) unsigned char args[kKernelArgumentBytes];
@@ -124,8 +121,6 @@ class LaunchThreads {
   static void run(Slot& slot) {
     KernelLaunch launch = slot.launch;
     launch.args = slot.args;
-    set_thread_order(static_cast<ThreadOrder>(slot.order));
-    set_checking(slot.checking);
     std::string failure;
     {
       FiberFramesHiddenFromLeakCheck hidden;
@@ -303,7 +298,7 @@ void start_runners(const std::vector<DeviceHeap*>& heaps) {
   for (Runner* r : runners()) std::thread(watch, r).detach();
 }
 
-std::string run_on_runner(const KernelLaunch& launch, ThreadOrder order, bool checking) {
+std::string run_on_runner(const KernelLaunch& launch) {
   Runner& r = *runners().at(static_cast<size_t>(launch.device));
   int index;
   {
@@ -317,8 +312,6 @@ std::string run_on_runner(const KernelLaunch& launch, ThreadOrder order, bool ch
   slot.launch = launch;
   slot.launch.args = nullptr;
   std::memcpy(slot.args, launch.args, launch.args_bytes);
-  slot.order = static_cast<int>(order);
-  slot.checking = checking;
   slot.state.store(kQueued);
   // The watcher marks queued slots lost once it has seen the runner end; a slot queued after
   // that is marked here (both sides are sequentially consistent, so one of them sees the other).

@@ -21,7 +21,7 @@ void start_runners(const std::vector<DeviceHeap*>& heaps);
 
 // Runs `launch` (its `args_bytes` bytes of arguments at `args`) on its device's runner and waits:
 // "" or why it failed (what run_grid says, or what ended the runner).
-std::string run_on_runner(const KernelLaunch& launch, ThreadOrder order, bool checking);
+std::string run_on_runner(const KernelLaunch& launch);
 
 // Makes `peer`'s heap reachable (or not) for the kernels of `device` launched from now on.
 void set_runner_peer_access(int device, int peer, bool enabled);

@@ -161,6 +161,17 @@ DeviceHeap& pinned_memory() {
   return *heap;
 }
 
+// Waits for the work queued on every stream of `d`.
+void synchronize_streams(Device* d) {
+  d->default_stream->synchronize();
+  std::vector<Stream*> streams;
+  {
+    std::lock_guard<std::mutex> lock(d->mutex);
+    streams = d->streams;
+  }
+  for (Stream* s : streams) s->synchronize();
+}
+
 // The heaps a kernel on `device` may touch: its own and its peers'; guards are checked in those.
 std::vector<DeviceHeap*> reachable_heaps(int device) {
   std::vector<DeviceHeap*> heaps;
@@ -198,9 +209,11 @@ cudaError_t enqueue_kernel(KernelLaunch launch, cudaStream_t stream, std::shared
   if (sticky_of(launch.device) != cudaSuccess) return fail(cudaErrorLaunchFailure);
   // Drawn here, in the order launches are queued, so that EMBER_EMU_SEED replays them.
   launch.order_seed = draw_launch_order_seed();
-  s->enqueue([launch, keep = std::move(keep), order = thread_order(), check = checking()] {
+  launch.order = thread_order();
+  launch.checking = checking();
+  s->enqueue([launch, keep = std::move(keep)] {
     if (sticky_of(launch.device) != cudaSuccess) return std::string();  // a failed device runs nothing more
-    std::string failure = run_on_runner(launch, order, check);
+    std::string failure = run_on_runner(launch);
     if (failure.empty() && any_guards())
       failure = check_guards(reachable_heaps(launch.device),
                              "kernel '" + std::string(launch.name) + "' on cuda:" + std::to_string(launch.device) + " wrote");
@@ -251,13 +264,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 cudaError_t cudaDeviceSynchronize() {
   if (cudaError_t e = initialised(); e != cudaSuccess) return e;
   Device* d = device_at(current_device);
-  d->default_stream->synchronize();
-  std::vector<Stream*> streams;
-  {
-    std::lock_guard<std::mutex> lock(d->mutex);
-    streams = d->streams;
-  }
-  for (Stream* s : streams) s->synchronize();
+  synchronize_streams(d);
   check_guards_at_synchronisation(*d->default_stream);
   d->default_stream->synchronize();
   return sticky_of(current_device) != cudaSuccess ? fail(sticky_of(current_device)) : cudaSuccess;
@@ -318,8 +325,9 @@ cudaError_t cudaFree(void* ptr) {
   const int owner = owner_of(ptr);
   if (owner < 0) return fail(cudaErrorInvalidDevicePointer);
   unguard(owner, nullptr, ptr, device_at(owner)->heap->extent(ptr));
-  // cudaFree waits for the device's queued work, as CUDA's does.
-  device_at(owner)->default_stream->synchronize();
+  // cudaFree waits for all of the device's queued work, as CUDA's does (on every stream: a kernel
+  // on a side stream may still use the memory).
+  synchronize_streams(device_at(owner));
   return device_at(owner)->heap->release(ptr) ? cudaSuccess : fail(cudaErrorInvalidDevicePointer);
 }
 

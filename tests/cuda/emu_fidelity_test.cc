@@ -323,11 +323,11 @@ TEST_CASE("in checking mode a copy past a tensor's end is reported at the next s
   CHECK_THAT(d.output, Catch::Contains("wrote past the end of an allocation: byte") &&
                            Catch::Contains(" after the 4000 bytes requested at 0x") &&
                            Catch::Contains("tensor_of_1000_floats(float)"));
-#if !defined(__SANITIZE_ADDRESS__)
+  // Copies write through the host's alias of device memory, which AddressSanitizer does not
+  // watch: the canary reports it in every build.
   CHECK_THAT(d.output, Catch::Contains("unspecified launch failure: found at a synchronisation of cuda:0: a copy, "
                                        "memset or collective (or a kernel still running on another stream) wrote past") &&
                            Catch::Contains("bytes +0 to +3 after"));
-#endif
 }
 
 TEST_CASE("in checking mode the off-by-one's correct twin runs, and the neighbouring tensor is unchanged",

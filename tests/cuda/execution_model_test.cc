@@ -4,9 +4,11 @@
 // ordered by an event. Every result is compared with a float64 or integer reference on the host.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "tests/cuda/test_kernels.h"
@@ -174,6 +176,30 @@ TEST_CASE("two streams ordered by an event; without the wait the second runs fir
   REQUIRE_CUDA(cudaEventDestroy(produced));
   REQUIRE_CUDA(cudaStreamDestroy(producer));
   REQUIRE_CUDA(cudaStreamDestroy(consumer));
+  REQUIRE_CUDA(cudaFreeHost(flag));
+}
+
+TEST_CASE("cudaFree waits for the device's work on every stream, as CUDA's does", "[cuda][emu]") {
+  const int n = 1024;
+  float* x = nullptr;
+  REQUIRE_CUDA(cudaMalloc(reinterpret_cast<void**>(&x), n * sizeof(float)));
+  DeviceBuffer<float> source(std::vector<float>(n, 1.0f));
+  int* flag = nullptr;
+  REQUIRE_CUDA(cudaMallocHost(reinterpret_cast<void**>(&flag), sizeof(int)));
+  *flag = 0;
+  cudaStream_t side;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  // The side stream writes x once the host lets it go, 200 ms after cudaFree is called.
+  REQUIRE_CUDA(wait_for_host_flag(flag, side));
+  REQUIRE_CUDA(scale(source.ptr, x, 2.0f, n, side));
+  std::thread release([flag] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    __atomic_store_n(flag, 1, __ATOMIC_SEQ_CST);
+  });
+  REQUIRE_CUDA(cudaFree(x));
+  CHECK(cudaStreamQuery(side) == cudaSuccess);  // not freed under the running kernel
+  release.join();
+  REQUIRE_CUDA(cudaStreamDestroy(side));
   REQUIRE_CUDA(cudaFreeHost(flag));
 }
 

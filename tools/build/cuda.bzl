@@ -105,6 +105,27 @@ EMULATED_COPTS = ["-O2"]
 # none at function entry and exit, and line tables for the reports.
 RACECHECK_COPTS = ["-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0", "-g1"]
 
+# Compiles one race-checking copy: $1 compiler, $2 objcopy, $3 source, $4 instrumented object, $5
+# the object linked, then the flags. Race detection watches shared memory only, so a source whose
+# preprocessed text uses none (no token from cuda/emu/lang.h's scan mode) gets an empty object:
+# its launches run the plain loop in checking mode too, and it costs no compile. Otherwise the
+# copy's symbols are made local and its COMDAT groups plain sections: it links beside the plain
+# object without a clash, and no inline function or template instance of the copy replaces the
+# plain one's (namespace std's, of default visibility, stay weak: either serves).
+_RACECHECK_COMMAND = """
+set -eu
+cc=$1 objcopy=$2 src=$3 raw=$4 obj=$5
+shift 5
+"$cc" "$@" -E -DEMBER_EMU_SHARED_MEMORY_SCAN "$src" -o "$raw.scan"
+if grep -qw ember_emu_uses_shared_memory "$raw.scan"; then
+  "$cc" "$@" -c "$src" -o "$raw"
+else
+  "$cc" -x c++ -fPIC -c /dev/null -o "$raw"
+fi
+rm -f "$raw.scan"
+"$objcopy" --remove-section=.group --localize-hidden "$raw" "$obj"
+"""
+
 def _racecheck_objects_impl(ctx):
     cc_toolchain = find_cpp_toolchain(ctx)
     include_flags, dep_headers = _include_flags(ctx.attr.deps)
@@ -116,6 +137,7 @@ def _racecheck_objects_impl(ctx):
         raw = ctx.actions.declare_file(base + ".instrumented.o")
         obj = ctx.actions.declare_file(base + ".o")
         args = ctx.actions.args()
+        args.add_all([cc_toolchain.compiler_executable, cc_toolchain.objcopy_executable, src.path, raw.path, obj.path])
         args.add_all(ctx.fragments.cpp.copts)
         args.add_all(cxxopts)
         args.add_all(EMULATED_COPTS + RACECHECK_COPTS)
@@ -126,25 +148,13 @@ def _racecheck_objects_impl(ctx):
         args.add("-DEMBER_EMU_RACECHECK_COPY")
         args.add_all(include_flags)
         args.add_all(ctx.attr.copts)
-        args.add_all(["-c", src.path, "-o", raw.path])
-        ctx.actions.run(
-            executable = cc_toolchain.compiler_executable,
+        ctx.actions.run_shell(
             arguments = [args],
+            command = _RACECHECK_COMMAND,
             inputs = depset([src], transitive = [headers, cc_toolchain.all_files]),
-            outputs = [raw],
+            outputs = [raw, obj],
             mnemonic = "RacecheckCompile",
             progress_message = "racecheck copy of %s" % src.short_path,
-            use_default_shell_env = True,
-        )
-        # Its symbols made local and its COMDAT groups plain sections: the copy links beside the
-        # plain object without a clash, and no inline function or template instance of the copy
-        # replaces the plain one's (namespace std's, of default visibility, stay weak: either serves).
-        ctx.actions.run(
-            executable = cc_toolchain.objcopy_executable,
-            arguments = ["--remove-section=.group", "--localize-hidden", raw.path, obj.path],
-            inputs = depset([raw], transitive = [cc_toolchain.all_files]),
-            outputs = [obj],
-            mnemonic = "RacecheckLocalize",
             use_default_shell_env = True,
         )
         objects.append(obj)
