@@ -39,7 +39,7 @@ class BlockPool {
 
  private:
   struct Job {
-    KernelLaunch launch;  // with the seed of the thread orders it drew
+    const KernelLaunch* launch;
     uint64_t total;
     std::atomic<uint64_t> next{0};
     std::atomic<bool> failed{false};
@@ -65,10 +65,10 @@ BlockPool::BlockPool() {
 }
 
 void BlockPool::work_on(Job& job) {
-  running_kernel = {job.launch.device, job.launch.name};
+  running_kernel = {job.launch->device, job.launch->name};
   uint64_t block;
   while (!job.failed.load(std::memory_order_relaxed) && (block = job.next.fetch_add(1)) < job.total) {
-    std::string failure = run_block(job.launch, block);
+    std::string failure = run_block(*job.launch, block);
     if (failure.empty()) continue;
     std::lock_guard<std::mutex> lock(job.mutex);
     if (job.failure.empty()) job.failure = failure;
@@ -104,7 +104,7 @@ void BlockPool::help() {
 
 std::string BlockPool::run(const KernelLaunch& launch) {
   auto job = std::make_shared<Job>();
-  job->launch = launch;
+  job->launch = &launch;
   job->total = uint64_t{launch.grid.x} * launch.grid.y * launch.grid.z;
   if (job->total > 1) {
     std::lock_guard<std::mutex> lock(mutex_);

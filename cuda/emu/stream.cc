@@ -37,7 +37,7 @@ Stream::~Stream() {
 void Stream::enqueue(std::function<std::string()> op) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back({std::move(op), nullptr});
+    queue_.push_back({std::move(op), false});
   }
   cv_.notify_one();
 }
@@ -45,23 +45,9 @@ void Stream::enqueue(std::function<std::string()> op) {
 void Stream::enqueue_bookkeeping(std::function<std::string()> step) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    // Queued and not started (the worker takes an operation off the queue before it runs it).
-    if (queue_.empty() || !queue_.back().bookkeeping) {
-      auto steps = std::make_shared<Steps>();
-      queue_.push_back({[this, steps] { return run_bookkeeping(*steps); }, steps});
-    }
-    queue_.back().bookkeeping->push_back(std::move(step));
+    queue_.push_back({std::move(step), true});
   }
   cv_.notify_one();
-}
-
-std::string Stream::run_bookkeeping(const Steps& steps) {
-  std::string failure;
-  for (const auto& step : steps) {
-    std::string f = step();
-    if (failure.empty()) failure = std::move(f);
-  }
-  return failure;
 }
 
 std::shared_ptr<Mark> Stream::mark() {

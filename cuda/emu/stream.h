@@ -13,7 +13,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "cuda/emu/cuda_runtime.h"
 
@@ -38,9 +37,8 @@ class Stream {
 
   // `op` returns "" or a failure, which becomes the device's sticky error.
   void enqueue(std::function<std::string()> op);
-  // The emulator's own bookkeeping (the checking mode's guards), which stands for no GPU work: not
-  // delayed, run with the device's memory open, and merged into the bookkeeping queued just
-  // before when nothing came between, so that a run of allocations costs one operation.
+  // The emulator's own bookkeeping (the checking mode's guards), which stands for no GPU work: in
+  // order with the rest, but not delayed.
   void enqueue_bookkeeping(std::function<std::string()> step);
   std::shared_ptr<Mark> mark();  // a mark at the current end of the queue
   void synchronize();
@@ -53,12 +51,10 @@ class Stream {
   int device_;
   std::mutex mutex_;
   std::condition_variable cv_, drained_cv_;
-  using Steps = std::vector<std::function<std::string()>>;
   struct Op {
     std::function<std::string()> run;
-    std::shared_ptr<Steps> bookkeeping;  // set for bookkeeping, which may still grow while queued
+    bool bookkeeping;
   };
-  std::string run_bookkeeping(const Steps& steps);
 
   std::deque<Op> queue_;
   bool running_op_ = false, stopping_ = false;
