@@ -26,17 +26,8 @@ std::string demangle(const char* name) {
 
 // addr2line's function name for `offset` in `module`, or "".
 std::string name_by_addr2line(const char* module, uintptr_t offset) {
-  char command[4096];
-  std::snprintf(command, sizeof(command), "addr2line -f -C -e '%s' 0x%zx 2>/dev/null", module,
-                static_cast<size_t>(offset));
-  FILE* pipe = ::popen(command, "r");
-  if (pipe == nullptr) return "";
-  char line[2048] = "";
-  const bool got = std::fgets(line, sizeof(line), pipe) != nullptr;
-  ::pclose(pipe);
-  if (!got) return "";
-  line[std::strcspn(line, "\n")] = '\0';
-  return std::strcmp(line, "??") == 0 ? "" : line;
+  const std::string name = addr2line(module, offset, "-f -C");
+  return name == "??" ? "" : name;
 }
 
 // make_shared and the like between the caller and the callee: not where anything was decided.
@@ -45,6 +36,20 @@ bool in_standard_library(const std::string& name) {
 }
 
 }  // namespace
+
+std::string addr2line(const std::string& module, uintptr_t offset, const char* options) {
+  char address[32];
+  std::snprintf(address, sizeof(address), "0x%zx", static_cast<size_t>(offset));
+  const std::string command = std::string("addr2line ") + options + " -e '" + module + "' " + address + " 2>/dev/null";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return "";
+  char line[4096] = "";
+  const bool got = std::fgets(line, sizeof(line), pipe) != nullptr;
+  ::pclose(pipe);
+  if (!got) return "";
+  line[std::strcspn(line, "\n")] = '\0';
+  return line;
+}
 
 HostBacktrace capture_backtrace(int skip) {
   HostBacktrace trace;

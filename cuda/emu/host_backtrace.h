@@ -2,6 +2,7 @@
 // them: where a guarded allocation was made (cuda/emu/guards.h).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace ember::emu {
@@ -18,5 +19,9 @@ HostBacktrace capture_backtrace(int skip);
 // table, else addr2line on the frame's module; the emulator's own innermost frames, the standard
 // library's and the C runtime's start-up are left out.
 std::string describe(const HostBacktrace& trace);
+
+// The first line addr2line prints for `offset` in `module` with `options` ("-f -C": the function;
+// "-i": the innermost inlined source line), without its newline; "" if it could not run.
+std::string addr2line(const std::string& module, uintptr_t offset, const char* options);
 
 }  // namespace ember::emu

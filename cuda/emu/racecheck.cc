@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cuda/emu/block.h"
+#include "cuda/emu/host_backtrace.h"
 
 namespace ember::emu::racecheck {
 
@@ -276,14 +277,8 @@ std::string source_line(const void* return_address) {
   std::snprintf(offset, sizeof offset, "0x%zx", static_cast<size_t>(lookup.offset));
   const std::string fallback = lookup.module + "+" + offset;
   // -i: the innermost inlined frame (kernels are inlined into the launch's thread loop) comes first.
-  const std::string command = "addr2line -i -e '" + lookup.module + "' " + offset + " 2>/dev/null";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return fallback;
-  char line[4096] = {};
-  const bool got = std::fgets(line, sizeof line, pipe) != nullptr;
-  ::pclose(pipe);
-  std::string text = got ? line : "";
-  text = text.substr(0, text.find_first_of(" \n"));  // drops " (discriminator N)"
+  std::string text = addr2line(lookup.module, lookup.offset, "-i");
+  text = text.substr(0, text.find(' '));  // drops " (discriminator N)"
   if (text.empty() || text[0] == '?' || text.find(":?") != std::string::npos) return fallback;
   // The compiler's working directory, a Bazel execution root: the path from the workspace is enough.
   const size_t root = text.find("/execroot/");
