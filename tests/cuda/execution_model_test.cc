@@ -11,34 +11,12 @@
 #include <thread>
 #include <vector>
 
+#include "tests/cuda/device_buffer.h"
 #include "tests/cuda/test_kernels.h"
 
 using namespace ember::testing;
 
 namespace {
-
-#define REQUIRE_CUDA(call)                                                        \
-  do {                                                                            \
-    cudaError_t e_ = (call);                                                      \
-    INFO(#call << ": " << cudaGetErrorName(e_) << " " << cudaGetErrorString(e_)); \
-    REQUIRE(e_ == cudaSuccess);                                                   \
-  } while (0)
-
-template <class T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  size_t n = 0;
-  explicit DeviceBuffer(size_t count) : n(count) { REQUIRE_CUDA(cudaMalloc(reinterpret_cast<void**>(&ptr), n * sizeof(T))); }
-  DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) {
-    REQUIRE_CUDA(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  ~DeviceBuffer() { cudaFree(ptr); }
-  std::vector<T> read() const {
-    std::vector<T> out(n);
-    REQUIRE_CUDA(cudaMemcpy(out.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return out;
-  }
-};
 
 std::vector<float> random_floats(size_t n, unsigned seed) {
   std::mt19937 rng(seed);

@@ -12,6 +12,7 @@
 
 #include "cuda/emu/check_mode.h"
 #include "cuda/emu/emu.h"
+#include "tests/cuda/device_buffer.h"
 #include "tests/cuda/test_kernels.h"
 
 using namespace ember;
@@ -19,7 +20,6 @@ using namespace ember::testing;
 
 namespace {
 
-#define REQUIRE_CUDA(call) REQUIRE((call) == cudaSuccess)
 
 constexpr emu::ThreadOrder kOrders[] = {emu::ThreadOrder::Natural, emu::ThreadOrder::Reversed,
                                         emu::ThreadOrder::Shuffled, emu::ThreadOrder::Random};
@@ -34,19 +34,6 @@ const char* order_name(emu::ThreadOrder order) {
   return "?";
 }
 
-template <class T>
-struct DeviceArray {
-  T* ptr = nullptr;
-  size_t n;
-  explicit DeviceArray(size_t count) : n(count) { REQUIRE_CUDA(cudaMalloc(reinterpret_cast<void**>(&ptr), n * sizeof(T))); }
-  ~DeviceArray() { cudaFree(ptr); }
-  void write(const std::vector<T>& v) { REQUIRE_CUDA(cudaMemcpy(ptr, v.data(), n * sizeof(T), cudaMemcpyHostToDevice)); }
-  std::vector<T> read() const {
-    std::vector<T> v(n);
-    REQUIRE_CUDA(cudaMemcpy(v.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return v;
-  }
-};
 
 // The failure of a launch that `launch` queues with buffers of its own (freed when it returns,
 // before the reset, which frees every allocation of the device): the error the next
@@ -64,7 +51,7 @@ std::string failure_of(Launch&& launch) {
 // The failure of one block of 64 threads running a racy SharedAccess pattern.
 [[maybe_unused]] std::string shared_access_failure(SharedAccess pattern) {
   return failure_of([pattern] {
-    DeviceArray<int> out(64);
+    DeviceBuffer<int> out(64);
     REQUIRE_CUDA(shared_access(pattern, out.ptr, 64, nullptr));
     REQUIRE(cudaDeviceSynchronize() == cudaErrorLaunchFailure);
   });
@@ -95,7 +82,7 @@ struct TreeInput {
 // Runs the tree reduction once; true if every block's sum is right.
 bool tree_sums_right(const TreeInput& input, bool with_barrier) {
   const int blocks = static_cast<int>(input.sums.size());
-  DeviceArray<float> x(input.x.size()), out(input.sums.size());
+  DeviceBuffer<float> x(input.x.size()), out(input.sums.size());
   x.write(input.x);
   REQUIRE_CUDA(tree_reduce(x.ptr, out.ptr, blocks, kThreads, with_barrier, nullptr));
   return out.read() == input.sums;
@@ -139,7 +126,7 @@ TEST_CASE("racecheck reports a tree reduction missing its barrier, 1 block and 6
   in_every_order_and_grid(true, [](emu::ThreadOrder, const TreeInput& input) {
     const int blocks = static_cast<int>(input.sums.size());
     const std::string message = failure_of([&] {
-      DeviceArray<float> x(input.x.size()), out(input.sums.size());
+      DeviceBuffer<float> x(input.x.size()), out(input.sums.size());
       x.write(input.x);
       REQUIRE_CUDA(tree_reduce(x.ptr, out.ptr, blocks, kThreads, false, nullptr));
       REQUIRE(cudaDeviceSynchronize() == cudaErrorLaunchFailure);
@@ -187,7 +174,7 @@ TEST_CASE("each launch draws its thread order: one block's wrong results differ 
   emu::set_checking(false);
   emu::set_thread_order(emu::ThreadOrder::Shuffled);
   TreeInput input(1);
-  DeviceArray<float> x(input.x.size()), out(1);
+  DeviceBuffer<float> x(input.x.size()), out(1);
   x.write(input.x);
   std::set<float> results;
   // Forwards or backwards at random per launch: 16 launches all alike has probability 2^-15.
@@ -215,7 +202,7 @@ TEST_CASE("racecheck reports a write/write and a read/write race on one shared w
                             Catch::Contains(" read at " + line(shared_load_line())));
 
     // The twin with a barrier between the store and the loads.
-    DeviceArray<int> out(64);
+    DeviceBuffer<int> out(64);
     REQUIRE_CUDA(shared_access(SharedAccess::ReadAfterBarrier, out.ptr, 64, nullptr));
     REQUIRE_CUDA(cudaDeviceSynchronize());
     CHECK(out.read() == std::vector<int>(64, 7));
@@ -226,7 +213,7 @@ TEST_CASE("racecheck: lanes ordered by __syncwarp and atomics on shared memory a
           "[emu][racecheck]") {
   in_every_order(true, [](emu::ThreadOrder) {
     {
-      DeviceArray<int> out(64);
+      DeviceBuffer<int> out(64);
       REQUIRE_CUDA(shared_access(SharedAccess::WarpSynchronous, out.ptr, 64, nullptr));
       REQUIRE_CUDA(cudaDeviceSynchronize());
       std::vector<int> expected(64);
