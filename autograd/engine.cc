@@ -179,8 +179,7 @@ class GraphTask {
         meta.grad = meta.grad.defined() ? meta.grad + grads[output_nr] : grads[output_nr].clone();
       }
     }
-    const bool other_stream = node->forward_stream() &&
-                              kernels_for(node->forward_device(), "backward").wait_for_captured(node->forward_stream());
+    const bool other_stream = wait_for_stream(node->forward_stream());
     SavedTensor::UsedOnCurrentStream used(other_stream);  // for the saved tensors apply() unpacks
     auto& edges = node->next_edges();
     std::vector<Tensor> input_grads;

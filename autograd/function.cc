@@ -30,10 +30,8 @@ std::vector<Tensor> attach(const std::shared_ptr<Node>& node, std::vector<Tensor
     meta.grad_fn = node;
     meta.output_nr = static_cast<uint32_t>(i);
     node->outputs().push_back({out.sizes(), out.dtype(), out.device()});
-    if (!node->forward_stream() && out.device().type != DeviceType::CPU) {
-      const KernelTable* backend = find_backend(out.device().type);
-      if (backend && backend->capture_stream) node->set_forward_stream(out.device(), backend->capture_stream(out.device()));
-    }
+    if (!node->forward_stream().defined() && out.device().type != DeviceType::CPU)
+      node->set_forward_stream(current_stream(out.device()));
   }
   return outputs;
 }

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/runtime.h"
 #include "core/tensor.h"
 
 namespace ember::autograd {
@@ -61,14 +62,10 @@ class Node : public std::enable_shared_from_this<Node> {
   bool release_once() { return !released_.exchange(true); }
   std::shared_mutex& use_mutex() { return use_mutex_; }
 
-  // The stream the forward ran on, on `forward_device()` (core/backend.h's capture_stream); null
-  // for the CPU.
-  const std::shared_ptr<void>& forward_stream() const { return forward_stream_; }
-  Device forward_device() const { return forward_device_; }
-  void set_forward_stream(Device device, std::shared_ptr<void> stream) {
-    forward_device_ = device;
-    forward_stream_ = std::move(stream);
-  }
+  // The stream the forward ran on (its first output's device's current stream, core/runtime.h);
+  // undefined on the CPU.
+  const Stream& forward_stream() const { return forward_stream_; }
+  void set_forward_stream(Stream stream) { forward_stream_ = std::move(stream); }
 
   // Hooks on the gradient of one output (registered through a non-leaf tensor).
   struct PreHook {
@@ -92,8 +89,7 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained_;
   std::atomic<bool> released_{false};
   std::shared_mutex use_mutex_;
-  Device forward_device_;
-  std::shared_ptr<void> forward_stream_;
+  Stream forward_stream_;
 };
 
 // The sink of a leaf tensor: adds the incoming gradient to leaf.grad, running the leaf's tensor

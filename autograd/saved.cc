@@ -2,7 +2,7 @@
 // marking of saved tensors used by a backward on another stream.
 #include "autograd/saved.h"
 
-#include "core/backend.h"
+#include "core/runtime.h"
 
 namespace ember::autograd {
 
@@ -12,9 +12,7 @@ thread_local bool mark_used_on_current_stream = false;
 
 void record_current_stream(const Tensor& t) {
   if (t.device().type == DeviceType::CPU) return;
-  const KernelTable* backend = find_backend(t.device().type);
-  if (backend != nullptr && backend->record_stream != nullptr && backend->capture_stream != nullptr)
-    backend->record_stream(t, backend->capture_stream(t.device()));
+  record_stream(t, current_stream(t.device()));
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ class SavedTensor {
   bool defined() const { return data_.defined(); }
 
   // While an active one lives on this thread, unpack() marks the saved tensor as used on its
-  // device's current stream (core/backend.h's record_stream). The engine makes one around a
+  // device's current stream (core/runtime.h's record_stream). The engine makes one around a
   // backward that runs on another stream than its forward: a saved tensor allocated on the
   // forward's stream would otherwise go back to that stream's pool once freed, and be reused
   // there while the backward's kernels that read it are still queued.

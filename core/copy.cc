@@ -21,7 +21,7 @@ void copy_into(const Tensor& dst, const Tensor& src, bool non_blocking) {
   // Across devices: contiguous data of dst's dtype made on the source's device, one memcpy between
   // the devices (peer to peer between two GPUs), then dst's own layout made on its device.
   const Device remote = dst.device().is_cpu() ? src.device() : dst.device();
-  const KernelTable& k = kernels_for(remote, "copy_");
+  const DeviceRuntime& k = runtime_for(remote, "copy_");
   EMBER_CHECK(k.memcpy_device != nullptr, "copy_: backend ", k.name, " cannot copy between devices");
   Tensor staged_src = expanded.to(dst.dtype()).contiguous();
   Tensor staged_dst = dst.is_contiguous() ? dst : empty(dst.sizes(), dst.options());
@@ -37,7 +37,7 @@ void copy_into(const Tensor& dst, const Tensor& src, bool non_blocking) {
 Tensor Tensor::pin_memory() const {
   EMBER_CHECK(device().is_cpu(), "pin_memory: expected a CPU tensor, got one on ", device().str());
   if (is_pinned()) return *this;
-  const KernelTable* cuda = find_backend(kCUDA);
+  const DeviceRuntime* cuda = find_runtime(kCUDA);
   EMBER_CHECK(cuda != nullptr && cuda->pinned_allocator != nullptr,
               "pin_memory: pinned memory needs the CUDA backend, which this program does not link (//cuda)");
   auto storage = std::make_shared<StorageImpl>(nbytes(), Device(kCPU), cuda->pinned_allocator());

@@ -15,7 +15,7 @@ namespace ember {
 Tensor empty(const Shape& shape, const TensorOptions& options) {
   for (int64_t s : shape) EMBER_CHECK(s >= 0, "empty: negative dimension ", s, " in shape ", shape_str(shape));
   const Device device = options.device();
-  const KernelTable& k = kernels_for(device, "empty");
+  const DeviceRuntime& k = runtime_for(device, "empty");
   size_t nbytes = static_cast<size_t>(shape_numel(shape)) * element_size(options.dtype());
   auto storage = std::make_shared<StorageImpl>(nbytes, device, k.allocator(device.index));
   Tensor t(std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, options.dtype()));

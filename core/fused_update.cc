@@ -36,7 +36,6 @@ void fused_sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& mo
   check_operand(op, param, grad, "grad");
   if (args.momentum != 0.0) check_operand(op, param, momentum_buffer, "momentum_buffer");
   const KernelTable& table = kernels_for(param.device(), op);
-  EMBER_CHECK(table.sgd_update != nullptr, op, ": the ", table.name, " backend has no fused SGD kernel");
   table.sgd_update(param, grad, args.momentum != 0.0 ? momentum_buffer : Tensor(), args);
   param.bump_version();
   if (args.momentum != 0.0) momentum_buffer.bump_version();
@@ -52,7 +51,6 @@ void fused_adam_update_(const Tensor& param, const Tensor& grad, const Tensor& e
   if (args.amsgrad) check_operand(op, param, max_exp_avg_sq, "max_exp_avg_sq");
   EMBER_CHECK(args.step >= 1, op, ": expected step >= 1 (it counts this update), got ", args.step);
   const KernelTable& table = kernels_for(param.device(), op);
-  EMBER_CHECK(table.adam_update != nullptr, op, ": the ", table.name, " backend has no fused Adam kernel");
   table.adam_update(param, grad, exp_avg, exp_avg_sq, args.amsgrad ? max_exp_avg_sq : Tensor(), args);
   param.bump_version();
   exp_avg.bump_version();

@@ -22,7 +22,7 @@ class Allocator {
   virtual ~Allocator() = default;
   virtual void* allocate(size_t nbytes) = 0;
   virtual void deallocate(void* ptr, size_t nbytes) = 0;
-  // Page-locked host memory (see KernelTable::pinned_allocator).
+  // Page-locked host memory (see DeviceRuntime::pinned_allocator).
   virtual bool pinned() const { return false; }
 };
 

@@ -126,8 +126,8 @@ void Tensor::set_data(const Tensor& data) const {
   if (!same_kind && i.autograd) i.autograd->grad = Tensor();
 }
 
-void Tensor::become(const Tensor& source) const {
-  EMBER_CHECK(source.defined(), "become: the source tensor is undefined");
+void Tensor::rebind_with_history(const Tensor& source) const {
+  EMBER_CHECK(source.defined(), "rebind_with_history: the source tensor is undefined");
   TensorImpl& i = impl();
   const TensorImpl& o = *source.impl_;
   if (&i == &o) return;

@@ -160,10 +160,10 @@ class Tensor {
   // keeping its autograd identity: how Module::to(device) moves a parameter in place.
   void set_data(const Tensor& data) const;
   // Points this tensor (and every handle sharing its impl) at `source`'s data and autograd
-  // history (grad_fn, output_nr, requires_grad): it becomes `source` for every op after. How
+  // history (grad_fn, output_nr, requires_grad): it stands for `source` in every op after. How
   // DataParallel's replica layers, which hold their parameter handles, see each forward's
   // differentiable copy of the master parameters. Hooks and .grad are dropped.
-  void become(const Tensor& source) const;
+  void rebind_with_history(const Tensor& source) const;
 
   // ---- math (all broadcast, all accept any strides) ----
   Tensor add(const Tensor& other, Scalar alpha = 1) const;

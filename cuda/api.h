@@ -27,7 +27,7 @@
 namespace ember::cuda {
 
 int device_count();
-// Whether this process has called into the CUDA runtime yet (see KernelTable::runtime_started).
+// Whether this process has called into the CUDA runtime yet (see DeviceRuntime::runtime_started).
 bool runtime_started();
 bool is_available();
 int current_device();

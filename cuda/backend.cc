@@ -1,6 +1,7 @@
-// Registers the CUDA kernel table for kCUDA (this library is alwayslink): device memory from the
-// caching allocator on the current stream, pinned host memory, copies, and the kernels of
-// cuda/kernels. Whether any device exists is asked only when a CUDA tensor is first made.
+// Registers the CUDA backend for kCUDA (this library is alwayslink): its runtime (device memory
+// from the caching allocator on the current stream, pinned host memory, copies, streams and
+// events) and every compute-table entry. Whether any device exists is asked only when a CUDA
+// tensor is first made.
 #include <map>
 #include <mutex>
 #include <vector>
@@ -8,19 +9,8 @@
 #include "core/backend.h"
 #include "core/error.h"
 #include "cuda/api.h"
-#include "cuda/blas.h"
-#include "cuda/conv.h"
 #include "cuda/check.h"
-#include "cuda/kernels/batch_norm.cuh"
-#include "cuda/kernels/binary.cuh"
-#include "cuda/kernels/copy.cuh"
-#include "cuda/kernels/index.cuh"
-#include "cuda/kernels/optimizer.cuh"
-#include "cuda/kernels/pool.cuh"
-#include "cuda/kernels/random.cuh"
-#include "cuda/kernels/reduce.cuh"
-#include "cuda/kernels/softmax.cuh"
-#include "cuda/kernels/unary.cuh"
+#include "cuda/kernels/entries.h"
 
 namespace ember::cuda {
 
@@ -161,92 +151,85 @@ void memcpy_device(void* dst, Device dst_device, const void* src, Device src_dev
   }
 }
 
-// The stream a node's forward ran on, kept alive with the node (a created stream lives while a
-// copy of its handle does). Every op recorded on a GPU asks, so a thread reuses its token while
-// its current stream stays the same: no allocation per op.
-std::shared_ptr<void> capture_stream(Device device) {
-  thread_local std::vector<std::shared_ptr<Stream>> tokens;
-  if (tokens.size() <= static_cast<size_t>(device.index)) tokens.resize(device.index + 1);
-  std::shared_ptr<Stream>& token = tokens[device.index];
+// core's Stream and Event (core/runtime.h) around this backend's own: only this file unwraps them.
+struct StreamHandle final : ember::Stream::Impl {
+  explicit StreamHandle(Stream s) : stream(std::move(s)) {}
+  Stream stream;
+};
+struct EventHandle final : ember::Event::Impl {
+  Event event;
+};
+
+ember::Stream wrap(const Stream& stream) {
+  return ember::Stream(Device::cuda(stream.device()), reinterpret_cast<uintptr_t>(stream.handle()),
+                       std::make_shared<const StreamHandle>(stream));
+}
+
+const Stream& unwrap(const ember::Stream& stream) { return static_cast<const StreamHandle&>(stream.impl()).stream; }
+
+// Every op recorded on a GPU asks for its stream (autograd keeps it with the node), so a thread
+// reuses its wrapper while its current stream stays the same: no allocation per op.
+ember::Stream current_stream_of(Device device) {
+  thread_local std::vector<ember::Stream> wrapped;
+  if (wrapped.size() <= static_cast<size_t>(device.index)) wrapped.resize(device.index + 1);
+  ember::Stream& cached = wrapped[device.index];
   const Stream current = current_stream(device.index);
-  if (!token || *token != current) token = std::make_shared<Stream>(current);
-  return token;
+  if (!cached.defined() || unwrap(cached) != current) cached = wrap(current);
+  return cached;
 }
 
-bool wait_for_captured(const std::shared_ptr<void>& captured) {
-  const Stream& producer = *static_cast<const Stream*>(captured.get());
-  const Stream consumer = current_stream(producer.device());
-  if (consumer == producer) return false;
-  Event done;
-  done.record(producer);
-  consumer.wait(done);
-  return true;
+void set_current(const ember::Stream& stream) {
+  const Stream& s = unwrap(stream);
+  set_current_stream(s);
+  set_device(s.device());
 }
 
-void make_current(const std::shared_ptr<void>& captured) {
-  const Stream& stream = *static_cast<const Stream*>(captured.get());
-  set_current_stream(stream);
-  set_device(stream.device());
+ember::Event record_event(const ember::Stream& stream) {
+  auto handle = std::make_shared<EventHandle>();
+  handle->event.record(unwrap(stream));
+  return ember::Event(std::move(handle));
 }
 
-std::shared_ptr<void> new_stream(Device device) { return std::make_shared<Stream>(Stream::create(device.index)); }
+void wait_event(const ember::Stream& stream, const ember::Event& event) {
+  unwrap(stream).wait(static_cast<const EventHandle&>(event.impl()).event);
+}
 
-void record_stream_captured(const Tensor& tensor, const std::shared_ptr<void>& captured) {
-  record_stream(tensor, *static_cast<const Stream*>(captured.get()));
+const DeviceRuntime& cuda_runtime() {
+  static const DeviceRuntime runtime = [] {
+    DeviceRuntime r;
+    r.name = "cuda";
+    r.device_count = &device_count;
+    r.runtime_started = &runtime_started;
+    r.allocator = &device_allocator;
+    r.pinned_allocator = [] { return static_cast<Allocator*>(&pinned_allocator()); };
+    r.synchronize = [](Device device) { cuda::synchronize(device.index); };
+    r.memcpy_device = &memcpy_device;
+    r.current_stream = &current_stream_of;
+    r.set_current_stream = &set_current;
+    r.new_stream = [](Device device) { return wrap(Stream::create(device.index)); };
+    r.record_event = &record_event;
+    r.wait_event = &wait_event;
+    r.record_stream = [](const Tensor& tensor, const ember::Stream& stream) { record_stream(tensor, unwrap(stream)); };
+    return r;
+  }();
+  return runtime;
 }
 
 const KernelTable& cuda_table() {
   static const KernelTable table = [] {
     KernelTable t;
     t.name = "cuda";
-    t.device_count = &device_count;
-    t.runtime_started = &runtime_started;
-    t.allocator = &device_allocator;
-    t.pinned_allocator = [] { return static_cast<Allocator*>(&pinned_allocator()); };
-    t.synchronize = [](Device device) { cuda::synchronize(device.index); };
-    t.memcpy_device = &memcpy_device;
-    t.copy = &copy_kernel;
-    t.fill = &fill_kernel;
-    t.unary = &unary_kernel;
-    t.unary_backward = &unary_backward_kernel;
-    t.binary = &binary_kernel;
-    t.compare = &compare_kernel;
-    t.where = &where_kernel;
-    t.reduce = &reduce_kernel;
-    t.arg_reduce = &arg_reduce_kernel;
-    t.random = &random_kernel;
-    t.sgd_update = &sgd_update_kernel;
-    t.adam_update = &adam_update_kernel;
-    t.capture_stream = &capture_stream;
-    t.wait_for_captured = &wait_for_captured;
-    t.make_current = &make_current;
-    t.new_stream = &new_stream;
-    t.record_stream = &record_stream_captured;
-    t.gemm = &gemm;
-    t.conv2d = &conv2d;
-    t.conv2d_backward_input = &conv2d_backward_input;
-    t.conv2d_backward_weight = &conv2d_backward_weight;
-    t.max_pool2d = &max_pool2d_kernel;
-    t.max_pool2d_backward = &max_pool2d_backward_kernel;
-    t.avg_pool2d = &avg_pool2d_kernel;
-    t.avg_pool2d_backward = &avg_pool2d_backward_kernel;
-    t.adaptive_avg_pool2d = &adaptive_avg_pool2d_kernel;
-    t.adaptive_avg_pool2d_backward = &adaptive_avg_pool2d_backward_kernel;
-    t.batch_norm_stats = &batch_norm_stats_kernel;
-    t.batch_norm_apply = &batch_norm_apply_kernel;
-    t.batch_norm_backward_reduce = &batch_norm_backward_reduce_kernel;
-    t.batch_norm_backward_input = &batch_norm_backward_input_kernel;
-    t.softmax = &softmax_kernel;
-    t.softmax_backward = &softmax_backward_kernel;
-    t.gather = &gather_kernel;
-    t.scatter_add = &scatter_add_kernel;
+#define EMBER_KERNEL(name, result, params) t.name = &name##_kernel;
+#include "core/kernel_entries.inc"
+#undef EMBER_KERNEL
     return t;
   }();
   return table;
 }
 
 const bool registered = [] {
-  register_backend(kCUDA, &cuda_table());
+  register_runtime(kCUDA, &cuda_runtime());
+  register_kernels(kCUDA, &cuda_table());
   return true;
 }();
 

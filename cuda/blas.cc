@@ -88,7 +88,7 @@ bool matmul_allow_tf32() { return allow_tf32.load(); }
 void set_gemm_kernel(GemmKernel kernel) { kernel_choice.store(static_cast<int>(kernel)); }
 GemmKernel gemm_kernel_choice() { return static_cast<GemmKernel>(kernel_choice.load()); }
 
-void gemm(const GemmArgs& args) {
+void gemm_kernel(const GemmArgs& args) {
   if (args.m == 0 || args.n == 0 || args.batch == 0) return;
 #if defined(EMBER_CUDA)
   if (gemm_kernel_choice() == GemmKernel::Auto) return cublas_gemm(args);

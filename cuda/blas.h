@@ -3,7 +3,7 @@
 // TF32 tensor cores (10-bit mantissa inputs, ~3x faster on Ampere and Hopper) only when allowed.
 #pragma once
 
-#include "core/backend.h"
+#include "cuda/kernels/entries.h"
 
 namespace ember::cuda {
 
@@ -17,7 +17,6 @@ enum class GemmKernel { Auto, Ember };
 void set_gemm_kernel(GemmKernel kernel);
 GemmKernel gemm_kernel_choice();
 
-// The kernel table's gemm entry.
-void gemm(const GemmArgs& args);
+// The compute table's gemm entry, gemm_kernel, is declared in cuda/kernels/entries.h.
 
 }  // namespace ember::cuda

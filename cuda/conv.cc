@@ -122,7 +122,7 @@ void ember_forward(const Plan& plan, const Tensor& x, const Tensor& w, const Ten
       a.c = at(out.data_ptr(), dt, (first * plan.out_channels + group * plan.group_out) * plan.pixels);
       a.ldc = plan.pixels;
       a.stride_c = plan.out_channels * plan.pixels;
-      gemm(a);
+      gemm_kernel(a);
     }
   }
 }
@@ -150,7 +150,7 @@ void ember_backward_input(const Plan& plan, const Tensor& dy, const Tensor& w, c
       a.c = at(col, dt, group * plan.group_rows * plan.pixels);
       a.ldc = plan.pixels;
       a.stride_c = plan.rows * plan.pixels;
-      gemm(a);
+      gemm_kernel(a);
     }
     if (!plan.direct) {
       ConvGeometry g = plan.g;
@@ -186,7 +186,7 @@ Tensor ember_backward_weight(const Plan& plan, const Tensor& dy, const Tensor& x
       a.c = at(partial.data_ptr(), dt, group * plan.group_out * plan.group_rows);
       a.ldc = plan.group_rows;
       a.stride_c = plan.out_channels * plan.group_rows;
-      gemm(a);
+      gemm_kernel(a);
     }
     Tensor chunk_sum = partial.slice(0, 0, count).sum({0}).view(weight_shape);
     if (grad_weight.defined()) grad_weight.add_(chunk_sum);
@@ -230,7 +230,7 @@ ConvKernel conv_kernel_choice() { return static_cast<ConvKernel>(kernel_choice.l
 void set_cudnn_allow_tf32(bool allow) { allow_tf32.store(allow); }
 bool cudnn_allow_tf32() { return allow_tf32.load(); }
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvParams& p) {
+Tensor conv2d_kernel(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvParams& p) {
   NoGradGuard no_grad;
   const Plan plan = plan_for(input.sizes(), weight.sizes(), p);
   Tensor x = input.contiguous(), w = weight.contiguous();
@@ -241,8 +241,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
   return out;
 }
 
-Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,
-                             const ConvParams& p) {
+Tensor conv2d_backward_input_kernel(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,
+                                    const ConvParams& p) {
   NoGradGuard no_grad;
   const Plan plan = plan_for(input_shape, weight.sizes(), p);
   Tensor dy = grad_output.contiguous(), w = weight.contiguous();
@@ -253,8 +253,9 @@ Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, co
   return grad_input;
 }
 
-std::pair<Tensor, Tensor> conv2d_backward_weight(const Tensor& grad_output, const Tensor& input,
-                                                 const Shape& weight_shape, bool want_bias, const ConvParams& p) {
+std::pair<Tensor, Tensor> conv2d_backward_weight_kernel(const Tensor& grad_output, const Tensor& input,
+                                                        const Shape& weight_shape, bool want_bias,
+                                                        const ConvParams& p) {
   NoGradGuard no_grad;
   const Plan plan = plan_for(input.sizes(), weight_shape, p);
   Tensor dy = grad_output.contiguous(), x = input.contiguous();

@@ -4,9 +4,7 @@
 // cuda/blas.h). Inputs of any layout are read as contiguous NCHW; outputs are NCHW.
 #pragma once
 
-#include <utility>
-
-#include "core/backend.h"
+#include "cuda/kernels/entries.h"
 
 namespace ember::cuda {
 
@@ -21,10 +19,7 @@ ConvKernel conv_kernel_choice();
 void set_cudnn_allow_tf32(bool allow);
 bool cudnn_allow_tf32();
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvParams& p);
-Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,
-                             const ConvParams& p);
-std::pair<Tensor, Tensor> conv2d_backward_weight(const Tensor& grad_output, const Tensor& input,
-                                                 const Shape& weight_shape, bool want_bias, const ConvParams& p);
+// The convolution entries themselves, conv2d_kernel and its two backward kernels, are declared
+// with the others in cuda/kernels/entries.h.
 
 }  // namespace ember::cuda

@@ -15,7 +15,7 @@
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/node.h"
-#include "core/backend.h"
+#include "core/runtime.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
@@ -95,10 +95,9 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
     : Module("DataParallel"), module_(std::move(module)), devices_(std::move(device_ids)), dim_(dim) {
   EMBER_CHECK(module_ != nullptr, "DataParallel: the module is null");
   if (devices_.empty()) {
-    const KernelTable* cuda = find_backend(kCUDA);
-    EMBER_CHECK(cuda != nullptr && cuda->device_count != nullptr, "DataParallel: no device_ids given and no CUDA "
-                "backend in this program (link //cuda)");
-    const int count = cuda->device_count();
+    EMBER_CHECK(has_backend(kCUDA), "DataParallel: no device_ids given and no CUDA backend in this program (link "
+                "//cuda)");
+    const int count = device_count(kCUDA);
     EMBER_CHECK(count > 0, "DataParallel: no device_ids given and no CUDA device is available");
     for (int i = 0; i < count; ++i) devices_.push_back(Device::cuda(i));
   }
@@ -107,7 +106,7 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
     EMBER_CHECK(d.is_cuda(), "DataParallel: device_ids[", i, "] is ", d, "; DataParallel replicates onto CUDA "
                 "devices (for CPU training use the module itself, or DDP with one process per core group)");
     try {
-      kernels_for(d, "DataParallel");
+      runtime_for(d, "DataParallel");
     } catch (const Error& e) {
       EMBER_FAIL("DataParallel: device_ids[", i, "] is ", d, ", which is not available: ", e.what());
     }
@@ -115,7 +114,7 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
       EMBER_CHECK(devices_[j] != d, "DataParallel: device_ids lists ", d, " twice (entries ", j, " and ", i, ")");
   }
   output_device_ = output_device.value_or(devices_[0]);
-  if (output_device_.is_cuda()) kernels_for(output_device_, "DataParallel (output_device)");
+  if (output_device_.is_cuda()) runtime_for(output_device_, "DataParallel (output_device)");
   auto check_on_first = [&](const char* kind, const std::string& name, const Tensor& t) {
     EMBER_CHECK(!t.defined() || t.device() == devices_[0], "DataParallel: ", kind, " '", name, "' is on ",
                 t.device(), ", but the module must be on device_ids[0] = ", devices_[0],
@@ -167,7 +166,7 @@ void DataParallel::refresh(size_t k, const Master& m) {
   const std::vector<Tensor>& master = m.parameters;
   for (size_t i = 0; i < master.size(); ++i) {
     // A differentiable copy: its backward carries replica k's gradient to the master's .grad.
-    r.parameters[i].become(master[i].to(device));
+    r.parameters[i].rebind_with_history(master[i].to(device));
   }
   {
     NoGradGuard no_grad;

@@ -3,7 +3,7 @@
 
 #include <sstream>
 
-#include "core/backend.h"
+#include "core/runtime.h"
 #include "parallel/pipeline.h"
 
 namespace ember::parallel {
@@ -28,7 +28,7 @@ ModelParallel::ModelParallel(nn::Sequential sequential, std::vector<Device> devi
   EMBER_CHECK(!devices_.empty(), "ModelParallel: no devices given; expected one device per stage");
   for (size_t i = 0; i < devices_.size(); ++i) {
     try {
-      kernels_for(devices_[i], "ModelParallel");
+      runtime_for(devices_[i], "ModelParallel");
     } catch (const Error& e) {
       EMBER_FAIL("ModelParallel: devices[", i, "] is ", devices_[i], ", which is not available: ", e.what());
     }

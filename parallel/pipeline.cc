@@ -26,7 +26,7 @@
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/node.h"
-#include "core/backend.h"
+#include "core/runtime.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
@@ -41,10 +41,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A tensor handed to a neighbour and the stream that produced it (null on the CPU).
+// A tensor handed to a neighbour and the stream that produced it (undefined on the CPU).
 struct Message {
   Tensor tensor;
-  std::shared_ptr<void> stream;
+  Stream stream;
 };
 
 // A stage's incoming messages of one direction, by micro-batch. Unbounded: a send never waits.
@@ -97,16 +97,10 @@ uint64_t run_seed() {
   return state.seed ^ (state.offset * 0x9e3779b97f4a7c15ull);
 }
 
-const KernelTable* backend_of(Device d) { return d.is_cuda() ? find_backend(d.type) : nullptr; }
-
-void make_current(const std::shared_ptr<void>& stream, Device device) {
-  if (stream) backend_of(device)->make_current(stream);
-}
-
 }  // namespace
 
 // What one run (a forward, a train_step, or a forward and its backward) keeps.
-struct Pipeline::Engine {
+struct Pipeline::Executor {
   enum class Mode { kEvaluate, kAutograd, kTrain };
 
   struct Record {  // one micro-batch at one stage
@@ -131,7 +125,7 @@ struct Pipeline::Engine {
     const ReplicaLossFn* loss_fn = nullptr;
     const ReplicaLossFn* metric = nullptr;
     bool retain_graph = false;
-    std::map<int, std::shared_ptr<void>> caller_streams;  // by CUDA device index
+    std::map<int, Stream> caller_streams;  // by CUDA device index
     Device input_device;
 
     explicit Run(size_t stages) : records(stages), forward_inbox(stages), backward_inbox(stages), stats(stages),
@@ -154,14 +148,11 @@ struct Pipeline::Engine {
 
   Pipeline& pipe;
   ReplicaThreads threads;
-  std::vector<std::shared_ptr<void>> streams;  // per stage; null on the CPU
+  std::vector<Stream> streams;  // per stage; undefined on the CPU
   std::vector<PipelineEvent> last_events;
 
-  explicit Engine(Pipeline& p) : pipe(p), threads(p.devices_, "Pipeline", ReplicaThreads::StageThreads{}) {
-    for (const Device& d : p.devices_) {
-      const KernelTable* b = backend_of(d);
-      streams.push_back(b != nullptr && b->new_stream != nullptr ? b->new_stream(d) : nullptr);
-    }
+  explicit Executor(Pipeline& p) : pipe(p), threads(p.devices_, "Pipeline", ReplicaThreads::StageThreads{}) {
+    for (const Device& d : p.devices_) streams.push_back(new_stream(d));
   }
 
   // Runs every stage's `actions(stage)` on its thread; the caller's streams order around it.
@@ -170,12 +161,10 @@ struct Pipeline::Engine {
     run.start = Clock::now();
     for (std::vector<PipelineEvent>& e : run.events) e.clear();
     run.caller_streams.clear();  // a backward may run on other streams than its forward
-    for (const Device& d : pipe.devices_) {
-      const KernelTable* b = backend_of(d);
-      if (b != nullptr && run.caller_streams.count(d.index) == 0) run.caller_streams[d.index] = b->capture_stream(d);
-    }
+    for (const Device& d : pipe.devices_)
+      if (d.is_cuda() && run.caller_streams.count(d.index) == 0) run.caller_streams[d.index] = current_stream(d);
     if (run.input_device.is_cuda() && run.caller_streams.count(run.input_device.index) == 0)
-      run.caller_streams[run.input_device.index] = backend_of(run.input_device)->capture_stream(run.input_device);
+      run.caller_streams[run.input_device.index] = current_stream(run.input_device);
     run.cause.clear();
     try {
       threads.run(static_cast<size_t>(p), {}, [&](size_t k) {
@@ -193,18 +182,17 @@ struct Pipeline::Engine {
       throw;
     }
     // The caller's later work (the optimizer step, reading the loss) after every stage's.
-    for (size_t s = 0; s < streams.size(); ++s)
-      if (streams[s]) backend_of(pipe.devices_[s])->wait_for_captured(streams[s]);
+    for (const Stream& stream : streams) wait_for_stream(stream);
     last_events.clear();
     for (auto& e : run.events) last_events.insert(last_events.end(), e.begin(), e.end());
   }
 
   void stage_main(Run& run, int64_t s, const std::vector<PipelineAction>& actions) {
     const Device device = pipe.devices_[s];
-    if (streams[s]) {
-      make_current(streams[s], device);
+    if (streams[s].defined()) {
+      set_current_stream(streams[s]);
       // After the caller's queued work on this device (this thread's current stream is S_s).
-      backend_of(device)->wait_for_captured(run.caller_streams.at(device.index));
+      wait_for_stream(run.caller_streams.at(device.index));
     }
     for (const PipelineAction& a : actions) {
       PipelineEvent event{s, a.micro_batch, a.backward, 0, 0};
@@ -226,17 +214,16 @@ struct Pipeline::Engine {
     const Device to = pipe.devices_[s];
     const Device from = m.tensor.device();
     if (from == to) {
-      if (to.is_cuda() && m.stream && m.stream != streams[s]) {
-        const KernelTable* b = backend_of(to);
-        b->wait_for_captured(m.stream);
-        b->record_stream(m.tensor, streams[s]);
+      if (to.is_cuda() && m.stream.defined() && m.stream != streams[s]) {
+        wait_for_stream(m.stream);
+        record_stream(m.tensor, streams[s]);
       }
       return m.tensor;
     }
     if (from.is_cuda()) {
-      make_current(m.stream, from);  // the copy runs on the sender's stream
+      set_current_stream(m.stream);  // the copy runs on the sender's stream
       Tensor moved = m.tensor.to(to);
-      make_current(streams[s], to);
+      set_current_stream(streams[s]);
       return moved;
     }
     return m.tensor.to(to);  // from host memory the sender finished writing
@@ -257,7 +244,7 @@ struct Pipeline::Engine {
     Tensor x;
     if (s == 0) {
       const Tensor& chunk = run.chunks[i];
-      Message m{chunk, chunk.device().is_cuda() ? run.caller_streams.at(chunk.device().index) : nullptr};
+      Message m{chunk, chunk.device().is_cuda() ? run.caller_streams.at(chunk.device().index) : Stream()};
       x = receive(m, 0);
     } else {
       x = receive(run.forward_inbox[s].take(i, "input"), s);
@@ -342,8 +329,8 @@ namespace {
 // every micro-batch on the stage threads.
 class PipelineBackward final : public autograd::Node {
  public:
-  PipelineBackward(Pipeline::Engine& engine, std::shared_ptr<Pipeline::Engine::Run> run, int64_t dim)
-      : engine_(engine), run_(std::move(run)), dim_(dim) {}
+  PipelineBackward(Pipeline::Executor& executor, std::shared_ptr<Pipeline::Executor::Run> run, int64_t dim)
+      : executor_(executor), run_(std::move(run)), dim_(dim) {}
   std::string name() const override { return "PipelineBackward"; }
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
@@ -352,11 +339,11 @@ class PipelineBackward final : public autograd::Node {
                 "Pipeline (its stages' backward accumulates into the parameters' .grad); call backward()");
     EMBER_CHECK(run_ != nullptr, "Pipeline: a second backward through the same forward; pass retain_graph to the "
                 "first");
-    Pipeline::Engine::Run& run = *run_;
+    Pipeline::Executor::Run& run = *run_;
     run.retain_graph = pass->retain_graph;
     run.output_grads = std::move(grads);
-    const int64_t p = engine_.pipe.num_stages(), m = run.micro_batches;
-    engine_.execute(run, [&](int64_t s) {
+    const int64_t p = executor_.pipe.num_stages(), m = run.micro_batches;
+    executor_.execute(run, [&](int64_t s) {
       std::vector<PipelineAction> all = schedule_actions(Schedule::kGPipe, s, p, m), backwards;
       for (const PipelineAction& a : all)
         if (a.backward) backwards.push_back(a);
@@ -376,8 +363,8 @@ class PipelineBackward final : public autograd::Node {
   void release_saved() override { run_.reset(); }
 
  private:
-  Pipeline::Engine& engine_;
-  std::shared_ptr<Pipeline::Engine::Run> run_;
+  Pipeline::Executor& executor_;
+  std::shared_ptr<Pipeline::Executor::Run> run_;
   int64_t dim_;
 };
 
@@ -403,10 +390,11 @@ Pipeline::Pipeline(nn::Sequential sequential, std::vector<Device> devices, int64
   for (size_t i = 0; i < devices_.size(); ++i) {
     const Device d = devices_[i];
     if (!d.is_cuda()) continue;
-    const KernelTable* b = find_backend(d.type);
-    EMBER_CHECK(b != nullptr && b->device_count != nullptr && d.index < b->device_count(), "Pipeline: devices[", i,
-                "] is ", d, ", which is not available (", b != nullptr && b->device_count != nullptr ?
-                std::to_string(b->device_count()) + " CUDA devices" : std::string("no CUDA backend linked"), ")");
+    const bool linked = has_backend(d.type);
+    EMBER_CHECK(linked && d.index < device_count(d.type), "Pipeline: devices[", i, "] is ", d,
+                ", which is not available (",
+                linked ? std::to_string(device_count(d.type)) + " CUDA devices" : std::string("no CUDA backend linked"),
+                ")");
   }
   balance_ = options_.balance.empty() ? balance_by_parameters(sequential_, p) : options_.balance;
   EMBER_CHECK(static_cast<int64_t>(balance_.size()) == p, "Pipeline: the balance has ", balance_.size(),
@@ -429,12 +417,12 @@ Pipeline::Pipeline(nn::Sequential sequential, std::vector<Device> devices, int64
     stage->to(devices_[s]);
     stages_.push_back(stage);
   }
-  engine_ = std::make_unique<Engine>(*this);
+  executor_ = std::make_unique<Executor>(*this);
 }
 
 Pipeline::~Pipeline() = default;
 
-std::vector<PipelineEvent> Pipeline::last_events() const { return engine_->last_events; }
+std::vector<PipelineEvent> Pipeline::last_events() const { return executor_->last_events; }
 
 namespace {
 
@@ -453,8 +441,8 @@ Tensor Pipeline::forward(const Tensor& input) {
   bool any_grad = input.requires_grad();
   for (const Tensor& p : parameters()) any_grad = any_grad || p.requires_grad();
   const bool autograd = GradMode::is_enabled() && any_grad;
-  auto run = std::make_shared<Engine::Run>(devices_.size());
-  run->mode = autograd ? Engine::Mode::kAutograd : Engine::Mode::kEvaluate;
+  auto run = std::make_shared<Executor::Run>(devices_.size());
+  run->mode = autograd ? Executor::Mode::kAutograd : Executor::Mode::kEvaluate;
   run->micro_batches = static_cast<int64_t>(sizes.size());
   run->chunks = input.split_with_sizes(sizes, options_.dim);
   run->input_device = input.device();
@@ -464,7 +452,7 @@ Tensor Pipeline::forward(const Tensor& input) {
   run->outputs.resize(sizes.size());
   run->input_grads.resize(sizes.size());
   const int64_t p = num_stages(), m = run->micro_batches;
-  engine_->execute(*run, [&](int64_t s) {
+  executor_->execute(*run, [&](int64_t s) {
     std::vector<PipelineAction> forwards;
     for (const PipelineAction& a : schedule_actions(Schedule::kGPipe, s, p, m))
       if (!a.backward) forwards.push_back(a);
@@ -480,7 +468,7 @@ Tensor Pipeline::forward(const Tensor& input) {
                 ", which cannot be concatenated along dim ", options_.dim, " (use train_step for scalar losses)");
   }
   if (autograd) {
-    auto node = std::make_shared<PipelineBackward>(*engine_, run, options_.dim);
+    auto node = std::make_shared<PipelineBackward>(*executor_, run, options_.dim);
     autograd::connect(node, {run->input_requires_grad ? &input : nullptr});
     std::vector<Tensor> detached;
     for (const Tensor& o : outputs) detached.push_back(o.detach());
@@ -499,8 +487,8 @@ PipelineStep Pipeline::train_step(const Tensor& input, const Tensor& target, con
               "Pipeline::train_step: the target must split like the input along dim ", options_.dim, ": input ",
               shape_str(input.sizes()), ", target ", target.defined() ? shape_str(target.sizes()) : "undefined");
   const std::vector<int64_t> sizes = balanced_split(input.size(options_.dim), chunks_);
-  auto run = std::make_unique<Engine::Run>(devices_.size());
-  run->mode = Engine::Mode::kTrain;
+  auto run = std::make_unique<Executor::Run>(devices_.size());
+  run->mode = Executor::Mode::kTrain;
   run->micro_batches = static_cast<int64_t>(sizes.size());
   run->chunks = input.split_with_sizes(sizes, options_.dim);
   run->input_device = input.device();
@@ -517,7 +505,7 @@ PipelineStep Pipeline::train_step(const Tensor& input, const Tensor& target, con
   run->metrics.resize(sizes.size());
   const int64_t p = num_stages(), m = run->micro_batches;
   const Schedule schedule = schedule_;
-  engine_->execute(*run, [&](int64_t s) { return schedule_actions(schedule, s, p, m); });
+  executor_->execute(*run, [&](int64_t s) { return schedule_actions(schedule, s, p, m); });
   if (options_.deferred_batch_norm) {
     for (auto& stats : run->stats) stats.apply();
   }

@@ -114,7 +114,7 @@ class Pipeline : public nn::Module {
   void to(DType dtype) override;
   std::string extra_repr() const override;
 
-  struct Engine;
+  struct Executor;
 
  private:
   nn::Sequential sequential_;
@@ -124,7 +124,7 @@ class Pipeline : public nn::Module {
   int64_t chunks_;
   Schedule schedule_;
   PipelineOptions options_;
-  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Executor> executor_;
 };
 
 }  // namespace ember::parallel

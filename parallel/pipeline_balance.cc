@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "autograd/engine.h"
-#include "core/backend.h"
+#include "core/runtime.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/random.h"
@@ -61,9 +61,9 @@ std::vector<int64_t> balance_by_time(const nn::Sequential& sequential, const Ten
   EMBER_CHECK(sample.defined(), "balance_by_time: the sample input is undefined");
   EMBER_CHECK(repeats >= 1, "balance_by_time: repeats must be at least 1, got ", repeats);
   const Device device = sample.device();
-  const KernelTable* backend = find_backend(device.type);
+  const DeviceRuntime* runtime = find_runtime(device.type);
   auto wait_device = [&] {
-    if (backend != nullptr && backend->synchronize != nullptr) backend->synchronize(device);
+    if (runtime != nullptr && runtime->synchronize != nullptr) runtime->synchronize(device);
   };
   // The measurement must leave no trace: no running statistics counted, no draw from the global
   // generator, no gradient accumulated into the parameters.

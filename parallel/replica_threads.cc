@@ -2,7 +2,7 @@
 
 #include <exception>
 
-#include "core/backend.h"
+#include "core/runtime.h"
 #include "core/error.h"
 #include "core/grad_mode.h"
 
@@ -93,8 +93,8 @@ void ReplicaThreads::run(size_t count, const std::vector<Device>& stream_devices
   task.grad_enabled = GradMode::is_enabled();
   task.count = count;
   for (const Device& d : stream_devices) {
-    const KernelTable* backend = find_backend(d.type);
-    if (backend != nullptr && backend->capture_stream != nullptr) task.streams.emplace_back(d, backend->capture_stream(d));
+    Stream stream = current_stream(d);
+    if (stream.defined()) task.streams.push_back(std::move(stream));
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -144,13 +144,10 @@ void ReplicaThreads::run_one(size_t replica) {
   try {
     if (replica != 0 || !caller_runs_first_) {
       GradMode::set_enabled(task_.grad_enabled);
-      // The replica's own device last: make_current also makes its device current.
+      // The replica's own device last: set_current_stream also makes its device current.
       for (int own = 0; own < 2; ++own) {
-        for (const auto& [d, token] : task_.streams) {
-          if ((d == device) != (own == 1)) continue;
-          const KernelTable* backend = find_backend(d.type);
-          if (backend != nullptr && backend->make_current != nullptr) backend->make_current(token);
-        }
+        for (const Stream& stream : task_.streams)
+          if ((stream.device() == device) == (own == 1)) set_current_stream(stream);
       }
     }
     (*task_.fn)(replica);

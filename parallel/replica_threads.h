@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/runtime.h"
 #include "core/tensor.h"
 
 namespace ember::parallel {
@@ -89,7 +90,7 @@ class ReplicaThreads {
  private:
   struct Task {
     const std::function<void(size_t)>* fn = nullptr;
-    std::vector<std::pair<Device, std::shared_ptr<void>>> streams;  // the caller's, captured per run
+    std::vector<Stream> streams;  // the caller's current ones, taken per run
     bool grad_enabled = true;
     size_t count = 0;
   };

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/batch_norm_math.h"
-#include "core/cpu/nn_kernels.h"
+#include "core/cpu/kernels.h"
 #include "core/cpu/thread_pool.h"
 #include "core/elementwise_math.h"
 #include "core/factory.h"

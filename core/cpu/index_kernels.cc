@@ -1,7 +1,7 @@
 // CPU gather and scatter_add along one dim (PyTorch semantics). The index tensor's shape drives
 // the loop; out/input/src may have any strides. scatter_add runs serially over the index
 // because two index entries may name the same destination.
-#include "core/cpu/nn_kernels.h"
+#include "core/cpu/kernels.h"
 #include "core/cpu/thread_pool.h"
 
 namespace ember::cpu {

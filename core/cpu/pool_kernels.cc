@@ -2,7 +2,7 @@
 // and backward side by side. Planes (n, c) are independent and run in parallel.
 #include <limits>
 
-#include "core/cpu/nn_kernels.h"
+#include "core/cpu/kernels.h"
 #include "core/cpu/thread_pool.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/cpu/nn_kernels.h"
+#include "core/cpu/kernels.h"
 #include "core/cpu/thread_pool.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"

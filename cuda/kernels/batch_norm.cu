@@ -14,7 +14,7 @@
 #include "core/grad_mode.h"
 #include "core/ops.h"
 #include "core/reduce_math.h"
-#include "cuda/kernels/batch_norm.cuh"
+#include "cuda/kernels/entries.h"
 #include "cuda/kernels/loops.cuh"
 
 namespace ember::cuda {

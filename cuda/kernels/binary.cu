@@ -1,7 +1,7 @@
 // Binary, compare and where kernels. Any operand but the output may be a host scalar
 // (`x * 0.5`): it arrives as a kernel argument, and its pointer in the DeviceLoop is null.
 #include "core/elementwise_math.h"
-#include "cuda/kernels/binary.cuh"
+#include "cuda/kernels/entries.h"
 #include "cuda/kernels/loops.cuh"
 
 namespace ember::cuda {

@@ -4,7 +4,7 @@
 // (chosen at run time, so one kernel per destination type) and converts with formula::cast, as
 // the CPU does.
 #include "core/elementwise_math.h"
-#include "cuda/kernels/copy.cuh"
+#include "cuda/kernels/entries.h"
 #include "cuda/kernels/loops.cuh"
 
 namespace ember::cuda {

@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "core/factory.h"
 #include "cuda/deferred_check.h"
-#include "cuda/kernels/index.cuh"
+#include "cuda/kernels/entries.h"
 #include "cuda/kernels/loops.cuh"
 
 namespace ember::cuda {

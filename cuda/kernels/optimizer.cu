@@ -7,7 +7,7 @@
 
 #include "core/optimizer_math.h"
 #include "cuda/kernels/loops.cuh"
-#include "cuda/kernels/optimizer.cuh"
+#include "cuda/kernels/entries.h"
 
 namespace ember::cuda {
 

@@ -9,7 +9,7 @@
 #include "core/grad_mode.h"
 #include "core/pool_math.h"
 #include "cuda/kernels/loops.cuh"
-#include "cuda/kernels/pool.cuh"
+#include "cuda/kernels/entries.h"
 
 namespace ember::cuda {
 

@@ -1,7 +1,7 @@
 // Random fill kernel: element i takes random_element(seed, offset + i), whichever thread makes it.
 #include "core/random_math.h"
 #include "cuda/kernels/loops.cuh"
-#include "cuda/kernels/random.cuh"
+#include "cuda/kernels/entries.h"
 
 namespace ember::cuda {
 

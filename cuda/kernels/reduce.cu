@@ -7,7 +7,7 @@
 
 #include "core/reduce_math.h"
 #include "cuda/kernels/loops.cuh"
-#include "cuda/kernels/reduce.cuh"
+#include "cuda/kernels/entries.h"
 
 namespace ember::cuda {
 

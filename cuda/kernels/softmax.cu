@@ -13,7 +13,7 @@
 #include "core/grad_mode.h"
 #include "core/softmax_math.h"
 #include "cuda/kernels/loops.cuh"
-#include "cuda/kernels/softmax.cuh"
+#include "cuda/kernels/entries.h"
 
 namespace ember::cuda {
 

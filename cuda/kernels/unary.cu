@@ -2,7 +2,7 @@
 // the branch costs nothing on a GPU and keeps nvcc's output small).
 #include "core/elementwise_math.h"
 #include "cuda/kernels/loops.cuh"
-#include "cuda/kernels/unary.cuh"
+#include "cuda/kernels/entries.h"
 
 namespace ember::cuda {
 

@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/backend.h"
+#include "core/runtime.h"
 #include "core/cpu/thread_pool.h"
 #include "core/error.h"
 #include "parallel/multiprocessing/shared_wire.h"
@@ -270,7 +270,7 @@ void stop_all(std::vector<Worker>& workers) {
 }
 
 void check_fork_allowed() {
-  const KernelTable* cuda = find_backend(DeviceType::CUDA);
+  const DeviceRuntime* cuda = find_runtime(DeviceType::CUDA);
   const bool cuda_started = cuda != nullptr && cuda->runtime_started != nullptr && cuda->runtime_started();
   EMBER_CHECK(!cuda_started,
               "spawn: the fork start method is refused once the process has used CUDA: a forked child cannot "

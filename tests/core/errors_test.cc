@@ -2,6 +2,7 @@
 // devices), so that a user can fix the call from the message alone.
 #include <catch2/catch.hpp>
 
+#include "core/backend.h"
 #include "core/ember_core.h"
 
 using namespace ember;
@@ -94,6 +95,33 @@ TEST_CASE("a CUDA device with no CUDA backend is a clear error") {
   CHECK_THROWS_WITH(Device::parse("gpu:0"), Contains("Device::parse") && Contains("\"gpu:0\""));
   CHECK(Device::parse("cuda").str() == "cuda:0");
   CHECK(Device::parse("cpu") == Device(kCPU));
+}
+
+// A backend that leaves a compute-table entry empty: the entry's one error, whichever entry.
+TEST_CASE("an entry a backend leaves empty names the entry, the device and the dtype") {
+  const KernelTable* cpu = find_kernels(kCPU);
+  REQUIRE(cpu != nullptr);
+  KernelTable partial = *cpu;
+  const KernelTable empty;
+  partial.softmax = empty.softmax;
+  partial.gemm = empty.gemm;
+  partial.conv2d = empty.conv2d;
+  register_kernels(kCPU, &partial);
+  struct Restore {
+    const KernelTable* table;
+    ~Restore() { register_kernels(kCPU, table); }
+  } restore{cpu};
+  Tensor x = randn({2, 3}, kFloat64);
+  const KernelTable& table = kernels_for(Device(kCPU), "errors_test");
+  CHECK_THROWS_AS(table.softmax(x, 1, false), Error);
+  CHECK_THROWS_WITH(table.softmax(x, 1, false),
+                    Contains("softmax: not implemented by the cpu backend for cpu and dtype float64"));
+  CHECK_THROWS_WITH(x.matmul(x.t()), Contains("gemm: not implemented by the cpu backend for cpu and dtype float64"));
+  CHECK_THROWS_WITH(table.conv2d(randn({1, 2, 5, 5}), randn({3, 2, 3, 3}), Tensor(), ConvParams{}),
+                    Contains("conv2d: not implemented by the cpu backend for cpu and dtype float32"));
+  CHECK(x.sum().item<double>() == x.sum().item<double>());  // the entries it kept still run
+  register_kernels(kCPU, cpu);
+  CHECK(kernels_for(Device(kCPU), "errors_test").softmax(x, 1, false).sizes() == x.sizes());
 }
 
 TEST_CASE("dtype errors name the op and the dtype") {

@@ -1,6 +1,6 @@
 // cuDNN's conv2d passes against Ember's im2col + GEMM (cuda::set_conv_kernel) on a real GPU: stride,
 // padding, dilation, groups, odd sizes and a misaligned view, in every floating dtype, with and
-// without TF32; that cuda::conv2d dispatches to cuDNN; and that the algorithm cache plans each
+// without TF32; that cuda::conv2d_kernel dispatches to cuDNN; and that the algorithm cache plans each
 // problem once. GPU-only: on emulated devices both sides would be Ember's.
 #include <algorithm>
 #include <cmath>
@@ -77,9 +77,9 @@ Grads by_table(const Case& c, const Operands& o, cuda::ConvKernel kernel) {
   } restore;
   cuda::set_conv_kernel(kernel);
   Grads g;
-  g.y = cuda::conv2d(o.x, o.w, Tensor(), c.p);
-  g.dx = cuda::conv2d_backward_input(o.dy, o.w, o.x.sizes(), c.p);
-  g.dw = cuda::conv2d_backward_weight(o.dy, o.x, o.w.sizes(), false, c.p).first;
+  g.y = cuda::conv2d_kernel(o.x, o.w, Tensor(), c.p);
+  g.dx = cuda::conv2d_backward_input_kernel(o.dy, o.w, o.x.sizes(), c.p);
+  g.dw = cuda::conv2d_backward_weight_kernel(o.dy, o.x, o.w.sizes(), false, c.p).first;
   return g;
 }
 
@@ -130,7 +130,7 @@ TEST_CASE("cuDNN's conv2d passes equal Ember's im2col + GEMM on cuda:0") {
   }
 }
 
-TEST_CASE("cuda::conv2d and its backward kernels run cuDNN with the TF32 switch's math") {
+TEST_CASE("cuda::conv2d_kernel and its backward kernels run cuDNN with the TF32 switch's math") {
   REQUIRE(cuda::device_count() >= 1);
   manual_seed(12);
   const Case& c = kCases[1];

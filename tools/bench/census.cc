@@ -58,18 +58,18 @@ Census take_census(nn::Module& model, const Shape& image) {
   recording = &census;
   const bool training = model.is_training();
   model.eval();
-  register_backend(kCPU, &table);
+  register_kernels(kCPU, &table);
   try {
     NoGradGuard no_grad;
     Shape batch{1};
     batch.insert(batch.end(), image.begin(), image.end());
     model.forward(randn(batch));
   } catch (...) {
-    register_backend(kCPU, cpu_table);
+    register_kernels(kCPU, cpu_table);
     model.train(training);
     throw;
   }
-  register_backend(kCPU, cpu_table);
+  register_kernels(kCPU, cpu_table);
   model.train(training);
   model.apply([&](nn::Module& m) {
     if (auto* linear = dynamic_cast<nn::LinearImpl*>(&m))

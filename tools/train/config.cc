@@ -38,7 +38,7 @@ std::string resolve_device(const std::string& text) {
   }
   // Bare "cuda" under a launcher: one device per process on the node, as torchrun users expect.
   if (text == "cuda" && launch.launched) device = Device::cuda(launch.local_rank);
-  const int count = find_backend(kCUDA)->device_count();
+  const int count = device_count(kCUDA);
   if (device.index >= count) {
     std::string message = "--device " + text + ": ";
     if (launch.launched && text == "cuda")
@@ -141,7 +141,7 @@ std::vector<std::string> resolve_data_parallel(const Flags& f) {
                     "Under a launcher leave out " + (n > 0 ? "--data-parallel" : "--devices") +
                     " (each rank then trains on cuda:LOCAL_RANK with DDP), or start one process");
   if (!has_backend(kCUDA)) throw FlagError(flag + ": this build has no CUDA backend");
-  const int count = find_backend(kCUDA)->device_count();
+  const int count = device_count(kCUDA);
   if (n > count)
     throw FlagError(flag + ": needs " + std::to_string(n) + " CUDA devices (" +
                     (n == 1 ? std::string("cuda:0") : "cuda:0 to cuda:" + std::to_string(n - 1)) + "), but " +
@@ -203,7 +203,7 @@ void resolve_split(const Flags& f, TrainConfig& c) {
                     " splits the model across the devices of one process, and this tool does not combine that with "
                     "DDP; start one process");
   if (!has_backend(kCUDA)) throw FlagError(flag + ": this build has no CUDA backend");
-  const int count = find_backend(kCUDA)->device_count();
+  const int count = device_count(kCUDA);
   if (n > count)
     throw FlagError(flag + ": needs " + std::to_string(n) + " CUDA device" + (n == 1 ? "" : "s") + " (" + range +
                     "), but " + machine_devices(count));

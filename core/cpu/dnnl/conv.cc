@@ -24,7 +24,7 @@
 #include "core/cpu/direct_conv.h"
 #include "core/cpu/direct_conv_weight_grad.h"
 #include "core/cpu/dnnl/runtime.h"
-#include "core/cpu/nn_kernels.h"
+#include "core/cpu/kernels.h"
 #include "core/cpu/strided_conv_backward_data.h"
 #include "core/cpu/strided_conv_forward.h"
 #include "core/cpu/avx2_tile.h"
