@@ -14,12 +14,11 @@
 //   }
 //
 // Workers. Loader workers are std::threads that only copy and transform examples: cheap next to
-// the model, which uses Ember's compute thread pool on every core. On this 2-core machine use
-// workers(1): one thread assembles on the order of 10^5 augmented CIFAR-sized images per second
-// (tools/bench:data_loader), while a ResNet-20 training step consumes about 500, so the worker
-// sleeps on a full queue almost all the time. workers(0) assembles batches on the calling thread
-// (no threads at all; good for tests and evaluation). More workers than spare cores only steal
-// time from compute.
+// the model, which uses Ember's compute thread pool on every core. With few cores use workers(1):
+// one thread assembles images far faster than a training step consumes them, so it sleeps on a
+// full queue almost all the time (figures in docs/BENCHMARKS.md, data_loader). workers(0)
+// assembles batches on the calling thread (no threads at all; good for tests and evaluation).
+// More workers than spare cores only steal time from compute.
 #pragma once
 
 #include <cstdint>

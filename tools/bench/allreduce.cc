@@ -145,7 +145,8 @@ int run_mpi(const Options& options, comm::ProcessGroup& world) {
     Tensor buffer = zeros({count});
     float* raw = buffer.data_ptr<float>();
     // Enough repetitions for ~0.1 s per trial, at least 3; many short alternating trials, because
-    // this machine's shared-memory bandwidth drifts by 2x within seconds.
+    // shared-memory bandwidth can drift within seconds (docs/BENCHMARKS.md, issue 33's notes), and
+    // alternating exposes both sides to the same drift.
     int reps = static_cast<int>(std::clamp<int64_t>(100'000'000 / std::max<int64_t>(bytes, 50'000), 3, 2000));
     Side ember{[&] { world.all_reduce(buffer, comm::ReduceOp::Sum)->wait(); }};
     Side mpi{[&] { MPI_Allreduce(MPI_IN_PLACE, raw, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); }};

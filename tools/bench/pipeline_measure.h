@@ -12,8 +12,8 @@
 namespace ember::bench {
 
 // A layer of fixed cost: its forward and its backward each wait `seconds` on the host (a stand-in
-// for a kernel of known length; waiting, not spinning, because a 2-core machine cannot spin p
-// stage threads at once), around y = x * w with a scalar parameter w.
+// for a kernel of known length; waiting, not spinning, so that p stage threads overlap on a host
+// with fewer than p cores), around y = x * w with a scalar parameter w.
 class FixedCostImpl : public nn::Cloneable<FixedCostImpl> {
  public:
   explicit FixedCostImpl(double seconds);

@@ -1,10 +1,7 @@
-// The epoch loop. Rank 0 alone prints, logs and writes checkpoints; evaluation is sharded
-// (every test example counted once) and its sums all-reduced. Ctrl-C (SIGINT) is agreed on by
-// all ranks at the next step, then rank 0 saves a checkpoint holding the loader's position; a
-// second Ctrl-C exits at once without one. With DataParallel (one process, several devices) each
-// replica computes its chunk's loss and correct count (forward_loss). With the model split into
-// stages (ModelParallel or Pipeline, also one process) the logits and the loss are on the last
-// stage's device; a Pipeline's train_step runs the backward itself.
+// The epoch loop, the same for every parallel mode (each is a TrainStrategy, strategy.h). Rank 0
+// alone prints, logs and writes checkpoints; evaluation is sharded (every test example counted
+// once) and its sums all-reduced. Ctrl-C (SIGINT) is agreed on by all ranks at the next step, then
+// rank 0 saves a checkpoint holding the loader's position; a second Ctrl-C exits at once without one.
 #include "tools/train/trainer.h"
 
 #include <chrono>
@@ -12,27 +9,21 @@
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <regex>
-#include <sstream>
 
 #include "autograd/functional.h"
-#include "comm/init.h"
 #include "comm/kernel_agreement.h"
 #include "cuda/api.h"
 #include "core/cpu/thread_pool.h"
 #include "core/ember_core.h"
 #include "core/kernel_select.h"
-#include "models/sequential_form.h"
 #include "models/zoo.h"
 #include "nn/checkpoint.h"
-#include "parallel/data_parallel.h"
-#include "parallel/ddp.h"
-#include "parallel/model_parallel.h"
-#include "parallel/pipeline.h"
+#include "tools/train/checkpoint_files.h"
 #include "tools/train/interrupt.h"
 #include "tools/train/metrics_log.h"
 #include "tools/train/progress.h"
 #include "tools/train/setup.h"
+#include "tools/train/strategy.h"
 
 namespace ember::train {
 
@@ -48,10 +39,12 @@ struct Evaluation {
 };
 
 // Loss and accuracy over the whole test set; with several ranks each evaluates its shard. Images
-// go to `input_device` (the CPU for DataParallel, which copies each chunk to its device), labels
-// to `device`, where the logits are.
-Evaluation evaluate(nn::Module& model, data::DataLoader& loader, data::DataLoader* flipped,
-                    const std::shared_ptr<comm::ProcessGroup>& world, Device device, Device input_device) {
+// go to the target's input device (the CPU for DataParallel, which copies each chunk to its
+// device), labels to its output device, where the logits are.
+Evaluation evaluate(const EvalTarget& target_module, data::DataLoader& loader, data::DataLoader* flipped,
+                    const std::shared_ptr<comm::ProcessGroup>& world) {
+  nn::Module& model = *target_module.module;
+  const Device device = target_module.output, input_device = target_module.input;
   model.eval();
   NoGradGuard no_grad;
   double loss_sum = 0, correct = 0, count = 0;
@@ -80,118 +73,6 @@ Evaluation evaluate(nn::Module& model, data::DataLoader& loader, data::DataLoade
   return e;
 }
 
-// How many of `logits`' predictions (argmax over dim 1) equal `target`, as an int64 scalar.
-Tensor count_correct(const Tensor& logits, const Tensor& target) {
-  return (logits.argmax(1) == target).to(kInt64).sum();
-}
-
-// "7/5": layers per stage.
-std::string balance_text(const std::vector<int64_t>& balance) {
-  std::string text;
-  for (size_t i = 0; i < balance.size(); ++i) text += (i ? "/" : "") + std::to_string(balance[i]);
-  return text;
-}
-
-// "cuda:0,cuda:1".
-std::string device_list(const std::vector<Device>& devices) {
-  std::string text;
-  for (size_t i = 0; i < devices.size(); ++i) text += (i ? "," : "") + devices[i].str();
-  return text;
-}
-
-// A batch split into `parts` whose sizes differ by at most one: "4", or "5/4" when they differ.
-std::string part_sizes(int64_t batch, int64_t parts) {
-  const int64_t base = batch / parts, extra = batch % parts;
-  return std::to_string(base + (extra > 0)) + (extra > 0 && base > 0 ? "/" + std::to_string(base) : "");
-}
-
-std::string checkpoint_path(const std::string& dir, const std::string& name) { return dir + "/" + name + ".safetensors"; }
-
-// The newest epoch-N checkpoint in `dir`, preferring an interrupted run's save when it is newer.
-std::string latest_checkpoint(const std::string& dir) {
-  std::string best;
-  std::filesystem::file_time_type newest;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    std::string name = entry.path().filename().string();
-    if (!std::regex_match(name, std::regex("(epoch-[0-9]+|interrupted)\\.safetensors"))) continue;
-    auto time = entry.last_write_time();
-    if (best.empty() || time > newest) {
-      best = entry.path().string();
-      newest = time;
-    }
-  }
-  EMBER_CHECK(!best.empty(), "--resume latest: no checkpoint (epoch-N.safetensors) in '", dir, "'");
-  return best;
-}
-
-// The settings that shape a run's learning-rate schedule, saved with every checkpoint: the
-// schedule spans the whole run, so a resumed run must have the same ones.
-json::Value run_settings(const TrainConfig& config, int64_t steps_per_epoch) {
-  json::Value run = json::Value::object();
-  run.set("optimizer", json::Value::string(config.optimizer));
-  run.set("schedule", json::Value::string(config.schedule));
-  run.set("lr", json::Value::number(config.lr));
-  run.set("epochs", json::Value::integer(config.epochs));
-  run.set("steps_per_epoch", json::Value::integer(steps_per_epoch));
-  return run;
-}
-
-std::string describe_settings(const json::Value& run) {
-  auto text = [&](const char* key) {
-    const json::Value* v = run.find(key);
-    if (!v) return std::string("?");
-    if (v->is_string()) return v->as_string();
-    if (v->is_integer()) return v->dump();
-    std::ostringstream shortest;  // 0.1, not the exact dump's 0.10000000000000001
-    shortest << v->as_double();
-    return shortest.str();
-  };
-  return "--optimizer " + text("optimizer") + " --schedule " + text("schedule") + " --lr " + text("lr") +
-         " --epochs " + text("epochs") + " (" + text("steps_per_epoch") + " steps per epoch)";
-}
-
-// Fails naming the flags when `path` was saved by a run whose schedule settings differ from this
-// one's (before, the scheduler's own load failed, or silently kept the saved length).
-void check_resume_settings(const std::string& path, const TrainConfig& config, int64_t steps_per_epoch) {
-  const nn::TrainingState saved = nn::read_training_state(path);
-  const json::Value* run = saved.extra.find("run");
-  if (!run) return;  // a checkpoint from before run settings were saved: the load checks what it can
-  const json::Value mine = run_settings(config, steps_per_epoch);
-  const std::pair<const char*, const char*> settings[] = {
-      {"optimizer", "--optimizer"},
-      {"schedule", "--schedule"},
-      {"lr", "--lr"},
-      {"epochs", "--epochs"},
-      {"steps_per_epoch", "steps per epoch (from --batch-size, the dataset and the process count)"}};
-  std::string differences;
-  for (const auto& [key, label] : settings) {
-    const json::Value* theirs = run->find(key);
-    if (theirs && theirs->dump() == mine.find(key)->dump()) continue;
-    differences += (differences.empty() ? "" : ", ") + std::string(label);
-  }
-  EMBER_CHECK(differences.empty(), "--resume ", path, ": the checkpoint was saved by a run with ",
-              describe_settings(*run), ", this run has ", describe_settings(mine), "; they differ in ", differences,
-              ". The learning-rate schedule spans the whole run, so resume with the checkpoint's settings, or "
-              "start a new run without --resume");
-}
-
-// Keeps the newest `keep` epoch checkpoints: removes every epoch-N file in `dir` with N at or
-// below current_epoch - keep, including ones left by earlier runs in the same directory.
-void prune_checkpoints(const std::string& dir, int64_t current_epoch, int64_t keep) {
-  const int64_t oldest_kept = current_epoch - keep + 1;
-  std::error_code ec;
-  std::vector<std::filesystem::path> doomed;
-  const std::regex pattern("epoch-([0-9]+)\\.safetensors");
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    std::smatch match;
-    const std::string name = entry.path().filename().string();
-    if (std::regex_match(name, match, pattern) && std::stoll(match[1].str()) < oldest_kept)
-      doomed.push_back(entry.path());
-  }
-  for (const auto& path : doomed) std::filesystem::remove(path, ec);
-}
-
 }  // namespace
 
 TrainResult run_training(const TrainConfig& config) {
@@ -200,16 +81,10 @@ TrainResult run_training(const TrainConfig& config) {
   if (config.deterministic) kernel_select::set_mode(kernel_select::Mode::Heuristic);
   const Device device = Device::parse(config.device);
 
-  // DataParallel and split runs are one process (flag parsing refused them under a launcher of
-  // several).
-  const bool data_parallel = !config.data_parallel.empty();
-  std::vector<Device> stage_devices;  // ModelParallel's or the Pipeline's, in stage order
-  for (const std::string& name : config.model_parallel.empty() ? config.pipeline : config.model_parallel)
-    stage_devices.push_back(Device::parse(name));
-  const bool split = !stage_devices.empty();
-  std::shared_ptr<comm::ProcessGroup> world;
-  if (comm::read_environment().launched && !data_parallel && !split) world = comm::init();
-  const int rank = world ? world->rank() : 0, world_size = world ? world->size() : 1;
+  // The parallel mode (tools/train/strategy_<mode>.cc): the only part that differs between them.
+  std::unique_ptr<TrainStrategy> strategy = make_strategy(config);
+  const std::shared_ptr<comm::ProcessGroup> world = strategy->world();
+  const int rank = strategy->rank(), world_size = strategy->world_size();
   const bool leader = rank == 0;
 
   DataSetup data_setup = make_data(config);
@@ -246,39 +121,9 @@ TrainResult run_training(const TrainConfig& config) {
   manual_seed(config.seed);
   std::shared_ptr<nn::Module> model =
       models::make_model(config.model, data_setup.channels, data_setup.image_size, data_setup.classes);
-  if (!split) model->to(device);  // a split model's stages go straight to their devices
-  // The only change for distributed training: the DDP, DataParallel, ModelParallel or Pipeline
-  // wrapper. All have the bare model's state_dict keys (the split ones hold the model's own layers,
-  // as_sequential's form), and checkpoints save `model` itself, so they resume in any mode.
-  std::shared_ptr<nn::Module> trained = model;
-  std::shared_ptr<parallel::DataParallel> dp;
-  std::shared_ptr<parallel::Pipeline> pipe;
-  std::vector<Device> dp_devices;
-  std::vector<int64_t> balance;
-  if (!config.model_parallel.empty()) {
-    auto placed = std::make_shared<parallel::ModelParallel>(models::as_sequential(model), stage_devices);
-    balance = placed->balance();
-    trained = placed;
-  } else if (!config.pipeline.empty()) {
-    parallel::PipelineOptions options;
-    options.checkpoint = config.recompute;
-    const auto schedule = config.pipeline_schedule == "1f1b" ? parallel::Schedule::k1F1B : parallel::Schedule::kGPipe;
-    pipe = std::make_shared<parallel::Pipeline>(models::as_sequential(model), stage_devices, config.chunks, schedule,
-                                                options);
-    balance = pipe->balance();
-    trained = pipe;
-  } else if (data_parallel) {
-    for (const std::string& name : config.data_parallel) dp_devices.push_back(Device::parse(name));
-    dp = std::make_shared<parallel::DataParallel>(model, dp_devices);
-    trained = dp;
-  } else if (world) {
-    trained = std::make_shared<parallel::DistributedDataParallel>(model, world);
-  }
-  // DataParallel copies each chunk of a (pinned) CPU batch straight to its device. A split model
-  // takes its input on the first stage's device (`device`) and gives its logits on the last's.
-  const Device input_device = data_parallel ? Device(kCPU) : device;
-  const Device output_device = split ? stage_devices.back() : device;
-  std::vector<Device> peak_devices = data_parallel ? dp_devices : stage_devices;
+  // All modes keep the bare model's state_dict keys (a split model holds the model's own layers,
+  // as_sequential's form), and checkpoints save the bare model, so they resume in any mode.
+  strategy->wrap(model);
 
   const int64_t steps_per_epoch = train_loader.size();
   // The schedule spans the whole run; --max-steps only stops it early, so a run resumed with
@@ -296,11 +141,11 @@ TrainResult run_training(const TrainConfig& config) {
   if (!config.resume.empty()) {
     std::string path = config.resume == "latest" ? latest_checkpoint(config.checkpoint_dir) : config.resume;
     if (config.eval_only) {
-      nn::load_model_weights(path, *model);  // onto each stage's device when split
+      strategy->load_weights(path);  // onto each stage's device when split
       if (leader) std::printf("loaded weights from %s\n", path.c_str());
     } else {
       check_resume_settings(path, config, steps_per_epoch);
-      nn::TrainingState state = nn::load_checkpoint(path, *model, optimizer.get(), schedule.get());
+      nn::TrainingState state = strategy->load_checkpoint(path, *optimizer, *schedule);
       train_loader.load_state({state.loader_epoch, state.loader_batches});
       start_epoch = state.loader_epoch;
       step = state.step;
@@ -314,38 +159,15 @@ TrainResult run_training(const TrainConfig& config) {
   int64_t parameters = 0;
   for (const Tensor& p : model->parameters()) parameters += p.numel();
   if (leader) {
-    // Gradients live on the training device; the group sends CUDA tensors over NCCL (flag parsing
-    // refused EMBER_BACKEND=mpi with a CUDA device) and CPU tensors over MPI.
-    const std::string gradients = !world ? "" : device.is_cuda() ? ", gradients over NCCL" : ", gradients over MPI";
-    // DataParallel: its devices, and how the batch splits across them (sizes differ by at most 1).
-    // A split model: its devices, layers per stage, and for a pipeline its micro-batches.
-    std::string where = device.str(), batch_split;
-    if (data_parallel) {
-      where = "DataParallel on " + device_list(dp_devices) + " (model on " + device.str() + ", loss per replica)";
-      const int64_t n = static_cast<int64_t>(dp_devices.size());
-      if (n > 1 && config.batch_size >= n) batch_split = " (" + part_sizes(config.batch_size, n) + " per device)";
-    } else if (split) {
-      where = std::string(pipe ? "Pipeline" : "ModelParallel") + " on " + device_list(stage_devices) + " (layers " +
-              balance_text(balance) + " balanced by parameters";
-      if (pipe) {
-        const int64_t parts = std::min(config.chunks, config.batch_size);
-        where += "; " + std::to_string(parts) + " micro-batch" + (parts == 1 ? " of " : "es of ") +
-                 part_sizes(config.batch_size, parts) + ", " + config.pipeline_schedule + " schedule" +
-                 (config.recompute ? ", recompute" : "");
-      }
-      where += ")";
-    }
-    std::printf("train: %s (%.3fM parameters) on %s, %s; %d process%s x %d thread%s, batch %lld per process%s%s\n",
-                config.model.c_str(), parameters / 1e6, data_setup.description.c_str(), where.c_str(), world_size,
+    std::printf("train: %s (%.3fM parameters) on %s, %s; %d process%s x %d thread%s, batch %lld per process%s\n",
+                config.model.c_str(), parameters / 1e6, data_setup.description.c_str(), strategy->where().c_str(), world_size,
                 world_size > 1 ? "es" : "", cpu::num_threads(), cpu::num_threads() > 1 ? "s" : "",
-                static_cast<long long>(config.batch_size), batch_split.c_str(), gradients.c_str());
+                static_cast<long long>(config.batch_size), strategy->batch_note().c_str());
     std::fflush(stdout);
   }
 
   if (config.eval_only) {
-    // A split model runs only through its wrapper (its layers are on several devices).
-    Evaluation e = split ? evaluate(*trained, test_loader, flipped_loader.get(), world, output_device, input_device)
-                         : evaluate(*model, test_loader, flipped_loader.get(), world, device, device);
+    Evaluation e = evaluate(strategy->eval_only_target(), test_loader, flipped_loader.get(), world);
     result.test_accuracy = e.accuracy;
     result.test_loss = e.loss;
     result.train_seconds = seconds_since(run_start);
@@ -360,7 +182,7 @@ TrainResult run_training(const TrainConfig& config) {
   checkpoint_on_interrupt();
 
   auto save = [&](const std::string& name, int64_t epochs_done) {
-    if (!leader || config.checkpoint_dir.empty()) return;
+    if (config.checkpoint_dir.empty()) return;
     nn::TrainingState state;
     state.epoch = epochs_done;
     state.step = step;
@@ -370,10 +192,13 @@ TrainResult run_training(const TrainConfig& config) {
     state.loader_batches = position.batches;
     state.extra.set("best_accuracy", json::Value::number(best_accuracy));
     state.extra.set("run", run_settings(config, steps_per_epoch));
-    nn::save_checkpoint(checkpoint_path(config.checkpoint_dir, name), *model, optimizer.get(), schedule.get(), state);
+    strategy->save_checkpoint(checkpoint_path(config.checkpoint_dir, name), *optimizer, *schedule, state);
   };
 
-  trained->train();
+  const LossFn loss_fn = [&](const Tensor& logits, const Tensor& target) {
+    return cross_entropy(logits, target, {}, Reduction::Mean, -100, config.label_smoothing);
+  };
+  strategy->trained().train();
   bool stop = config.max_steps > 0 && step >= config.max_steps;  // resumed at or past --max-steps
   bool interrupted = false;  // by Ctrl-C on any rank
   if (stop && leader) std::printf("nothing to train: the checkpoint is at step %lld, --max-steps is %lld\n",
@@ -388,46 +213,18 @@ TrainResult run_training(const TrainConfig& config) {
     int64_t window_images = 0;
     for (data::Batch& batch : train_loader) {
       optimizer->zero_grad();
-      Tensor loss, correct_count;
-      if (dp) {
-        // Each replica computes its chunk's loss and correct count; only scalars meet on `device`.
-        parallel::ReplicaLoss r = dp->forward_loss(
-            batch.data, batch.target,
-            [&](const Tensor& logits, const Tensor& target) {
-              return cross_entropy(logits, target, {}, Reduction::Mean, -100, config.label_smoothing);
-            },
-            parallel::LossReduction::kMean, count_correct);
-        loss = r.loss;
-        correct_count = r.metric;
-      } else if (pipe) {
-        // The backward runs inside, per the schedule; the loss and count come back detached.
-        parallel::PipelineStep r = pipe->train_step(
-            batch.data.to(input_device, true), batch.target,
-            [&](const Tensor& logits, const Tensor& target) {
-              return cross_entropy(logits, target, {}, Reduction::Mean, -100, config.label_smoothing);
-            },
-            parallel::LossReduction::kMean, count_correct);
-        loss = r.loss;
-        correct_count = r.metric;
-      } else {
-        Tensor target = batch.target.to(output_device, true);
-        Tensor logits = trained->forward(batch.data.to(input_device, true));
-        loss = cross_entropy(logits, target, {}, Reduction::Mean, -100, config.label_smoothing);
-        NoGradGuard no_grad;
-        correct_count = count_correct(logits.detach(), target);
-      }
-      if (!pipe) loss.backward();
+      StepResult r = strategy->train_step(batch, loss_fn);
       optimizer->step();
       schedule->step();
       ++step;
       ++done_in_epoch;
-      double loss_value = loss.item<double>();
+      double loss_value = r.loss.item<double>();
       loss_sum += loss_value * static_cast<double>(batch.size());
-      correct += correct_count.item<double>();
+      correct += r.correct.item<double>();
       if (device.is_cuda()) {
         // With DataParallel or a split model the highest peak among its devices.
         int64_t peak = cuda::memory_stats(device.index).peak_allocated_bytes;
-        for (const Device& d : peak_devices)
+        for (const Device& d : strategy->memory_devices())
           if (d.is_cuda()) peak = std::max(peak, cuda::memory_stats(d.index).peak_allocated_bytes);
         progress.set_device_peak(peak);
       }
@@ -471,11 +268,8 @@ TrainResult run_training(const TrainConfig& config) {
     double train_time = seconds_since(epoch_start);
     // Mirror-image evaluation doubles the cost, so it runs only for the result the run reports.
     const bool final_evaluation = stop || epoch + 1 == config.epochs;
-    // Every rank evaluates with rank 0's batch-norm statistics, the ones its checkpoint holds
-    // (in evaluation mode DDP's forward does not broadcast them).
-    if (auto* ddp = dynamic_cast<parallel::DistributedDataParallel*>(trained.get())) ddp->sync_buffers();
-    Evaluation test = evaluate(*trained, test_loader, final_evaluation ? flipped_loader.get() : nullptr, world,
-                               output_device, input_device);
+    Evaluation test =
+        evaluate(strategy->evaluation_target(), test_loader, final_evaluation ? flipped_loader.get() : nullptr, world);
     Tensor train_sums = tensor(std::vector<double>{loss_sum, correct, seen}).to(device);
     if (world) world->all_reduce(train_sums)->wait();
     std::vector<double> ts = train_sums.to_vector<double>();

@@ -1,8 +1,7 @@
 // The training run behind `train`: datasets, model, optimizer, schedule, the epoch loop with
-// evaluation, logging and checkpoints. The same code runs alone or under mpirun: with more than
-// one process the model is wrapped in DistributedDataParallel and the samplers shard the data;
-// with --data-parallel / --devices one process wraps it in DataParallel over several devices.
-// Those wrappers are the only difference.
+// evaluation, logging and checkpoints. The same code runs alone or under mpirun, and in every
+// parallel mode: the mode's TrainStrategy (strategy.h) is the only difference; with more than one
+// process the samplers shard the data.
 #pragma once
 
 #include <string>

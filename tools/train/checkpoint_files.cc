@@ -1,0 +1,104 @@
+// Naming, finding, checking and pruning a run's checkpoint files.
+#include "tools/train/checkpoint_files.h"
+
+#include <filesystem>
+#include <regex>
+#include <sstream>
+
+#include "core/error.h"
+#include "nn/checkpoint.h"
+
+namespace ember::train {
+
+namespace {
+
+std::string describe_settings(const json::Value& run) {
+  auto text = [&](const char* key) {
+    const json::Value* v = run.find(key);
+    if (!v) return std::string("?");
+    if (v->is_string()) return v->as_string();
+    if (v->is_integer()) return v->dump();
+    std::ostringstream shortest;  // 0.1, not the exact dump's 0.10000000000000001
+    shortest << v->as_double();
+    return shortest.str();
+  };
+  return "--optimizer " + text("optimizer") + " --schedule " + text("schedule") + " --lr " + text("lr") +
+         " --epochs " + text("epochs") + " (" + text("steps_per_epoch") + " steps per epoch)";
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& dir, const std::string& name) { return dir + "/" + name + ".safetensors"; }
+
+// The newest epoch-N checkpoint in `dir`, preferring an interrupted run's save when it is newer.
+std::string latest_checkpoint(const std::string& dir) {
+  std::string best;
+  std::filesystem::file_time_type newest;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::string name = entry.path().filename().string();
+    if (!std::regex_match(name, std::regex("(epoch-[0-9]+|interrupted)\\.safetensors"))) continue;
+    auto time = entry.last_write_time();
+    if (best.empty() || time > newest) {
+      best = entry.path().string();
+      newest = time;
+    }
+  }
+  EMBER_CHECK(!best.empty(), "--resume latest: no checkpoint (epoch-N.safetensors) in '", dir, "'");
+  return best;
+}
+
+// The settings that shape a run's learning-rate schedule, saved with every checkpoint: the
+// schedule spans the whole run, so a resumed run must have the same ones.
+json::Value run_settings(const TrainConfig& config, int64_t steps_per_epoch) {
+  json::Value run = json::Value::object();
+  run.set("optimizer", json::Value::string(config.optimizer));
+  run.set("schedule", json::Value::string(config.schedule));
+  run.set("lr", json::Value::number(config.lr));
+  run.set("epochs", json::Value::integer(config.epochs));
+  run.set("steps_per_epoch", json::Value::integer(steps_per_epoch));
+  return run;
+}
+
+// Fails naming the flags when `path` was saved by a run whose schedule settings differ from this
+// one's (before, the scheduler's own load failed, or silently kept the saved length).
+void check_resume_settings(const std::string& path, const TrainConfig& config, int64_t steps_per_epoch) {
+  const nn::TrainingState saved = nn::read_training_state(path);
+  const json::Value* run = saved.extra.find("run");
+  if (!run) return;  // a checkpoint from before run settings were saved: the load checks what it can
+  const json::Value mine = run_settings(config, steps_per_epoch);
+  const std::pair<const char*, const char*> settings[] = {
+      {"optimizer", "--optimizer"},
+      {"schedule", "--schedule"},
+      {"lr", "--lr"},
+      {"epochs", "--epochs"},
+      {"steps_per_epoch", "steps per epoch (from --batch-size, the dataset and the process count)"}};
+  std::string differences;
+  for (const auto& [key, label] : settings) {
+    const json::Value* theirs = run->find(key);
+    if (theirs && theirs->dump() == mine.find(key)->dump()) continue;
+    differences += (differences.empty() ? "" : ", ") + std::string(label);
+  }
+  EMBER_CHECK(differences.empty(), "--resume ", path, ": the checkpoint was saved by a run with ",
+              describe_settings(*run), ", this run has ", describe_settings(mine), "; they differ in ", differences,
+              ". The learning-rate schedule spans the whole run, so resume with the checkpoint's settings, or "
+              "start a new run without --resume");
+}
+
+// Keeps the newest `keep` epoch checkpoints: removes every epoch-N file in `dir` with N at or
+// below current_epoch - keep, including ones left by earlier runs in the same directory.
+void prune_checkpoints(const std::string& dir, int64_t current_epoch, int64_t keep) {
+  const int64_t oldest_kept = current_epoch - keep + 1;
+  std::error_code ec;
+  std::vector<std::filesystem::path> doomed;
+  const std::regex pattern("epoch-([0-9]+)\\.safetensors");
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::smatch match;
+    const std::string name = entry.path().filename().string();
+    if (std::regex_match(name, match, pattern) && std::stoll(match[1].str()) < oldest_kept)
+      doomed.push_back(entry.path());
+  }
+  for (const auto& path : doomed) std::filesystem::remove(path, ec);
+}
+
+}  // namespace ember::train

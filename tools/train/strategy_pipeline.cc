@@ -1,0 +1,54 @@
+// Pipeline (--pipeline N): micro-batches overlap the stages, per the GPipe or 1F1B schedule; the
+// backward runs inside its train_step.
+#include <algorithm>
+
+#include "models/sequential_form.h"
+#include "parallel/pipeline.h"
+#include "tools/train/strategy_split.h"
+
+namespace ember::train {
+
+namespace {
+
+class PipelineStrategy : public SplitStrategy {
+ public:
+  explicit PipelineStrategy(const TrainConfig& config) : SplitStrategy(config, config.pipeline) {}
+
+  // The stages go straight to their devices.
+  void wrap(const std::shared_ptr<nn::Module>& model) override {
+    parallel::PipelineOptions options;
+    options.checkpoint = config_.recompute;
+    const auto schedule = config_.pipeline_schedule == "1f1b" ? parallel::Schedule::k1F1B : parallel::Schedule::kGPipe;
+    model_ = model;
+    pipe_ = std::make_shared<parallel::Pipeline>(models::as_sequential(model), stages_, config_.chunks, schedule,
+                                                 options);
+    trained_ = pipe_;
+  }
+
+  // The loss and count come back detached.
+  StepResult train_step(const data::Batch& batch, const LossFn& loss_fn) override {
+    parallel::PipelineStep r = pipe_->train_step(batch.data.to(input_device(), true), batch.target, loss_fn,
+                                                 parallel::LossReduction::kMean, count_correct);
+    return {r.loss, r.metric};
+  }
+
+  // Its micro-batches too.
+  std::string where() const override {
+    const int64_t parts = std::min(config_.chunks, config_.batch_size);
+    return split_where("Pipeline", stages_, pipe_->balance()) + "; " + std::to_string(parts) + " micro-batch" +
+           (parts == 1 ? " of " : "es of ") + part_sizes(config_.batch_size, parts) + ", " +
+           config_.pipeline_schedule + " schedule" + (config_.recompute ? ", recompute" : "") + ")";
+  }
+
+ private:
+  std::shared_ptr<parallel::Pipeline> pipe_;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainStrategy> make_pipeline_strategy(const TrainConfig& config) {
+  if (config.pipeline.empty()) return nullptr;
+  return std::make_unique<PipelineStrategy>(config);
+}
+
+}  // namespace ember::train
