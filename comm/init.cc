@@ -1,4 +1,6 @@
-// init(): environment parsing and backend selection.
+// init(): environment parsing and backend selection. The backends are found by name in the
+// registries their packages fill when linked (host_backend.h, device_backend.h): comm itself links
+// neither MPI nor NCCL.
 #include "comm/init.h"
 
 #include <atomic>
@@ -8,9 +10,8 @@
 #include <optional>
 
 #include "comm/device_backend.h"
+#include "comm/host_backend.h"
 #include "comm/mixed_process_group.h"
-#include "comm/mpi/mpi_process_group.h"
-#include "comm/mpi/runtime.h"
 #include "core/error.h"
 
 namespace ember::comm {
@@ -23,12 +24,29 @@ std::mutex init_mutex;
 std::shared_ptr<ProcessGroup> world_group;
 std::atomic<int> world_rank{-1};  // for abort_job's prefix, without MPI too
 
-// MPI_Init is the rendezvous; the environment only said that (and as which rank) we were launched.
-std::shared_ptr<ProcessGroup> mpi_world(const LaunchEnvironment& env) {
-  auto group = mpi::MpiProcessGroup::world();
-  EMBER_CHECK(!env.launched || (group->rank() == env.rank && group->size() == env.world_size), "comm::init: MPI says "
-              "rank ", group->rank(), " of ", group->size(), " but ", env.source, " says rank ", env.rank, " of ",
-              env.world_size, " (start the ranks with mpirun, or srun --mpi=pmix / pmi2 with an MPI built for it)");
+// The linked backend `name` (else an error naming the dep to add); `why` says what needs it.
+const HostBackend& require_host_backend(const std::string& name, const std::string& why) {
+  const HostBackend* backend = host_backend(name);
+  EMBER_CHECK(backend != nullptr, "comm::init: ", why, " needs the '", name, "' backend, which this program does "
+              "not link: add \"", backend_package(name), "\" to its Bazel deps");
+  return *backend;
+}
+
+DeviceGroupFactory require_device_backend(const std::string& name, const std::string& why) {
+  DeviceGroupFactory factory = device_backend(name);
+  EMBER_CHECK(factory, "comm::init: ", why, " needs the '", name, "' backend, which this program does not link: "
+              "add \"", backend_package(name), "\" to its Bazel deps");
+  return factory;
+}
+
+// The backend's world (MPI_Init is the rendezvous); the environment only said that (and as which
+// rank) we were launched.
+std::shared_ptr<ProcessGroup> host_world(const std::string& name, const LaunchEnvironment& env, const std::string& why) {
+  auto group = require_host_backend(name, why).world(env);
+  EMBER_CHECK(!env.launched || (group->rank() == env.rank && group->size() == env.world_size), "comm::init: ",
+              name, " says rank ", group->rank(), " of ", group->size(), " but ", env.source, " says rank ", env.rank,
+              " of ", env.world_size, " (start the ranks with mpirun, or srun --mpi=pmix / pmi2 with an MPI built "
+              "for it)");
   return group;
 }
 
@@ -104,11 +122,15 @@ LaunchEnvironment read_environment() {
               " is outside a world of size ", env.world_size, env.source.empty() ? "" : " (from " + env.source + ")");
   EMBER_CHECK(env.local_rank < env.world_size, "comm::init: local rank ", env.local_rank,
               " is outside a world of size ", env.world_size);
-  env.backend = device_backend("nccl") ? kMixedBackend : "mpi";
+  // The default follows what the program linked: both backends, host tensors over MPI and CUDA
+  // tensors over NCCL; one, that one; neither, "mpi", which init() then asks to link.
+  const bool has_mpi = host_backend("mpi") != nullptr, has_nccl = static_cast<bool>(device_backend("nccl"));
+  env.backend = has_nccl ? (has_mpi ? kMixedBackend : "nccl") : "mpi";
   if (const char* backend = std::getenv("EMBER_BACKEND"); backend != nullptr && *backend != '\0') env.backend = backend;
   EMBER_CHECK(env.backend == "mpi" || env.backend == "nccl" || env.backend == kMixedBackend, "comm::init: "
-              "EMBER_BACKEND='", env.backend, "' is not a backend; expected 'mpi' (the default without //comm/nccl), "
-              "'nccl' (CUDA tensors only) or '", kMixedBackend, "' (the default with //comm/nccl)");
+              "EMBER_BACKEND='", env.backend, "' is not a backend; expected 'mpi' (CPU tensors; //comm/mpi), "
+              "'nccl' (CUDA tensors only; //comm/nccl) or '", kMixedBackend, "' (both; the default when both are "
+              "linked)");
   return env;
 }
 
@@ -117,15 +139,14 @@ std::shared_ptr<ProcessGroup> init() {
   if (world_group) return world_group;
   LaunchEnvironment env = read_environment();
   world_rank = env.rank;
+  const std::string why = "EMBER_BACKEND='" + env.backend + "'";
   if (env.backend == "mpi") {
-    world_group = mpi_world(env);
+    world_group = host_world("mpi", env, why);
     return world_group;
   }
-  DeviceGroupFactory nccl = device_backend("nccl");
-  EMBER_CHECK(nccl, "comm::init: EMBER_BACKEND='", env.backend, "' is not available in this build (it has: mpi; "
-              "link //comm/nccl for NCCL)");
+  DeviceGroupFactory nccl = require_device_backend("nccl", why);
   if (env.backend == kMixedBackend) {
-    world_group = std::make_shared<MixedProcessGroup>(mpi_world(env), nccl);
+    world_group = std::make_shared<MixedProcessGroup>(host_world("mpi", env, why), nccl);
     return world_group;
   }
   // NCCL alone: the world is made now, on this rank's device, and CPU tensors are refused.
@@ -139,7 +160,8 @@ std::shared_ptr<ProcessGroup> init() {
   const bool use_file = id_file != nullptr && *id_file != '\0';
   if (use_file) spec.share = share_through_file(id_file, env.rank);
   else if (env.world_size == 1) spec.share = [](std::vector<uint8_t>&) {};
-  else spec.share = share_through(mpi_world(env), Device(kCPU));
+  else spec.share = share_through(host_world("mpi", env, why + " on " + std::to_string(env.world_size) + " ranks "
+                                            "without EMBER_NCCL_ID_FILE (sharing the NCCL id)"), Device(kCPU));
   world_group = nccl(spec);
   // The communicator formed, so every rank has read the id: the file would only mislead a later job.
   if (use_file && env.rank == 0) std::remove(id_file);
@@ -155,7 +177,7 @@ bool is_initialized() { return world() != nullptr; }
 
 void abort_job(const std::string& message) {
   // Under MPI, MPI_Abort takes every rank down; otherwise the peers' own watchdogs see this one go.
-  if (mpi::Runtime::started()) mpi::Runtime::get().abort(message);
+  abort_through_host_backends(message);
   const int rank = world_rank.load();
   std::string line = (rank >= 0 ? "[rank " + std::to_string(rank) + "] " : std::string()) + "ember: " + message + "\n";
   std::fputs(line.c_str(), stderr);

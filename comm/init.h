@@ -9,12 +9,15 @@
 //      without a step, is not a launch;
 //   3. RANK / WORLD_SIZE / LOCAL_RANK set by hand.
 // RANK, WORLD_SIZE and LOCAL_RANK, when set next to a launcher's variables, must agree with them.
-// EMBER_BACKEND picks the backend. A binary that links //comm/nccl defaults to "cpu:mpi,cuda:nccl":
-// CPU tensors over MPI, CUDA tensors over NCCL (a communicator made at the first collective on a
-// CUDA tensor, on its device, its unique id broadcast over MPI). "mpi" takes CPU tensors only;
-// "nccl" CUDA tensors only, on cuda:LOCAL_RANK, with the id shared over MPI under a launcher or
-// through EMBER_NCCL_ID_FILE (a path every rank sees: rank 0 writes it, and removes it once
-// every rank joined), which needs no MPI at all. Without //comm/nccl the default is "mpi".
+// EMBER_BACKEND picks the backend among those the program linked (each backend's package registers
+// it at static init; comm itself links neither): //comm/mpi gives "mpi", //comm/nccl gives "nccl",
+// both give "cpu:mpi,cuda:nccl", the default then: CPU tensors over MPI, CUDA tensors over NCCL (a
+// communicator made at the first collective on a CUDA tensor, on its device, its unique id
+// broadcast over MPI). "mpi" takes CPU tensors only; "nccl" CUDA tensors only, on
+// cuda:LOCAL_RANK, with the id shared over MPI under a launcher or through EMBER_NCCL_ID_FILE (a
+// path every rank sees: rank 0 writes it, and removes it once every rank joined), which needs no
+// MPI at all. With one backend linked, it is the default; with none, "mpi". Asking for a backend
+// the program did not link raises, naming the Bazel dep to add.
 //
 //   auto world = ember::comm::init();
 //   if (world->rank() == 0) std::cout << "training on " << world->size() << " ranks\n";

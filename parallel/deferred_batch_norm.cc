@@ -1,10 +1,10 @@
-// See deferred_batch_norm.h. The combination is SyncBatchNorm's (sync_batch_norm.h).
+// See deferred_batch_norm.h. The combination is SyncBatchNorm's (replica_batch_norm.h).
 #include "parallel/deferred_batch_norm.h"
 
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
-#include "parallel/sync_batch_norm.h"
+#include "parallel/replica_batch_norm.h"
 
 namespace ember::parallel {
 

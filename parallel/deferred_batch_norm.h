@@ -24,7 +24,7 @@ class DeferredStats final : public nn::RunningStatsSink {
  private:
   struct Entry {
     nn::RunningStatsUpdate update;
-    // By micro-batch: its stats_row (sync_batch_norm.h) and its count per channel.
+    // By micro-batch: its stats_row (replica_batch_norm.h) and its count per channel.
     std::map<int64_t, std::pair<Tensor, int64_t>> rows;
     int64_t channels = 0;
   };

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "comm/host_backend.h"
 #include "comm/mpi/mpi_types.h"
 #include "comm/mpi/runtime.h"
 #include "comm/signature.h"
@@ -401,5 +402,18 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::new_group(const std::vector<int>&
   for (int r : ranks) world.push_back(world_ranks_[r]);
   return std::make_shared<MpiProcessGroup>(comm, check, sub_group_name(world), world);
 }
+
+// Linking //comm/mpi is what lets comm::init() make an MPI world (and abort_job() end every rank).
+namespace {
+const bool registered = [] {
+  HostBackend backend;
+  backend.world = [](const LaunchEnvironment&) -> std::shared_ptr<ProcessGroup> { return MpiProcessGroup::world(); };
+  backend.abort_job = [](const std::string& message) {
+    if (Runtime::started()) Runtime::get().abort(message);  // never starts MPI just to abort
+  };
+  register_host_backend("mpi", std::move(backend));
+  return true;
+}();
+}  // namespace
 
 }  // namespace ember::comm::mpi

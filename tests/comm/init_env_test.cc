@@ -133,7 +133,8 @@ TEST_CASE("RANK / WORLD_SIZE / LOCAL_RANK by hand", "[comm][init]") {
   }
 }
 
-TEST_CASE("EMBER_BACKEND: unknown names are rejected, nccl is not in this build", "[comm][init]") {
+// This binary links //comm alone: neither backend is registered, and asking for one names its package.
+TEST_CASE("EMBER_BACKEND: unknown names are rejected, unlinked backends name their Bazel dep", "[comm][init]") {
   {
     ScopedEnvironment scope({{"EMBER_BACKEND", "mpi"}});
     REQUIRE(comm::read_environment().backend == "mpi");
@@ -141,13 +142,22 @@ TEST_CASE("EMBER_BACKEND: unknown names are rejected, nccl is not in this build"
   {
     ScopedEnvironment scope({{"EMBER_BACKEND", "gloo"}});
     REQUIRE_THROWS_WITH(comm::read_environment(),
-                        Catch::Contains("EMBER_BACKEND='gloo' is not a backend; expected 'mpi' (the default without //comm/nccl), 'nccl'"));
+                        Catch::Contains("EMBER_BACKEND='gloo' is not a backend; expected 'mpi' (CPU tensors; //comm/mpi), 'nccl'"));
   }
   {
     // Rejected before MPI is started.
     ScopedEnvironment scope({{"EMBER_BACKEND", "nccl"}});
     REQUIRE(comm::read_environment().backend == "nccl");
-    REQUIRE_THROWS_WITH(comm::init(), Catch::Contains("EMBER_BACKEND='nccl' is not available in this build"));
+    REQUIRE_THROWS_WITH(comm::init(), Catch::Contains("EMBER_BACKEND='nccl' needs the 'nccl' backend, which this "
+                                                      "program does not link: add \"//comm/nccl\" to its Bazel deps"));
+    REQUIRE_FALSE(comm::is_initialized());
+  }
+  {
+    // The default without either backend is "mpi", and init() says what to link.
+    ScopedEnvironment scope{};
+    REQUIRE(comm::read_environment().backend == "mpi");
+    REQUIRE_THROWS_WITH(comm::init(), Catch::Contains("EMBER_BACKEND='mpi' needs the 'mpi' backend, which this "
+                                                      "program does not link: add \"//comm/mpi\" to its Bazel deps"));
     REQUIRE_FALSE(comm::is_initialized());
   }
 }

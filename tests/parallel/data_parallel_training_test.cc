@@ -10,7 +10,7 @@
 #include "nn/nn.h"
 #include "nn/optim/optim.h"
 #include "parallel/data_parallel.h"
-#include "parallel/sync_batch_norm.h"
+#include "parallel/replica_batch_norm.h"
 #include "tests/parallel/data_parallel_helpers.h"
 
 using namespace ember;
