@@ -7,13 +7,15 @@
 
 #include <cstdint>
 
+#include "core/conv_params.h"
+
 namespace ember::cpu {
 
 struct DirectConvGeometry {
   int64_t n, c, h, w, o, kh, kw;
   int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
-  int64_t out_h() const { return (h + 2 * pad_h - dilation_h * (kh - 1) - 1) / stride_h + 1; }
-  int64_t out_w() const { return (w + 2 * pad_w - dilation_w * (kw - 1) - 1) / stride_w + 1; }
+  int64_t out_h() const { return conv_output_size(h, kh, stride_h, pad_h, dilation_h); }
+  int64_t out_w() const { return conv_output_size(w, kw, stride_w, pad_w, dilation_w); }
 };
 
 // Whether this CPU runs the kernel at all (AVX-512F).

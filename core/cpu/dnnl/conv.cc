@@ -16,10 +16,12 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <tuple>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "core/conv_params.h"
 #include "core/cpu/conv_reference.h"
 #include "core/cpu/direct_conv.h"
 #include "core/cpu/direct_conv_weight_grad.h"
@@ -55,8 +57,7 @@ struct Geometry {
 
 Geometry geometry(const Shape& input, const Shape& weight, const ConvParams& p) {
   Geometry g{input[0], input[1], input[2], input[3], weight[0], weight[2], weight[3], 0, 0};
-  g.oh = (g.h + 2 * p.pad_h - p.dilation_h * (g.kh - 1) - 1) / p.stride_h + 1;
-  g.ow = (g.w + 2 * p.pad_w - p.dilation_w * (g.kw - 1) - 1) / p.stride_w + 1;
+  std::tie(g.oh, g.ow) = conv_output_hw(g.h, g.w, g.kh, g.kw, p);
   return g;
 }
 
