@@ -6,7 +6,7 @@
 // (pixels stride_w input pixels apart) against the weights' vectors, repacked per call so that
 // each chunk of output channels walks its own contiguous [KH][KW][C][lanes]. Threads take whole
 // output rows.
-#include "core/cpu/strided_conv_forward.h"
+#include "core/cpu/conv/strided_conv_forward.h"
 
 #include <xmmintrin.h>
 
@@ -74,8 +74,12 @@ void run_pixels(const DirectConvGeometry& g, const avx2::Walk& walk, int64_t a, 
 // weight vector served only 2 pixels of a tile, and it ran at 0.92 of oneDNN's channels-last
 // kernel, which keeps such layers.
 bool strided_conv_forward_preferred(const DirectConvGeometry& g) {
-  return avx2::preferred_cpu() && (g.stride_h > 1 || g.stride_w > 1) && g.kh == 3 && g.kw == 3 &&
-         g.dilation_h == 1 && g.dilation_w == 1 && g.o % 8 == 0 && g.n > 0 && g.c > 0 && g.out_w() >= 8;
+  return strided_conv_forward_applies(g) && avx2::preferred_cpu() && (g.stride_h > 1 || g.stride_w > 1) &&
+         g.n > 0 && g.c > 0 && g.out_w() >= 8;
+}
+
+bool strided_conv_forward_applies(const DirectConvGeometry& g) {
+  return avx2::supported() && g.dilation_h == 1 && g.dilation_w == 1 && g.kh == 3 && g.kw == 3 && g.o % 8 == 0;
 }
 
 void strided_conv_forward(const DirectConvGeometry& g, const float* x, const float* weight, const float* bias,

@@ -21,7 +21,12 @@ struct DirectConvGeometry {
 // Whether this CPU runs the kernel at all (AVX-512F).
 bool direct_conv_supported();
 
-// Whether the conv2d kernel-table entry should take this kernel rather than oneDNN's.
+// Whether the conv2d entry offers this kernel as a candidate (core/cpu/conv/choose.cc): a CPU with
+// AVX-512F and a 1x1 kernel without padding, the layers it was written for.
+bool direct_conv_applies(const DirectConvGeometry& g);
+
+// Whether the conv2d kernel-table entry should take this kernel rather than oneDNN's without
+// trials (EMBER_KERNEL_SELECT=heuristic): where it applies, strided and with full channel groups.
 bool direct_conv_preferred(const DirectConvGeometry& g);
 
 // y[n, oh, ow, :] = sum over taps and channels of weight[:, c, i, j] * x[n, ih, iw, c] (+ bias),

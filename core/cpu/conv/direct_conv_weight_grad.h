@@ -6,11 +6,16 @@
 #pragma once
 
 #include "core/cpu/avx2_tile.h"
-#include "core/cpu/direct_conv.h"
+#include "core/cpu/conv/direct_conv.h"
 
 namespace ember::cpu {
 
-// Whether the conv2d backward-weight entry should take this kernel rather than oneDNN's.
+// Whether the conv2d backward-weight entry offers this kernel as a candidate
+// (core/cpu/conv/choose.cc): a CPU with AVX2 and FMA, and C or O a multiple of 8.
+bool direct_conv_weight_grad_applies(const DirectConvGeometry& g);
+
+// Whether the conv2d backward-weight entry should take this kernel rather than oneDNN's without
+// trials: where it applies, on a CPU without AVX-512.
 bool direct_conv_weight_grad_preferred(const DirectConvGeometry& g);
 
 // grad_weight[o, c, i, j] = sum over n, oh, ow of dy[n, oh, ow, o] * x[n, ih, iw, c], where

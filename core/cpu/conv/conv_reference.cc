@@ -1,6 +1,6 @@
 // im2col convolution. Shapes: N batch, C input channels, O output channels, G groups,
 // Cg = C / G, Og = O / G, K = Cg * KH * KW (one column), L = OH * OW (columns per sample).
-#include "core/cpu/conv_reference.h"
+#include "core/cpu/conv/conv_reference.h"
 
 #include <tuple>
 #include <vector>

@@ -8,7 +8,7 @@
 // candidate where it applies and keeps it only where trials measure it faster (kernel_select.h).
 #pragma once
 
-#include "core/cpu/direct_conv.h"
+#include "core/cpu/conv/direct_conv.h"
 
 namespace ember::cpu {
 

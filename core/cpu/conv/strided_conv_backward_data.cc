@@ -9,7 +9,7 @@
 // value per pixel against the weights' vectors, which are repacked per call in the order the tile
 // walks them (at most 9 * O * C floats). Class pixels at the image's edges, which fewer taps
 // reach, run as tiles of one pixel. Threads take whole input rows.
-#include "core/cpu/strided_conv_backward_data.h"
+#include "core/cpu/conv/strided_conv_backward_data.h"
 
 #include <immintrin.h>
 
@@ -103,8 +103,12 @@ bool streaming_zeros_preferred(const DirectConvGeometry& g) {
 // 1x1, 0.95 on 3x3), too few for the weights a tile walks to be reused enough.
 bool strided_conv_backward_data_preferred(const DirectConvGeometry& g) {
   const bool pays = (g.kh > 1 || g.kw > 1 || streaming_zeros_preferred(g)) && g.out_w() >= 8;
-  return avx2::preferred_cpu() && (g.stride_h > 1 || g.stride_w > 1) && g.dilation_h == 1 && g.dilation_w == 1 &&
-         g.kh <= 3 && g.kw <= 3 && g.c % 8 == 0 && g.n > 0 && g.c > 0 && g.o > 0 && pays;
+  return strided_conv_backward_data_applies(g) && avx2::preferred_cpu() && (g.stride_h > 1 || g.stride_w > 1) &&
+         g.n > 0 && g.c > 0 && g.o > 0 && pays;
+}
+
+bool strided_conv_backward_data_applies(const DirectConvGeometry& g) {
+  return avx2::supported() && g.dilation_h == 1 && g.dilation_w == 1 && g.kh <= 3 && g.kw <= 3 && g.c % 8 == 0;
 }
 
 void strided_conv_backward_data(const DirectConvGeometry& g, const float* dy, const float* weight, float* dx) {
