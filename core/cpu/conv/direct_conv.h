@@ -1,8 +1,8 @@
 // Ember's own direct float32 convolution (forward) on channels-last memory, for AVX-512 CPUs.
-// It exists for the strided layers of ResNets, where oneDNN's channels-last kernels ran at
-// 0.6-0.9 of its blocked-layout kernels (which Ember's strided tensors cannot hold); the conv2d
+// It exists for the strided layers of ResNets, where oneDNN's channels-last kernels ran well
+// below its blocked-layout kernels (which Ember's strided tensors cannot hold); the conv2d
 // kernel-table entry takes it only where tools/bench/conv measured it faster, and oneDNN
-// everywhere else.
+// everywhere else (figures: docs/BENCHMARKS.md, notes moved from code comments).
 #pragma once
 
 #include <cstdint>

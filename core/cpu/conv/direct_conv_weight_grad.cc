@@ -71,9 +71,9 @@ void run_images(const DirectConvGeometry& g, const float* x, const float* dy, in
 
 }  // namespace
 
-// Measured with tools/bench/conv (batch 128, 2 threads) on an AVX2-only CPU (AMD EPYC, Zen 1).
-// On the AVX-512 VM (Zen 4) oneDNN's channels-last kernels ran at 0.92-1.17 of its blocked ones, and
-// this kernel, at half their vector width, is not used there.
+// The rule tools/bench/conv measured on an AVX2-only CPU. With AVX-512, oneDNN's channels-last
+// kernels keep up with its blocked ones, and this kernel, at half their vector width, is not
+// preferred there (figures: docs/BENCHMARKS.md, notes moved from code comments).
 bool direct_conv_weight_grad_preferred(const DirectConvGeometry& g) {
   return direct_conv_weight_grad_applies(g) && avx2::preferred_cpu() && g.n > 0;
 }

@@ -1,5 +1,5 @@
 // Ember's own weight gradient of a float32 convolution on channels-last memory, for AVX2 CPUs.
-// On AVX2-only CPUs oneDNN's channels-last backward-weight kernels ran at 0.82-0.94 of its
+// On AVX2-only CPUs oneDNN's channels-last backward-weight kernels ran below its
 // blocked-layout ones (which Ember's strided tensors cannot hold), and reordering into that
 // layout per call cost far more than it gained; the conv2d backward-weight kernel-table entry
 // takes this kernel only where tools/bench/conv measured it faster, and oneDNN everywhere else.

@@ -1,6 +1,6 @@
 // Ember's own backward-data pass of strided convolutions on channels-last float32 memory, for AVX2
 // CPUs: ResNet's downsampling 3x3 layers and large 1x1 projection shortcuts. On AVX2-only CPUs
-// oneDNN's channels-last kernels for these ran at 0.71-0.93 of its blocked-layout ones; the
+// oneDNN's channels-last kernels for these ran below its blocked-layout ones; the
 // conv2d backward-data entry takes this kernel only where tools/bench/conv measured it faster.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Ember's own forward pass of strided convolutions on channels-last float32 memory, for AVX2 CPUs:
-// ResNet's downsampling 3x3 layers, where oneDNN's channels-last kernel ran at 0.83-0.92 of its
+// ResNet's downsampling 3x3 layers, where oneDNN's channels-last kernel ran below its
 // blocked-layout one on an AVX2-only CPU. The conv2d entry takes it only where tools/bench/conv
 // measured it faster (CPUs with AVX-512 have direct_conv.h and oneDNN's AVX-512 kernels instead).
 #pragma once
