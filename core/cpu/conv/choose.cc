@@ -235,7 +235,8 @@ Tensor conv2d_kernel(const Tensor& input, const Tensor& weight, const Tensor& bi
 Tensor conv2d_backward_input_kernel(const Tensor& grad_output, const Tensor& weight, const Shape& input_shape,
                                     const ConvParams& p) {
   if (!fast_dtypes(grad_output, weight)) return reference::conv2d_backward_input(grad_output, weight, input_shape, p);
-  const ConvProblem pr = conv_problem(ConvPass::BackwardData, input_shape, weight.sizes(), p, grad_output.dtype(), false);
+  const ConvProblem pr =
+      conv_problem(ConvPass::BackwardData, input_shape, weight.sizes(), p, grad_output.dtype(), false);
   const std::string key = decision_key(pr);
   const Option o =
       select(pr, key, [&](const Option& c) { backward_data_with(c, pr, grad_output, weight, input_shape); });

@@ -78,8 +78,8 @@ std::shared_ptr<const ConvPrimitive> create(ConvPass pass, const ConvSizes& g, c
   const bool pass_with_bias = with_bias && pass != ConvPass::BackwardData;
   const dnnl::primitive_attr attr = user_scratchpad();
   dnnl::convolution_forward::primitive_desc forward(
-      {dnnl::prop_kind::forward_training, algo, src, any_weights, pass == ConvPass::Forward ? bias : memory::desc(), dst,
-       strides, dilates, padding, padding},
+      {dnnl::prop_kind::forward_training, algo, src, any_weights, pass == ConvPass::Forward ? bias : memory::desc(),
+       dst, strides, dilates, padding, padding},
       attr, engine);
   if (pass == ConvPass::Forward) {
     if (is_reference_impl(forward.impl_info_str())) return nullptr;
