@@ -8,6 +8,7 @@
 #include <memory>
 #include <utility>
 
+#include "core/conv_params.h"
 #include "core/device.h"
 #include "core/loop.h"
 #include "core/op_kinds.h"
@@ -34,14 +35,6 @@ struct GemmArgs {
   int64_t ldc = 0;
   int64_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // in elements
-};
-
-// Convolution geometry, NCHW semantics: input [N, C, H, W], weight [O, C / groups, KH, KW].
-struct ConvParams {
-  int64_t stride_h = 1, stride_w = 1;
-  int64_t pad_h = 0, pad_w = 0;
-  int64_t dilation_h = 1, dilation_w = 1;
-  int64_t groups = 1;
 };
 
 // Pooling geometry; out_h/out_w are resolved by the op (ceil_mode applied) before the kernel runs.

@@ -35,35 +35,12 @@ Mode mode_from_environment() {
 // -1: not set by set_mode.
 std::atomic<int> mode_override{-1};
 
-std::string read_first_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
+// The backend's description of the machine (set_machine_description), "" until one registers.
+std::atomic<MachineDescription> machine_describer{nullptr};
 
-// What makes a decision on this machine valid on another run: the CPU's model and cache sizes.
 std::string machine_description() {
-  std::string model = "unknown-cpu";
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) model = line.substr(colon + 2);
-      break;
-    }
-  }
-  std::string caches;
-  for (int index = 0; index < 8; ++index) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
-    const std::string level = read_first_line(dir + "/level"), type = read_first_line(dir + "/type");
-    const std::string size = read_first_line(dir + "/size");
-    if (level.empty()) break;
-    caches += " L" + level + (type == "Data" ? "d" : type == "Instruction" ? "i" : "") + "=" + size;
-  }
-  // A cap on the CPU backend's instruction set (core/cpu/isa.h) changes which kernels exist.
-  const char* isa = std::getenv("EMBER_CPU_ISA");
-  return model + caches + (isa != nullptr && *isa != '\0' ? std::string(" isa=") + isa : "");
+  const MachineDescription describe = machine_describer.load();
+  return describe != nullptr ? describe() : "";
 }
 
 uint64_t fnv1a(const std::string& text) {
@@ -351,6 +328,8 @@ void force(const std::string& candidate) {
   s.by_key.clear();
   s.generation.fetch_add(1);
 }
+
+void set_machine_description(MachineDescription describe) { machine_describer.store(describe); }
 
 bool may_differ_from_heuristic() { return mode() == Mode::Benchmark || state().forcing.load(); }
 

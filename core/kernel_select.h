@@ -9,7 +9,7 @@
 //   EMBER_KERNEL_SELECT=heuristic  the backend's fixed rule, with no trials: one path every run
 //   EMBER_KERNEL_FORCE=NAME       runs the candidate NAME wherever it is one (see force())
 //   EMBER_KERNEL_CACHE=DIR         keeps benchmark decisions in DIR, in a file named for this
-//                                  CPU's model, cache sizes and thread count, for the next process
+//                                  machine (set_machine_description()), for the next process
 //   EMBER_KERNEL_TRIAL_SEED=N      (tests) the trials' winner is drawn from N and the key, not from
 //                                  their times (see set_trial_seed())
 //
@@ -126,6 +126,13 @@ bool may_differ_from_heuristic();
 
 // The disk cache file this process uses, or "" without EMBER_KERNEL_CACHE.
 std::string cache_file();
+
+// What makes a decision made on this machine valid on another run (the CPU's model, caches and
+// ISA cap): it names the disk cache file and heads it. Core reads no hardware itself; the CPU
+// backend registers core/cpu/cpu_info.h's machine_description() at start-up. Called afresh for
+// every cache file name.
+using MachineDescription = std::string (*)();
+void set_machine_description(MachineDescription describe);
 
 // Time spent per decision key while profiling is on (off by default; benchmarks turn it on).
 // A backend brackets its call with a Timer; report() pairs each key's total with its decision.

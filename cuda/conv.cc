@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <tuple>
 
+#include "core/conv_params.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
@@ -53,8 +55,7 @@ Plan plan_for(const Shape& input, const Shape& weight, const ConvParams& p) {
   g.pad_w = p.pad_w;
   g.dilation_h = p.dilation_h;
   g.dilation_w = p.dilation_w;
-  g.out_h = (g.height + 2 * p.pad_h - p.dilation_h * (g.kernel_h - 1) - 1) / p.stride_h + 1;
-  g.out_w = (g.width + 2 * p.pad_w - p.dilation_w * (g.kernel_w - 1) - 1) / p.stride_w + 1;
+  std::tie(g.out_h, g.out_w) = conv_output_hw(g.height, g.width, g.kernel_h, g.kernel_w, p);
   plan.out_channels = weight[0];
   plan.groups = p.groups;
   plan.group_in = g.channels / p.groups;

@@ -39,7 +39,7 @@ void add_linear(std::vector<GradCase>& cases) {
                               {.shape = {5}}}});
 }
 
-// float64 convolutions run on the im2col reference path (core/cpu/conv_reference.cc): oneDNN's
+// float64 convolutions run on the im2col reference path (core/cpu/conv/conv_reference.cc): oneDNN's
 // primitives are float32/bf16 only, so these cases check the reference formulas, and the fast
 // path is checked against the reference elsewhere (tests/core).
 struct ConvCase {

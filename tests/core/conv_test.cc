@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "core/backend.h"
-#include "core/cpu/conv_reference.h"
+#include "core/cpu/conv/conv_reference.h"
 #include "core/cpu/isa.h"
-#include "core/cpu/direct_conv.h"
-#include "core/cpu/direct_conv_weight_grad.h"
-#include "core/cpu/strided_conv_backward_data.h"
-#include "core/cpu/strided_conv_forward.h"
+#include "core/cpu/conv/direct_conv.h"
+#include "core/cpu/conv/direct_conv_weight_grad.h"
+#include "core/cpu/conv/strided_conv_backward_data.h"
+#include "core/cpu/conv/strided_conv_forward.h"
 #include "core/ember_core.h"
 #include "core/kernel_select.h"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/cpu/avx2_tile.h"
-#include "core/cpu/direct_conv.h"
+#include "core/cpu/conv/direct_conv.h"
 #include "core/cpu/isa.h"
 #include "core/ember_core.h"
 #include "core/kernel_select.h"

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/conv_params.h"
 #include "nn/module.h"
 
 namespace ember::bench {
@@ -19,8 +20,8 @@ struct ConvShape {
   bool input_grad;  // false for the stem: its input needs no gradient
   int count;        // how often the network runs it
 
-  int64_t out_h() const { return (h + 2 * pad - k) / stride + 1; }
-  int64_t out_w() const { return (w + 2 * pad - k) / stride + 1; }
+  int64_t out_h() const { return conv_output_size(h, k, stride, pad, 1); }
+  int64_t out_w() const { return conv_output_size(w, k, stride, pad, 1); }
   double forward_flops(int64_t batch) const { return 2.0 * batch * o * out_h() * out_w() * c * k * k; }
   // Forward, backward-weight and (unless the stem) backward-data, each the forward's cost.
   double step_flops(int64_t batch) const { return forward_flops(batch) * (input_grad ? 3 : 2); }

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/conv_params.h"
 #include "core/cpu/thread_pool.h"
 #include "core/ember_core.h"
 
@@ -38,7 +39,7 @@ constexpr int64_t kBatch = 128;
 struct Layer {
   const char* name;
   int64_t c, hw, o, k, stride, pad;
-  int64_t out() const { return (hw + 2 * pad - k) / stride + 1; }
+  int64_t out() const { return conv_output_size(hw, k, stride, pad, 1); }
   double flops() const { return 2.0 * kBatch * o * out() * out() * c * k * k; }
 };
 

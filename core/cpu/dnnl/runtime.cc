@@ -142,10 +142,14 @@ bool has_nchw_images(const Tensor& t) {
 
 }  // namespace
 
+Tensor empty_channels_last(const Shape& sizes, const TensorOptions& options) {
+  return empty_strided(sizes, channels_last_strides(sizes), options);
+}
+
 Tensor to_channels_last(const Tensor& t) {
   if (is_channels_last(t)) return t;
   NoGradGuard no_grad;
-  Tensor out = empty_strided(t.sizes(), channels_last_strides(t.sizes()), t.options());
+  Tensor out = empty_channels_last(t.sizes(), t.options());
   if (t.numel() > 0 && has_nchw_images(t) && t.element_size() == 4) {
     planes_to_channels_last<uint32_t>(t, out);
   } else if (t.numel() > 0 && has_nchw_images(t) && t.element_size() == 2) {

@@ -47,6 +47,9 @@ std::optional<dnnl::memory::data_type> data_type(DType dtype);
 // Strides of a dense channels-last (NHWC in memory) tensor of logical shape [N, C, H, W].
 Shape channels_last_strides(const Shape& sizes);
 
+// An uninitialised dense channels-last tensor of logical shape [N, C, H, W].
+Tensor empty_channels_last(const Shape& sizes, const TensorOptions& options);
+
 // True when t's memory is exactly NHWC-dense; strides of size-1 dims do not matter.
 bool is_channels_last(const Tensor& t);
 

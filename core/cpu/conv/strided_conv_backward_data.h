@@ -1,14 +1,18 @@
 // Ember's own backward-data pass of strided convolutions on channels-last float32 memory, for AVX2
 // CPUs: ResNet's downsampling 3x3 layers and large 1x1 projection shortcuts. On AVX2-only CPUs
-// oneDNN's channels-last kernels for these ran at 0.71-0.93 of its blocked-layout ones; the
+// oneDNN's channels-last kernels for these ran below its blocked-layout ones; the
 // conv2d backward-data entry takes this kernel only where tools/bench/conv measured it faster.
 #pragma once
 
-#include "core/cpu/direct_conv.h"
+#include "core/cpu/conv/direct_conv.h"
 
 namespace ember::cpu {
 
-// Whether the conv2d backward-data entry should take this kernel: strided, undilated, a kernel of
+// Whether the conv2d backward-data entry offers this kernel as a candidate (core/cpu/conv/choose.cc):
+// a CPU with AVX2 and FMA, undilated, a kernel of at most 3x3, C a multiple of 8, any stride.
+bool strided_conv_backward_data_applies(const DirectConvGeometry& g);
+
+// Whether the conv2d backward-data entry should take this kernel without trials: strided, undilated, a kernel of
 // at most 3x3 (1x1 only where its zeros stream), C a multiple of 8, dy's rows at least 8 pixels,
 // on a CPU without AVX-512.
 bool strided_conv_backward_data_preferred(const DirectConvGeometry& g);

@@ -6,7 +6,7 @@
 // (pixels stride_w input pixels apart) against the weights' vectors, repacked per call so that
 // each chunk of output channels walks its own contiguous [KH][KW][C][lanes]. Threads take whole
 // output rows.
-#include "core/cpu/strided_conv_forward.h"
+#include "core/cpu/conv/strided_conv_forward.h"
 
 #include <xmmintrin.h>
 
@@ -37,8 +37,8 @@ int64_t row_grain(const DirectConvGeometry& g) {
 
 // Output pixels [a, b) of one row for one chunk of `lanes` output channels: one tile over the taps
 // of each kernel row that all its pixels see, then, for a tile at the padded edge, one more per tap
-// that only some of them see, over those (rather than tiles of one pixel, at a third of the
-// rate: 8-12% of the layer's time on 16 and 8 pixel rows).
+// that only some of them see, over those (rather than tiles of one pixel, which run at a third
+// of the rate and cost a measurable share of the layer on short rows).
 void run_pixels(const DirectConvGeometry& g, const avx2::Walk& walk, int64_t a, int64_t b, const float* x_rows,
                 const float* v, float* out, int lanes, bool accumulate) {
   auto taps_of = [&](int64_t ow) { return valid_taps(ow, g.w, g.kw, g.stride_w, g.pad_w); };
@@ -68,14 +68,17 @@ void run_pixels(const DirectConvGeometry& g, const avx2::Walk& walk, int64_t a, 
 
 }  // namespace
 
-// Measured with tools/bench/conv (batch 128, 2 threads) on an AVX2-only CPU (AMD EPYC, Zen 1):
-// 0.95-1.0 of oneDNN's blocked kernel on ResNet-20's and ResNet-18's strided 3x3 layers with
-// output rows of 8 or more pixels. With 4 (ResNet-18's 256->512 channels, 8->4 pixels) each
-// weight vector served only 2 pixels of a tile, and it ran at 0.92 of oneDNN's channels-last
-// kernel, which keeps such layers.
+// The rule tools/bench/conv measured on an AVX2-only CPU: close to oneDNN's blocked kernel on
+// strided 3x3 layers with output rows of 8 or more pixels. With fewer, each weight vector serves
+// too few pixels of a tile, and oneDNN's channels-last kernel keeps such layers (figures:
+// docs/BENCHMARKS.md, notes moved from code comments).
 bool strided_conv_forward_preferred(const DirectConvGeometry& g) {
-  return avx2::preferred_cpu() && (g.stride_h > 1 || g.stride_w > 1) && g.kh == 3 && g.kw == 3 &&
-         g.dilation_h == 1 && g.dilation_w == 1 && g.o % 8 == 0 && g.n > 0 && g.c > 0 && g.out_w() >= 8;
+  return strided_conv_forward_applies(g) && avx2::preferred_cpu() && (g.stride_h > 1 || g.stride_w > 1) &&
+         g.n > 0 && g.c > 0 && g.out_w() >= 8;
+}
+
+bool strided_conv_forward_applies(const DirectConvGeometry& g) {
+  return avx2::supported() && g.dilation_h == 1 && g.dilation_w == 1 && g.kh == 3 && g.kw == 3 && g.o % 8 == 0;
 }
 
 void strided_conv_forward(const DirectConvGeometry& g, const float* x, const float* weight, const float* bias,
@@ -83,7 +86,7 @@ void strided_conv_forward(const DirectConvGeometry& g, const float* x, const flo
   const int64_t oh_count = g.out_h(), ow_count = g.out_w();
   // Per chunk of output channels, [KH][KW][C][lanes]: a chunk's weights lie together (18 KB on
   // 32->64 channels for 16 lanes; interleaved with the other chunks, its tiles touched 72 KB, past
-  // L1, and ran at 0.75-0.79 of oneDNN's blocked kernel).
+  // L1, and ran well below oneDNN's blocked kernel).
   const int64_t taps = g.kh * g.kw * g.c;
   std::vector<float> packed(static_cast<size_t>(taps * g.o));
   for (int64_t o0 = 0; o0 < g.o; o0 += avx2::lanes_for(g.o - o0)) {
@@ -121,7 +124,7 @@ void strided_conv_forward(const DirectConvGeometry& g, const float* x, const flo
       run_pixels(g, walk, starts[t], starts[t + 1], x_rows, v, out, lanes, accumulate);
   };
   // The input rows that the output row kPrefetchRows ahead adds, fetched into L2 now: the
-  // hardware prefetchers alone left the multiply-adds waiting on them (5% on 16->32 channels).
+  // hardware prefetchers alone left the multiply-adds waiting on them.
   auto prefetch_for = [&](int64_t row) {
     const int64_t oh = row % oh_count, n = row / oh_count;
     const auto [k0, k1] = valid_taps(oh, g.h, g.kh, g.stride_h, g.pad_h);

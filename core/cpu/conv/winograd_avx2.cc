@@ -1,7 +1,7 @@
 // The Winograd F(2x2, 3x3) kernels of winograd_avx2.h. With B, G and A the F(2, 3) matrices
 // (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks"), an output tile is
 // A^T [(G g G^T) . (B^T d B)] A for each 4x4 input tile d, summed over input channels.
-#include "core/cpu/winograd_avx2.h"
+#include "core/cpu/conv/winograd_avx2.h"
 
 #include <immintrin.h>
 

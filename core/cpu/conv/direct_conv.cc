@@ -2,11 +2,11 @@
 // kernel tap, their input channels are first gathered (stride, dilation and zero padding applied)
 // into a small buffer laid out [taps * C/16][kRows][16], an im2col of just this tile, which stays
 // in L1. The inner loop then addresses every input and weight at a constant offset from two
-// pointers (a buffer with a row stride of C ran 25% slower: the per-row pointers spilled out of
+// pointers (a buffer with a row stride of C was slower: the per-row pointers spilled out of
 // the general-purpose registers), and each tile of kRows pixels x 32 output channels keeps its 16
 // accumulators in vector registers over the whole sum. Channel counts that are not a multiple of
 // 16 are zero-padded in the buffer and in the packed weights.
-#include "core/cpu/direct_conv.h"
+#include "core/cpu/conv/direct_conv.h"
 
 #include <immintrin.h>
 
@@ -154,14 +154,17 @@ EMBER_AVX512 void run_pixels(const DirectConvGeometry& geometry, const Packed& p
 
 bool direct_conv_supported() { return has_avx512f(); }
 
-// Measured with tools/bench/conv (batch 128, 2 threads): strided 1x1 layers, warm, 1.1-1.4x
-// oneDNN's blocked kernel, while its channels-last one ran 0.6-0.9x. The 3x3 stride-2 layers stay
-// on oneDNN: this kernel reached 0.7-0.8 of its blocked kernel there, its channels-last one 0.9.
+bool direct_conv_applies(const DirectConvGeometry& g) {
+  return direct_conv_supported() && g.kh == 1 && g.kw == 1 && g.pad_h == 0 && g.pad_w == 0;
+}
+
+// The rule tools/bench/conv measured: on strided 1x1 layers this kernel beat oneDNN's blocked
+// kernel, which beat its channels-last one; on 3x3 stride-2 layers oneDNN's channels-last kernel
+// beat this one, so they stay on oneDNN (figures: docs/BENCHMARKS.md, notes moved from code comments).
 bool direct_conv_preferred(const DirectConvGeometry& g) {
-  const bool pointwise = g.kh == 1 && g.kw == 1 && g.pad_h == 0 && g.pad_w == 0;
   const bool strided = g.stride_h > 1 || g.stride_w > 1;
   const bool filled = g.c % 16 == 0 && g.o % kGroup == 0;
-  return direct_conv_supported() && pointwise && strided && filled;
+  return direct_conv_applies(g) && strided && filled;
 }
 
 void direct_conv_forward(const DirectConvGeometry& g, const float* x, const float* weight, const float* bias,

@@ -1,14 +1,19 @@
 // Ember's own forward pass of strided convolutions on channels-last float32 memory, for AVX2 CPUs:
-// ResNet's downsampling 3x3 layers, where oneDNN's channels-last kernel ran at 0.83-0.92 of its
+// ResNet's downsampling 3x3 layers, where oneDNN's channels-last kernel ran below its
 // blocked-layout one on an AVX2-only CPU. The conv2d entry takes it only where tools/bench/conv
 // measured it faster (CPUs with AVX-512 have direct_conv.h and oneDNN's AVX-512 kernels instead).
 #pragma once
 
-#include "core/cpu/direct_conv.h"
+#include "core/cpu/conv/direct_conv.h"
 
 namespace ember::cpu {
 
-// Whether the conv2d entry should take this kernel: 3x3, strided, undilated, O a multiple of 8,
+// Whether the conv2d entry offers this kernel as a candidate (core/cpu/conv/choose.cc): a CPU with
+// AVX2 and FMA, 3x3, undilated, O a multiple of 8. It takes any stride: trials sort out per shape
+// where it beats oneDNN (with the ISA capped to AVX2 it also won on narrow stride-1 layers).
+bool strided_conv_forward_applies(const DirectConvGeometry& g);
+
+// Whether the conv2d entry should take this kernel without trials: 3x3, strided, undilated, O a multiple of 8,
 // output rows of at least 8 pixels, on a CPU without AVX-512.
 bool strided_conv_forward_preferred(const DirectConvGeometry& g);
 

@@ -6,7 +6,7 @@
 // The vectors run over the input channels when C is a multiple of 8 (broadcasting dy), else over
 // the output channels (broadcasting x: the 3-channel stem). Threads take whole images into their
 // own sums, added together at the end.
-#include "core/cpu/direct_conv_weight_grad.h"
+#include "core/cpu/conv/direct_conv_weight_grad.h"
 
 #include <algorithm>
 #include <mutex>
@@ -71,11 +71,15 @@ void run_images(const DirectConvGeometry& g, const float* x, const float* dy, in
 
 }  // namespace
 
-// Measured with tools/bench/conv (batch 128, 2 threads) on an AVX2-only CPU (AMD EPYC, Zen 1).
-// On the AVX-512 VM (Zen 4) oneDNN's channels-last kernels ran at 0.92-1.17 of its blocked ones, and
-// this kernel, at half their vector width, is not used there.
+// The rule tools/bench/conv measured on an AVX2-only CPU. With AVX-512, oneDNN's channels-last
+// kernels keep up with its blocked ones, and this kernel, at half their vector width, is not
+// preferred there (figures: docs/BENCHMARKS.md, notes moved from code comments).
 bool direct_conv_weight_grad_preferred(const DirectConvGeometry& g) {
-  return avx2::preferred_cpu() && (g.c % 8 == 0 || g.o % 8 == 0) && g.n > 0;
+  return direct_conv_weight_grad_applies(g) && avx2::preferred_cpu() && g.n > 0;
+}
+
+bool direct_conv_weight_grad_applies(const DirectConvGeometry& g) {
+  return avx2::supported() && (g.c % 8 == 0 || g.o % 8 == 0);
 }
 
 void direct_conv_weight_grad(const DirectConvGeometry& g, const float* x, const float* dy, float* grad_weight) {

@@ -1,9 +1,11 @@
 // im2col convolution. Shapes: N batch, C input channels, O output channels, G groups,
 // Cg = C / G, Og = O / G, K = Cg * KH * KW (one column), L = OH * OW (columns per sample).
-#include "core/cpu/conv_reference.h"
+#include "core/cpu/conv/conv_reference.h"
 
+#include <tuple>
 #include <vector>
 
+#include "core/conv_params.h"
 #include "core/cpu/gemm.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
@@ -32,8 +34,7 @@ Geometry geometry(const Shape& input, const Shape& weight, const ConvParams& p) 
   g.groups = p.groups;
   g.cg = g.c / p.groups;
   g.og = g.o / p.groups;
-  g.oh = (g.h + 2 * p.pad_h - p.dilation_h * (g.kh - 1) - 1) / p.stride_h + 1;
-  g.ow = (g.w + 2 * p.pad_w - p.dilation_w * (g.kw - 1) - 1) / p.stride_w + 1;
+  std::tie(g.oh, g.ow) = conv_output_hw(g.h, g.w, g.kh, g.kw, p);
   g.p = p;
   return g;
 }

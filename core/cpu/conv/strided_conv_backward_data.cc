@@ -9,7 +9,7 @@
 // value per pixel against the weights' vectors, which are repacked per call in the order the tile
 // walks them (at most 9 * O * C floats). Class pixels at the image's edges, which fewer taps
 // reach, run as tiles of one pixel. Threads take whole input rows.
-#include "core/cpu/strided_conv_backward_data.h"
+#include "core/cpu/conv/strided_conv_backward_data.h"
 
 #include <immintrin.h>
 
@@ -86,25 +86,27 @@ int64_t row_grain(const DirectConvGeometry& g) {
 }  // namespace
 
 // Streaming stores skip reading each line before overwriting it (glibc's memset streams past a
-// similar size). On 16->32 channels at batch 128 (an 8 MB dx, the size of Zen 1's L3) they took the
-// strided 1x1 pass from 0.98 to 1.14-1.32 of oneDNN's blocked kernel; the training step was no
-// slower.
+// similar size): a dx as large as the last-level cache could not stay there for its consumer
+// anyway, and a strided 1x1 pass (three quarters zeros) gains most from them (figures:
+// docs/BENCHMARKS.md, notes moved from code comments).
 bool streaming_zeros_preferred(const DirectConvGeometry& g) {
   const size_t bytes = static_cast<size_t>(g.n * g.h * g.w * g.c) * sizeof(float);
   return g.c % 16 == 0 && bytes >= last_level_cache_bytes();
 }
 
-// Measured with tools/bench/conv (batch 128, 2 threads) on an AVX2-only CPU (AMD EPYC, Zen 1):
-// 3x3 stride 2 at 0.93-1.05 of oneDNN's blocked kernel, where its channels-last one ran
-// 0.83-0.92 on 16->32 channels. A strided 1x1 pass, whose dx is three quarters zeros, gains only
-// when the zeros stream (1.14-1.32 on 16->32 channels); on 32->64 (a 4 MB dx) it ran at 0.90 of
-// oneDNN's channels-last kernel, which keeps it. So it does where dy's rows have fewer than 8
-// pixels (ResNet-18's 256->512 channels, 8->4 pixels: 0.78 of oneDNN's channels-last kernel on
-// 1x1, 0.95 on 3x3), too few for the weights a tile walks to be reused enough.
+// The rule tools/bench/conv measured on an AVX2-only CPU: strided 3x3 layers beat oneDNN's
+// channels-last kernel; a strided 1x1 pass, whose dx is three quarters zeros, gains only when the
+// zeros stream, and oneDNN keeps it otherwise. So it does where dy's rows have fewer than 8 pixels,
+// too few for the weights a tile walks to be reused enough (figures: docs/BENCHMARKS.md, notes
+// moved from code comments).
 bool strided_conv_backward_data_preferred(const DirectConvGeometry& g) {
   const bool pays = (g.kh > 1 || g.kw > 1 || streaming_zeros_preferred(g)) && g.out_w() >= 8;
-  return avx2::preferred_cpu() && (g.stride_h > 1 || g.stride_w > 1) && g.dilation_h == 1 && g.dilation_w == 1 &&
-         g.kh <= 3 && g.kw <= 3 && g.c % 8 == 0 && g.n > 0 && g.c > 0 && g.o > 0 && pays;
+  return strided_conv_backward_data_applies(g) && avx2::preferred_cpu() && (g.stride_h > 1 || g.stride_w > 1) &&
+         g.n > 0 && g.c > 0 && g.o > 0 && pays;
+}
+
+bool strided_conv_backward_data_applies(const DirectConvGeometry& g) {
+  return avx2::supported() && g.dilation_h == 1 && g.dilation_w == 1 && g.kh <= 3 && g.kw <= 3 && g.c % 8 == 0;
 }
 
 void strided_conv_backward_data(const DirectConvGeometry& g, const float* dy, const float* weight, float* dx) {

@@ -1,14 +1,14 @@
 // Ember's Winograd F(2x2, 3x3) convolution on channels-last float32 memory, for AVX2 CPUs.
 //
 // oneDNN 2.6 has Winograd kernels for AVX-512 only, so on AVX2 CPUs every 3x3 stride-1 layer ran
-// as a direct convolution, already at 86-90% of OpenBLAS's sgemm rate: only fewer multiplies could
+// as a direct convolution, already close to OpenBLAS's sgemm rate: only fewer multiplies could
 // make it faster. F(2x2, 3x3) turns each 4x4 input tile into 16 products instead of 36, as 16
 // independent GEMMs (one per point of the transformed tile) between the transformed inputs and
 // weights, which run on the AVX2 register tile (avx2_tile.h). The conv2d entry offers it as a
 // candidate where it applies and keeps it only where trials measure it faster (kernel_select.h).
 #pragma once
 
-#include "core/cpu/direct_conv.h"
+#include "core/cpu/conv/direct_conv.h"
 
 namespace ember::cpu {
 
