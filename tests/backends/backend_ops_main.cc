@@ -34,7 +34,7 @@ std::vector<OpCase> selected_cases(int argc, char** argv) {
 }
 
 void print_header(const char* first) {
-  std::printf("%-28s %-9s", first, "dtype");
+  std::printf("%-36s %-9s", first, "dtype");
   for (const Backend& backend : all_backends()) std::printf(" %12s", backend.device.str().c_str());
   std::printf("\n");
 }
@@ -50,7 +50,7 @@ int support(int argc, char** argv) {
   print_header("case");
   for (const OpCase& c : cases) {
     for (DType dtype : c.dtypes) {
-      std::printf("%-28s %-9s", c.name.c_str(), dtype_name(dtype));
+      std::printf("%-36s %-9s", c.name.c_str(), dtype_name(dtype));
       for (const Backend& backend : all_backends()) {
         int verdict = 0;
         if (backend.skip.count(c.name)) {
@@ -110,7 +110,7 @@ int perf(int argc, char** argv) {
   for (const OpCase& c : cases) {
     if (!c.expect_error.empty()) continue;
     for (DType dtype : c.dtypes) {
-      std::printf("%-28s %-9s", c.name.c_str(), dtype_name(dtype));
+      std::printf("%-36s %-9s", c.name.c_str(), dtype_name(dtype));
       bool all_timed = true;
       std::vector<double> medians;
       for (const Backend& backend : all_backends()) {
