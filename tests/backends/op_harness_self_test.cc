@@ -1,24 +1,16 @@
-// Runs the whole op table on the CPU backend, and checks that the harness itself can fail:
-// a wrong value, a wrong dtype, a stray write or a missing error must each be reported.
-#include <algorithm>
+// The op harness's own tests: the table's names and coverage, and that the harness can fail (a
+// wrong value, a wrong dtype, a stray write or a missing error must each be reported). The table
+// itself runs on every backend in backend_ops_test.cc.
 #include <set>
 
 #include <catch2/catch.hpp>
 
-#include "core/cpu/thread_pool.h"
 #include "tests/core/op_cases.h"
 
 using namespace ember;
 using namespace ember::test;
 
 namespace {
-
-void check_family(const std::vector<OpCase>& cases, const HarnessOptions& options = {}) {
-  for (const OpCase& c : cases) {
-    INFO("case " << c.name);
-    for (const std::string& failure : check_op_case(c, Device(kCPU), options)) FAIL_CHECK(failure);
-  }
-}
 
 OpCase negation_case() {
   OpCase c;
@@ -34,43 +26,6 @@ OpCase negation_case() {
 }
 
 }  // namespace
-
-TEST_CASE("unary ops match the float64 reference on the CPU") { check_family(unary_cases()); }
-TEST_CASE("binary ops, comparisons and where match the float64 reference on the CPU") { check_family(binary_cases()); }
-TEST_CASE("reductions match the float64 reference on the CPU") { check_family(reduction_cases()); }
-TEST_CASE("matmul, cat, stack, split and chunk match the float64 reference on the CPU") {
-  check_family(structural_cases());
-}
-TEST_CASE("conversions and in-place ops match the float64 reference on the CPU") { check_family(copy_cases()); }
-TEST_CASE("pooling matches the float64 reference on the CPU") { check_family(pool_cases()); }
-TEST_CASE("gather, scatter_add and embedding match the float64 reference on the CPU") { check_family(index_cases()); }
-TEST_CASE("batch norm and softmax match the float64 reference on the CPU") { check_family(normalization_cases()); }
-TEST_CASE("conv2d matches the float64 reference on the CPU") { check_family(conv_cases()); }
-TEST_CASE("linear, layer_norm, losses, dropout and set_grad match the float64 reference on the CPU") {
-  check_family(functional_cases());
-}
-
-// Large inputs reach the kernels' parallel and blocked paths (row chunks starting mid-row,
-// reductions split across threads, tiled row sums). Three threads split the work differently
-// from the default, and must not change any result beyond rounding. A few cases per kernel
-// family keep this fast.
-TEST_CASE("the table on large inputs split across 3 threads") {
-  const std::set<std::string> chosen = {"exp", "abs", "clamp", "add", "where", "lt", "sum", "mean", "amax",
-                                        "norm_pinf", "var_unbiased", "logsumexp", "max_dim", "argmin_flat",
-                                        "matmul", "cat_2", "to_float32", "copy_from_int32", "add_"};
-  std::vector<OpCase> cases;
-  for (OpCase& c : all_op_cases())
-    if (chosen.count(c.name)) cases.push_back(std::move(c));
-  REQUIRE(cases.size() == chosen.size());
-  HarnessOptions options;
-  options.large = true;
-  options.trials = 2;
-  options.only_dtypes = {kFloat32, kInt32};
-  const int threads_before = cpu::num_threads();
-  cpu::set_num_threads(3);
-  check_family(cases, options);
-  cpu::set_num_threads(threads_before);
-}
 
 TEST_CASE("the table's case names are unique") {
   std::set<std::string> names;

@@ -1,10 +1,9 @@
-// Runs the gradient-check table on the CPU, family by family; checks the table reaches every
-// backward node kind core and the NN functions record; and checks that the harness, and every
-// case in it, fails on wrong gradients.
+// The gradient check's own tests: the table reaches every backward node kind core and the NN
+// functions record, and the harness, and every case in it, fails on wrong gradients (on the CPU).
+// The table itself runs on every backend in backend_ops_test.cc.
 #include <catch2/catch.hpp>
 
 #include <cctype>
-#include <iterator>
 #include <set>
 #include <string>
 
@@ -15,40 +14,6 @@ namespace ember::testing {
 namespace {
 
 const Device kCpu(kCPU);
-
-void check_family(const std::string& family) {
-  int run = 0;
-  for (const GradCase& c : grad_cases()) {
-    if (c.name.rfind(family + ".", 0) != 0 && c.name != family) continue;
-    ++run;
-    GradCheckResult result = gradcheck(c, kCpu);
-    INFO(result.message);
-    CHECK(result.ok);
-  }
-  REQUIRE(run > 0);
-}
-
-const char* const kFamilies[] = {"unary", "binary", "where", "inplace", "reduce", "view", "cat", "stack",
-                                 "matmul", "copy", "linear", "conv", "pool", "norm", "dropout", "activation",
-                                 "softmax", "loss", "embedding", "index"};
-
-// Runs once per family (Catch2 reports the family with a failure).
-TEST_CASE("gradcheck: every family of the table", "[gradcheck]") {
-  const std::string family = GENERATE(from_range(std::begin(kFamilies), std::end(kFamilies)));
-  INFO("family " << family);
-  check_family(family);
-}
-
-TEST_CASE("gradcheck: every case belongs to a family that runs, and names are unique", "[gradcheck]") {
-  std::set<std::string> names;
-  for (const GradCase& c : grad_cases()) {
-    INFO(c.name);
-    CHECK(names.insert(c.name).second);
-    bool known = false;
-    for (const char* family : kFamilies) known = known || c.name == family || c.name.rfind(std::string(family) + ".", 0) == 0;
-    CHECK(known);
-  }
-}
 
 // PyTorch's grad_fn naming, as autograd/ops/elementwise.cc applies it: "gelu_tanh" -> "GeluTanhBackward0".
 std::string backward_name(const std::string& op) {
