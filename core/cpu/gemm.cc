@@ -36,10 +36,11 @@ void checked_sgemm(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, 
 }
 
 // A long reduction into a small C, e.g. a convolution's weight gradient (O x C*KH*KW, summed over
-// N*OH*OW): oneDNN's sgemm splits only M and N between threads and ran such shapes at 17-60
-// GFLOP/s. Here each thread reduces its share of K into its own partial C, single-threaded, and
-// the partials are added. Each partial is computed with the longer of M and N as its rows (as
-// C^T = op(B)^T op(A)^T when N > M), which oneDNN's kernels run 1.5-4x faster on these shapes.
+// N*OH*OW): oneDNN's sgemm splits only M and N between threads, and runs such shapes far below its
+// peak. Here each thread reduces its share of K into its own partial C, single-threaded, and the
+// partials are added. Each partial is computed with the longer of M and N as its rows (as
+// C^T = op(B)^T op(A)^T when N > M), which oneDNN's kernels run several times faster on these
+// shapes (docs/BENCHMARKS.md, "Notes moved from code comments").
 bool wants_split_k(int64_t m, int64_t n, int64_t k, int threads) {
   return threads > 1 && !in_parallel_region() && k >= 4 * std::max(m, n) && m * n <= (int64_t{1} << 20);
 }

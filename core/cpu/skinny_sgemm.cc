@@ -3,10 +3,10 @@
 // copied into panels, [panel][step][lanes]; every row tile of C (avx2_tile.h: 3 rows x 32 lanes,
 // 12 sums in vector registers) then reads its panel from L1. Read in place, a panel's 32-float
 // pieces of rows a power of two apart (ldb = 131072 floats on the im2col shapes) all fall into the
-// same cache sets, and no panel stayed cached across the row tiles: 18-24 GFLOP/s there, against
-// 40-55 copied. Copying the next block piecewise between the tiles of the current one, to overlap
-// its misses with multiply-adds, measured no faster on Zen 1. Threads take contiguous ranges of
-// panels.
+// same cache sets, and no panel stayed cached across the row tiles (half the rate of copied
+// panels). Copying the next block piecewise between the tiles of the current one, to overlap its
+// misses with multiply-adds, measured no faster. Threads take contiguous ranges of panels. The
+// figures: docs/BENCHMARKS.md, "Notes moved from code comments".
 #include "core/cpu/skinny_sgemm.h"
 
 #include <immintrin.h>
@@ -112,10 +112,10 @@ bool streaming_preferred(int64_t m, int64_t n, int64_t k, bool accumulate) {
 }  // namespace
 
 // Where tools/bench/skinny_sweep (m 8-288, k 8-576, n 8K-128K, A plain and transposed, 2 threads)
-// measured this kernel faster than oneDNN's sgemm on Zen 1 in every run: up to 144 rows of C, and
-// either a reduction of 64 or more over a B of 32K columns or 16 MB (1.3-2.6x), or a short one
-// into a C of 128K columns and 64 or more rows (1.0-4.6x: oneDNN's rate there changed by up to
-// 4x between runs). Elsewhere the two were even or oneDNN was ahead in some run.
+// measured this kernel faster than oneDNN's sgemm in every run on an AVX2-only CPU: up to 144
+// rows of C, and either a reduction of 64 or more over a B of 32K columns or 16 MB, or a short one
+// into a C of 128K columns and 64 or more rows. Elsewhere the two were even or oneDNN was ahead in
+// some run (the ratios: docs/BENCHMARKS.md, "Notes moved from code comments").
 bool skinny_sgemm_preferred(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, float beta) {
   if (!avx2::preferred_cpu() || trans_b || alpha != 1.0f || (beta != 0.0f && beta != 1.0f) || m > 144) return false;
   const bool long_reduction = k >= 64 && (n >= 32768 || (!trans_a && k * n >= (int64_t{1} << 22)));

@@ -1,7 +1,8 @@
 // Ember's own float32 GEMM for products that oneDNN's sgemm runs slowly on CPUs without AVX-512:
 // few rows or a short reduction against very many columns, as the im2col GEMMs of small convnets
 // (C[16 x 131072] = W[16 x 144] * cols[144 x 131072]) and their backward-data products are. On an
-// AVX2-only CPU (AMD EPYC, Zen 1) oneDNN ran those at 0.30-0.42 of OpenBLAS (tools/bench/ops).
+// AVX2-only CPU oneDNN ran those at well under half of OpenBLAS's rate (tools/bench/ops;
+// docs/BENCHMARKS.md).
 #pragma once
 
 #include <cstdint>

@@ -9,8 +9,8 @@
 
 namespace ember::cpu {
 
-// The last-level cache this core shares: sysfs's index3 (8 MB on Zen 1, per core complex), where
-// sysconf reports the whole socket's (64 MB); 32 MB if neither says.
+// The last-level cache this core shares: sysfs's index3 (per core complex on AMD), where sysconf
+// reports the whole socket's; 32 MB if neither says.
 size_t last_level_cache_bytes();
 
 // Whether an elementwise output of `bytes` should be streamed: twice the last-level cache, so that
