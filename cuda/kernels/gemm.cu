@@ -35,9 +35,10 @@ __global__ void __launch_bounds__(kThreads) gemm_tile_kernel(const __grid_consta
     T* c_mat = c + batch * s.stride_c;
     Acc acc[4][4];
     EMBER_UNROLL
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < 4; ++i) {
       EMBER_UNROLL
       for (int j = 0; j < 4; ++j) acc[i][j] = Acc(0);
+    }
     for (int64_t k0 = 0; k0 < s.k; k0 += kTileK) {
       // Consecutive threads read consecutive addresses of whichever dim is contiguous in memory.
       EMBER_UNROLL
@@ -73,9 +74,10 @@ __global__ void __launch_bounds__(kThreads) gemm_tile_kernel(const __grid_consta
         EMBER_UNROLL
         for (int j = 0; j < 4; ++j) bv[j] = tile_b[kk][tx + 16 * j];
         EMBER_UNROLL
-        for (int i = 0; i < 4; ++i)
+        for (int i = 0; i < 4; ++i) {
           EMBER_UNROLL
           for (int j = 0; j < 4; ++j) acc[i][j] += av[i] * bv[j];
+        }
       }
       __syncthreads();  // the next slice overwrites the tiles
     }
