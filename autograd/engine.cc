@@ -52,8 +52,8 @@ Tensor conform(Tensor grad, const OutputMeta& input, const std::string& what) {
 [[noreturn]] void rethrow_from(const Node& node, const Error& e) {
   if (const auto* sink = dynamic_cast<const AccumulateGrad*>(&node)) {
     const Tensor& leaf = sink->leaf();
-    EMBER_FAIL("backward: accumulating the gradient of a leaf ", shape_str(leaf.sizes()), " ",
-               dtype_name(leaf.dtype()), " on ", leaf.device().str(), ": ", e.what());
+    EMBER_FAIL("backward: accumulating the gradient of a leaf ", shape_str(leaf.sizes()), " ", dtype_name(leaf.dtype()),
+               " on ", leaf.device().str(), ": ", e.what());
   }
   EMBER_FAIL("backward of ", node.forward_op(), " (", node.name(), "): ", e.what());
 }
@@ -158,7 +158,8 @@ class GraphTask {
     if (is_accumulator && !accumulate_) return visited;
     std::shared_lock<std::shared_mutex> in_use(node->use_mutex());
     // Before hooks and retain_grad: a refused pass must leave no trace.
-    EMBER_CHECK(!node->released(), node->name(), ": trying to backward through the graph a second time (or directly "
+    EMBER_CHECK(!node->released(), node->name(),
+                ": trying to backward through the graph a second time (or directly "
                 "access saved tensors after they have already been freed). Saved intermediate values of the graph "
                 "are freed when you call backward(); specify retain_graph=true if you need to backward through the "
                 "graph a second time");
@@ -221,19 +222,21 @@ class GraphTask {
   std::unordered_map<Node*, std::vector<Tensor>> buffers_;
 };
 
-std::vector<Tensor> root_gradients(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
-                                   const char* op) {
+std::vector<Tensor> root_gradients(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, const char* op) {
   EMBER_CHECK(grads.empty() || grads.size() == roots.size(), op, ": got ", grads.size(), " gradients for ",
               roots.size(), " outputs");
   std::vector<Tensor> out;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& root = roots[i];
-    EMBER_CHECK(root.requires_grad(), op, ": element ", i, " of tensors does not require grad and does not have a "
+    EMBER_CHECK(root.requires_grad(), op, ": element ", i,
+                " of tensors does not require grad and does not have a "
                 "grad_fn");
     Tensor g = grads.empty() ? Tensor() : grads[i];
     if (!g.defined()) {
-      EMBER_CHECK(root.numel() == 1, op, ": grad can be implicitly created only for scalar outputs, got an output "
-                  "of shape ", shape_str(root.sizes()));
+      EMBER_CHECK(root.numel() == 1, op,
+                  ": grad can be implicitly created only for scalar outputs, got an output "
+                  "of shape ",
+                  shape_str(root.sizes()));
       g = ones_like(root.detach());
     } else {
       EMBER_CHECK(g.sizes() == root.sizes(), op, ": mismatch in shape: grad_output[", i, "] has a shape of ",

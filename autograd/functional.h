@@ -62,9 +62,9 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                   std::shared_ptr<BatchNormStatsReducer> reducer = nullptr);
 // relu(batch_norm(...)) in one pass forward and backward (the output saved for the mask instead of
 // a second activation-sized tensor); same arguments and results as the two ops in sequence.
-Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
-                       const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
-                       double eps = 1e-5, std::shared_ptr<BatchNormStatsReducer> reducer = nullptr);
+Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                       const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5,
+                       std::shared_ptr<BatchNormStatsReducer> reducer = nullptr);
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
 // Zeroes elements with probability p and scales the rest by 1 / (1 - p); identity when !training.
@@ -81,8 +81,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 
 // input [N, C] or [N, C, d1, ...] logits; target int64 class indices [N] or [N, d1, ...].
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = {},
-                     Reduction reduction = Reduction::Mean, int64_t ignore_index = -100,
-                     double label_smoothing = 0.0);
+                     Reduction reduction = Reduction::Mean, int64_t ignore_index = -100, double label_smoothing = 0.0);
 Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight = {},
                 Reduction reduction = Reduction::Mean, int64_t ignore_index = -100);
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);

@@ -55,8 +55,7 @@ std::string Node::forward_op() const {
 // A sink feeds no other node, so running it early delays nothing, and its post-accumulate hooks
 // (DDP's all-reduces) start at once. By creation order, an accumulator that an older graph still
 // holds (last step's loss kept alive) would wait for the whole walk.
-AccumulateGrad::AccumulateGrad(Tensor leaf)
-    : Node(std::numeric_limits<uint64_t>::max()), leaf_(std::move(leaf)) {}
+AccumulateGrad::AccumulateGrad(Tensor leaf) : Node(std::numeric_limits<uint64_t>::max()), leaf_(std::move(leaf)) {}
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   Tensor grad = std::move(grads[0]);

@@ -12,7 +12,8 @@ namespace ember::autograd {
 class SavedTensor {
  public:
   SavedTensor() = default;
-  explicit SavedTensor(const Tensor& t) : data_(t.defined() ? t.detach() : Tensor()), version_(t.defined() ? t.version() : 0) {}
+  explicit SavedTensor(const Tensor& t)
+      : data_(t.defined() ? t.detach() : Tensor()), version_(t.defined() ? t.version() : 0) {}
 
   // The saved value; raises naming `node` when it was modified in place after being saved, or
   // freed by an earlier backward.

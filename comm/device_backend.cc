@@ -75,8 +75,8 @@ ShareFromRoot share_through_file(const std::string& path, int rank) {
       if (in.good()) {
         std::vector<uint8_t> read(bytes.size());
         in.read(reinterpret_cast<char*>(read.data()), static_cast<std::streamsize>(read.size()));
-        EMBER_CHECK(in.gcount() == static_cast<std::streamsize>(read.size()), "comm::init: EMBER_NCCL_ID_FILE='",
-                    path, "' holds ", in.gcount(), " bytes, expected ", read.size(), " (not written by rank 0?)");
+        EMBER_CHECK(in.gcount() == static_cast<std::streamsize>(read.size()), "comm::init: EMBER_NCCL_ID_FILE='", path,
+                    "' holds ", in.gcount(), " bytes, expected ", read.size(), " (not written by rank 0?)");
         bytes = std::move(read);
         return;
       }

@@ -20,7 +20,7 @@ using ShareFromRoot = std::function<void(std::vector<uint8_t>& bytes)>;
 struct DeviceGroupSpec {
   int rank = 0, size = 1;
   Device device;
-  std::string name;             // "WORLD", "group(0,2)"
+  std::string name;  // "WORLD", "group(0,2)"
   std::vector<int> world_ranks;
   ShareFromRoot share;
 };

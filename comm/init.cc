@@ -27,25 +27,31 @@ std::atomic<int> world_rank{-1};  // for abort_job's prefix, without MPI too
 // The linked backend `name` (else an error naming the dep to add); `why` says what needs it.
 const HostBackend& require_host_backend(const std::string& name, const std::string& why) {
   const HostBackend* backend = host_backend(name);
-  EMBER_CHECK(backend != nullptr, "comm::init: ", why, " needs the '", name, "' backend, which this program does "
-              "not link: add \"", backend_package(name), "\" to its Bazel deps");
+  EMBER_CHECK(backend != nullptr, "comm::init: ", why, " needs the '", name,
+              "' backend, which this program does "
+              "not link: add \"",
+              backend_package(name), "\" to its Bazel deps");
   return *backend;
 }
 
 DeviceGroupFactory require_device_backend(const std::string& name, const std::string& why) {
   DeviceGroupFactory factory = device_backend(name);
-  EMBER_CHECK(factory, "comm::init: ", why, " needs the '", name, "' backend, which this program does not link: "
-              "add \"", backend_package(name), "\" to its Bazel deps");
+  EMBER_CHECK(factory, "comm::init: ", why, " needs the '", name,
+              "' backend, which this program does not link: "
+              "add \"",
+              backend_package(name), "\" to its Bazel deps");
   return factory;
 }
 
 // The backend's world (MPI_Init is the rendezvous); the environment only said that (and as which
 // rank) we were launched.
-std::shared_ptr<ProcessGroup> host_world(const std::string& name, const LaunchEnvironment& env, const std::string& why) {
+std::shared_ptr<ProcessGroup> host_world(const std::string& name, const LaunchEnvironment& env,
+                                         const std::string& why) {
   auto group = require_host_backend(name, why).world(env);
-  EMBER_CHECK(!env.launched || (group->rank() == env.rank && group->size() == env.world_size), "comm::init: ",
-              name, " says rank ", group->rank(), " of ", group->size(), " but ", env.source, " says rank ", env.rank,
-              " of ", env.world_size, " (start the ranks with mpirun, or srun --mpi=pmix / pmi2 with an MPI built "
+  EMBER_CHECK(!env.launched || (group->rank() == env.rank && group->size() == env.world_size), "comm::init: ", name,
+              " says rank ", group->rank(), " of ", group->size(), " but ", env.source, " says rank ", env.rank, " of ",
+              env.world_size,
+              " (start the ranks with mpirun, or srun --mpi=pmix / pmi2 with an MPI built "
               "for it)");
   return group;
 }
@@ -77,7 +83,8 @@ LaunchEnvironment read_environment() {
   const char* local_name = nullptr;
   bool local_known = false;
   if (auto ompi_rank = read_int("OMPI_COMM_WORLD_RANK")) {
-    std::optional<int> ompi_size = read_int("OMPI_COMM_WORLD_SIZE"), ompi_local = read_int("OMPI_COMM_WORLD_LOCAL_RANK");
+    std::optional<int> ompi_size = read_int("OMPI_COMM_WORLD_SIZE"),
+                       ompi_local = read_int("OMPI_COMM_WORLD_LOCAL_RANK");
     EMBER_CHECK(ompi_size.has_value(), "comm::init: OMPI_COMM_WORLD_RANK is set but OMPI_COMM_WORLD_SIZE is not");
     env.rank = *ompi_rank;
     env.world_size = *ompi_size;
@@ -87,7 +94,8 @@ LaunchEnvironment read_environment() {
     env.source = "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE";
   } else if (auto slurm_rank = read_int("SLURM_PROCID")) {
     std::optional<int> step_tasks = read_int("SLURM_STEP_NUM_TASKS"), tasks = read_int("SLURM_NTASKS");
-    std::optional<int> pmix_rank = read_int("PMIX_RANK"), pmi_rank = read_int("PMI_RANK"), pmi_size = read_int("PMI_SIZE");
+    std::optional<int> pmix_rank = read_int("PMIX_RANK"), pmi_rank = read_int("PMI_RANK"),
+                       pmi_size = read_int("PMI_SIZE");
     // A job step (srun) says how many tasks it started; without one, only a PMI rank shows that
     // this process is one of SLURM_NTASKS launched tasks rather than the batch script itself.
     if (step_tasks || (tasks && (pmix_rank || pmi_rank))) {
@@ -108,8 +116,10 @@ LaunchEnvironment read_environment() {
     env.launched = true;
     check_agrees("RANK", rank, rank_name, env.rank);
     check_agrees("WORLD_SIZE", size, size_name, env.world_size);
-    if (local_known) check_agrees("LOCAL_RANK", local, local_name, env.local_rank);
-    else env.local_rank = local.value_or(env.local_rank);
+    if (local_known)
+      check_agrees("LOCAL_RANK", local, local_name, env.local_rank);
+    else
+      env.local_rank = local.value_or(env.local_rank);
   } else if (rank || size) {
     EMBER_CHECK(rank && size, "comm::init: RANK and WORLD_SIZE must be set together");
     env.rank = *rank;
@@ -127,9 +137,14 @@ LaunchEnvironment read_environment() {
   const bool has_mpi = host_backend("mpi") != nullptr, has_nccl = static_cast<bool>(device_backend("nccl"));
   env.backend = has_nccl ? (has_mpi ? kMixedBackend : "nccl") : "mpi";
   if (const char* backend = std::getenv("EMBER_BACKEND"); backend != nullptr && *backend != '\0') env.backend = backend;
-  EMBER_CHECK(env.backend == "mpi" || env.backend == "nccl" || env.backend == kMixedBackend, "comm::init: "
-              "EMBER_BACKEND='", env.backend, "' is not a backend; expected 'mpi' (CPU tensors; //comm/mpi), "
-              "'nccl' (CUDA tensors only; //comm/nccl) or '", kMixedBackend, "' (both; the default when both are "
+  EMBER_CHECK(env.backend == "mpi" || env.backend == "nccl" || env.backend == kMixedBackend,
+              "comm::init: "
+              "EMBER_BACKEND='",
+              env.backend,
+              "' is not a backend; expected 'mpi' (CPU tensors; //comm/mpi), "
+              "'nccl' (CUDA tensors only; //comm/nccl) or '",
+              kMixedBackend,
+              "' (both; the default when both are "
               "linked)");
   return env;
 }
@@ -158,10 +173,16 @@ std::shared_ptr<ProcessGroup> init() {
   for (int r = 0; r < env.world_size; ++r) spec.world_ranks.push_back(r);
   const char* id_file = std::getenv("EMBER_NCCL_ID_FILE");
   const bool use_file = id_file != nullptr && *id_file != '\0';
-  if (use_file) spec.share = share_through_file(id_file, env.rank);
-  else if (env.world_size == 1) spec.share = [](std::vector<uint8_t>&) {};
-  else spec.share = share_through(host_world("mpi", env, why + " on " + std::to_string(env.world_size) + " ranks "
-                                            "without EMBER_NCCL_ID_FILE (sharing the NCCL id)"), Device(kCPU));
+  if (use_file)
+    spec.share = share_through_file(id_file, env.rank);
+  else if (env.world_size == 1)
+    spec.share = [](std::vector<uint8_t>&) {};
+  else
+    spec.share = share_through(host_world("mpi", env,
+                                          why + " on " + std::to_string(env.world_size) +
+                                              " ranks "
+                                              "without EMBER_NCCL_ID_FILE (sharing the NCCL id)"),
+                               Device(kCPU));
   world_group = nccl(spec);
   // The communicator formed, so every rank has read the id: the file would only mislead a later job.
   if (use_file && env.rank == 0) std::remove(id_file);

@@ -11,29 +11,46 @@ namespace ember::comm {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Avg: return "avg";
-    case ReduceOp::Min: return "min";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Product: return "product";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Avg:
+      return "avg";
+    case ReduceOp::Min:
+      return "min";
+    case ReduceOp::Max:
+      return "max";
+    case ReduceOp::Product:
+      return "product";
   }
   return "?";
 }
 
 const char* collective_name(CollectiveKind kind) {
   switch (kind) {
-    case CollectiveKind::AllReduce: return "all_reduce";
-    case CollectiveKind::Broadcast: return "broadcast";
-    case CollectiveKind::Reduce: return "reduce";
-    case CollectiveKind::AllGather: return "all_gather";
-    case CollectiveKind::AllGatherIntoTensor: return "all_gather_into_tensor";
-    case CollectiveKind::ReduceScatter: return "reduce_scatter";
-    case CollectiveKind::ReduceScatterTensor: return "reduce_scatter_tensor";
-    case CollectiveKind::AllToAll: return "all_to_all";
-    case CollectiveKind::AllToAllSingle: return "all_to_all_single";
-    case CollectiveKind::Send: return "send";
-    case CollectiveKind::Recv: return "recv";
-    case CollectiveKind::Barrier: return "barrier";
+    case CollectiveKind::AllReduce:
+      return "all_reduce";
+    case CollectiveKind::Broadcast:
+      return "broadcast";
+    case CollectiveKind::Reduce:
+      return "reduce";
+    case CollectiveKind::AllGather:
+      return "all_gather";
+    case CollectiveKind::AllGatherIntoTensor:
+      return "all_gather_into_tensor";
+    case CollectiveKind::ReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::ReduceScatterTensor:
+      return "reduce_scatter_tensor";
+    case CollectiveKind::AllToAll:
+      return "all_to_all";
+    case CollectiveKind::AllToAllSingle:
+      return "all_to_all_single";
+    case CollectiveKind::Send:
+      return "send";
+    case CollectiveKind::Recv:
+      return "recv";
+    case CollectiveKind::Barrier:
+      return "barrier";
   }
   return "?";
 }
@@ -106,8 +123,10 @@ std::chrono::milliseconds collective_timeout() {
     if (env == nullptr || *env == '\0') return std::chrono::milliseconds(600'000);
     char* end = nullptr;
     double seconds = std::strtod(env, &end);
-    EMBER_CHECK(end != env && *end == '\0' && seconds > 0, "EMBER_COLLECTIVE_TIMEOUT: expected a positive number "
-                "of seconds, got '", env, "'");
+    EMBER_CHECK(end != env && *end == '\0' && seconds > 0,
+                "EMBER_COLLECTIVE_TIMEOUT: expected a positive number "
+                "of seconds, got '",
+                env, "'");
     return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
   }();
   return timeout;

@@ -23,8 +23,18 @@ enum class ReduceOp { Sum, Avg, Min, Max, Product };
 const char* reduce_op_name(ReduceOp op);
 
 enum class CollectiveKind {
-  AllReduce, Broadcast, Reduce, AllGather, AllGatherIntoTensor, ReduceScatter, ReduceScatterTensor, AllToAll,
-  AllToAllSingle, Send, Recv, Barrier
+  AllReduce,
+  Broadcast,
+  Reduce,
+  AllGather,
+  AllGatherIntoTensor,
+  ReduceScatter,
+  ReduceScatterTensor,
+  AllToAll,
+  AllToAllSingle,
+  Send,
+  Recv,
+  Barrier
 };
 const char* collective_name(CollectiveKind kind);
 
@@ -35,7 +45,7 @@ struct CollectiveInfo {
   // k-th send to a peer with a tag matches that peer's k-th recv with it, and ranks that do not
   // take part in point-to-point traffic keep their collective numbers aligned).
   uint64_t sequence = 0;
-  std::string group;      // e.g. "WORLD" or "group(0,2)"
+  std::string group;  // e.g. "WORLD" or "group(0,2)"
   DType dtype = kFloat32;
   Shape shape;
   ReduceOp op = ReduceOp::Sum;

@@ -52,8 +52,8 @@ bool same_payload(const Signature& a, const Signature& b) {
 }
 
 void check_sent_payload(const CollectiveInfo& recv, const Signature& sent, int rank) {
-  EMBER_CHECK(same_payload(sent, signature_of(recv)), "send/recv mismatch on ", recv.group, ": rank ", rank, " called ", recv.describe(), " but rank ",
-              recv.peer, " sent ", describe_signature(sent, recv.group),
+  EMBER_CHECK(same_payload(sent, signature_of(recv)), "send/recv mismatch on ", recv.group, ": rank ", rank, " called ",
+              recv.describe(), " but rank ", recv.peer, " sent ", describe_signature(sent, recv.group),
               " (a recv must match its send's dtype and shape; sends and recvs pair up in order per peer and tag)");
 }
 

@@ -21,8 +21,7 @@ class AutogradHooks {
   virtual Tensor unary(UnaryOp op, const Tensor& x, double a, double b) = 0;
   virtual Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) = 0;
   virtual Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) = 0;
-  virtual Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim,
-                        double p) = 0;
+  virtual Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, double p) = 0;
   virtual std::pair<Tensor, Tensor> max_min_dim(bool is_max, const Tensor& x, int64_t dim, bool keepdim) = 0;
   virtual Tensor view(const Tensor& x, const ViewSpec& spec) = 0;
   virtual Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) = 0;

@@ -23,8 +23,7 @@ inline int64_t conv_output_size(int64_t in, int64_t kernel, int64_t stride, int6
 }
 
 // (out_h, out_w) for an input of height `h` and width `w` and a kh x kw kernel under `p`.
-inline std::pair<int64_t, int64_t> conv_output_hw(int64_t h, int64_t w, int64_t kh, int64_t kw,
-                                                  const ConvParams& p) {
+inline std::pair<int64_t, int64_t> conv_output_hw(int64_t h, int64_t w, int64_t kh, int64_t kw, const ConvParams& p) {
   return {conv_output_size(h, kh, p.stride_h, p.pad_h, p.dilation_h),
           conv_output_size(w, kw, p.stride_w, p.pad_w, p.dilation_w)};
 }

@@ -20,8 +20,9 @@ void check_devices(const char* op, Device device, std::initializer_list<TensorAr
     const Tensor& t = *arg.tensor;
     if (!t.defined() || t.device() == device) continue;
     if (scalars == CpuScalars::Allowed && is_cpu_scalar(t)) continue;
-    device_mismatch(op, device, t.device(),
-                    arg.name != nullptr ? std::string("argument '") + arg.name + "'" : "argument " + std::to_string(argument));
+    device_mismatch(
+        op, device, t.device(),
+        arg.name != nullptr ? std::string("argument '") + arg.name + "'" : "argument " + std::to_string(argument));
   }
 }
 

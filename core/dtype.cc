@@ -7,28 +7,44 @@ namespace ember {
 
 size_t element_size(DType dtype) {
   switch (dtype) {
-    case kFloat32: return 4;
-    case kFloat64: return 8;
-    case kBFloat16: return 2;
-    case kFloat16: return 2;
-    case kInt64: return 8;
-    case kInt32: return 4;
-    case kUInt8: return 1;
-    case kBool: return 1;
+    case kFloat32:
+      return 4;
+    case kFloat64:
+      return 8;
+    case kBFloat16:
+      return 2;
+    case kFloat16:
+      return 2;
+    case kInt64:
+      return 8;
+    case kInt32:
+      return 4;
+    case kUInt8:
+      return 1;
+    case kBool:
+      return 1;
   }
   return 0;
 }
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case kFloat32: return "float32";
-    case kFloat64: return "float64";
-    case kBFloat16: return "bfloat16";
-    case kFloat16: return "float16";
-    case kInt64: return "int64";
-    case kInt32: return "int32";
-    case kUInt8: return "uint8";
-    case kBool: return "bool";
+    case kFloat32:
+      return "float32";
+    case kFloat64:
+      return "float64";
+    case kBFloat16:
+      return "bfloat16";
+    case kFloat16:
+      return "float16";
+    case kInt64:
+      return "int64";
+    case kInt32:
+      return "int32";
+    case kUInt8:
+      return "uint8";
+    case kBool:
+      return "bool";
   }
   return "?";
 }
@@ -44,14 +60,22 @@ namespace {
 int category(DType d) { return d == kBool ? 0 : (is_floating(d) ? 2 : 1); }
 int width_rank(DType d) {
   switch (d) {
-    case kBool: return 0;
-    case kUInt8: return 1;
-    case kInt32: return 2;
-    case kInt64: return 3;
-    case kFloat16: return 1;
-    case kBFloat16: return 1;
-    case kFloat32: return 2;
-    case kFloat64: return 3;
+    case kBool:
+      return 0;
+    case kUInt8:
+      return 1;
+    case kInt32:
+      return 2;
+    case kInt64:
+      return 3;
+    case kFloat16:
+      return 1;
+    case kBFloat16:
+      return 1;
+    case kFloat32:
+      return 2;
+    case kFloat64:
+      return 3;
   }
   return 0;
 }

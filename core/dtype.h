@@ -32,31 +32,91 @@ std::ostream& operator<<(std::ostream& out, DType dtype);
 
 template <typename T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return kFloat32; }
-template <> constexpr DType dtype_of<double>() { return kFloat64; }
-template <> constexpr DType dtype_of<BFloat16>() { return kBFloat16; }
-template <> constexpr DType dtype_of<Half>() { return kFloat16; }
-template <> constexpr DType dtype_of<int64_t>() { return kInt64; }
-template <> constexpr DType dtype_of<int32_t>() { return kInt32; }
-template <> constexpr DType dtype_of<uint8_t>() { return kUInt8; }
-template <> constexpr DType dtype_of<bool>() { return kBool; }
+template <>
+constexpr DType dtype_of<float>() {
+  return kFloat32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return kFloat64;
+}
+template <>
+constexpr DType dtype_of<BFloat16>() {
+  return kBFloat16;
+}
+template <>
+constexpr DType dtype_of<Half>() {
+  return kFloat16;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return kInt64;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return kInt32;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return kUInt8;
+}
+template <>
+constexpr DType dtype_of<bool>() {
+  return kBool;
+}
 
-template <DType D> struct TypeOfImpl;
-template <> struct TypeOfImpl<kFloat32> { using type = float; };
-template <> struct TypeOfImpl<kFloat64> { using type = double; };
-template <> struct TypeOfImpl<kBFloat16> { using type = BFloat16; };
-template <> struct TypeOfImpl<kFloat16> { using type = Half; };
-template <> struct TypeOfImpl<kInt64> { using type = int64_t; };
-template <> struct TypeOfImpl<kInt32> { using type = int32_t; };
-template <> struct TypeOfImpl<kUInt8> { using type = uint8_t; };
-template <> struct TypeOfImpl<kBool> { using type = bool; };
-template <DType D> using TypeOf = typename TypeOfImpl<D>::type;
+template <DType D>
+struct TypeOfImpl;
+template <>
+struct TypeOfImpl<kFloat32> {
+  using type = float;
+};
+template <>
+struct TypeOfImpl<kFloat64> {
+  using type = double;
+};
+template <>
+struct TypeOfImpl<kBFloat16> {
+  using type = BFloat16;
+};
+template <>
+struct TypeOfImpl<kFloat16> {
+  using type = Half;
+};
+template <>
+struct TypeOfImpl<kInt64> {
+  using type = int64_t;
+};
+template <>
+struct TypeOfImpl<kInt32> {
+  using type = int32_t;
+};
+template <>
+struct TypeOfImpl<kUInt8> {
+  using type = uint8_t;
+};
+template <>
+struct TypeOfImpl<kBool> {
+  using type = bool;
+};
+template <DType D>
+using TypeOf = typename TypeOfImpl<D>::type;
 
 // Arithmetic type used to compute on T: float for the 16-bit floats, T otherwise.
-template <typename T> struct ComputeTypeImpl { using type = T; };
-template <> struct ComputeTypeImpl<BFloat16> { using type = float; };
-template <> struct ComputeTypeImpl<Half> { using type = float; };
-template <typename T> using ComputeType = typename ComputeTypeImpl<T>::type;
+template <typename T>
+struct ComputeTypeImpl {
+  using type = T;
+};
+template <>
+struct ComputeTypeImpl<BFloat16> {
+  using type = float;
+};
+template <>
+struct ComputeTypeImpl<Half> {
+  using type = float;
+};
+template <typename T>
+using ComputeType = typename ComputeTypeImpl<T>::type;
 
 namespace detail {
 [[noreturn]] void unsupported_dtype(const char* op, DType dtype);
@@ -64,45 +124,48 @@ namespace detail {
 
 }  // namespace ember
 
-#define EMBER_DTYPE_CASE(D, ...) \
-  case D: {                      \
+#define EMBER_DTYPE_CASE(D, ...)         \
+  case D: {                              \
     using scalar_t = ::ember::TypeOf<D>; \
-    __VA_ARGS__();               \
-    break;                       \
+    __VA_ARGS__();                       \
+    break;                               \
   }
 
 // Runs the lambda body `__VA_ARGS__` with `scalar_t` bound to the C++ type of `dtype`.
-#define EMBER_DISPATCH_FLOATING(dtype, op_name, ...)                      \
-  switch (dtype) {                                                        \
-    EMBER_DTYPE_CASE(::ember::kFloat32, __VA_ARGS__)                      \
-    EMBER_DTYPE_CASE(::ember::kFloat64, __VA_ARGS__)                      \
-    EMBER_DTYPE_CASE(::ember::kBFloat16, __VA_ARGS__)                     \
-    EMBER_DTYPE_CASE(::ember::kFloat16, __VA_ARGS__)                      \
-    default: ::ember::detail::unsupported_dtype(op_name, dtype);          \
+#define EMBER_DISPATCH_FLOATING(dtype, op_name, ...)      \
+  switch (dtype) {                                        \
+    EMBER_DTYPE_CASE(::ember::kFloat32, __VA_ARGS__)      \
+    EMBER_DTYPE_CASE(::ember::kFloat64, __VA_ARGS__)      \
+    EMBER_DTYPE_CASE(::ember::kBFloat16, __VA_ARGS__)     \
+    EMBER_DTYPE_CASE(::ember::kFloat16, __VA_ARGS__)      \
+    default:                                              \
+      ::ember::detail::unsupported_dtype(op_name, dtype); \
   }
 
-#define EMBER_DISPATCH_ALL(dtype, op_name, ...)                           \
-  switch (dtype) {                                                        \
-    EMBER_DTYPE_CASE(::ember::kFloat32, __VA_ARGS__)                      \
-    EMBER_DTYPE_CASE(::ember::kFloat64, __VA_ARGS__)                      \
-    EMBER_DTYPE_CASE(::ember::kBFloat16, __VA_ARGS__)                     \
-    EMBER_DTYPE_CASE(::ember::kFloat16, __VA_ARGS__)                      \
-    EMBER_DTYPE_CASE(::ember::kInt64, __VA_ARGS__)                        \
-    EMBER_DTYPE_CASE(::ember::kInt32, __VA_ARGS__)                        \
-    EMBER_DTYPE_CASE(::ember::kUInt8, __VA_ARGS__)                        \
-    EMBER_DTYPE_CASE(::ember::kBool, __VA_ARGS__)                         \
-    default: ::ember::detail::unsupported_dtype(op_name, dtype);          \
+#define EMBER_DISPATCH_ALL(dtype, op_name, ...)           \
+  switch (dtype) {                                        \
+    EMBER_DTYPE_CASE(::ember::kFloat32, __VA_ARGS__)      \
+    EMBER_DTYPE_CASE(::ember::kFloat64, __VA_ARGS__)      \
+    EMBER_DTYPE_CASE(::ember::kBFloat16, __VA_ARGS__)     \
+    EMBER_DTYPE_CASE(::ember::kFloat16, __VA_ARGS__)      \
+    EMBER_DTYPE_CASE(::ember::kInt64, __VA_ARGS__)        \
+    EMBER_DTYPE_CASE(::ember::kInt32, __VA_ARGS__)        \
+    EMBER_DTYPE_CASE(::ember::kUInt8, __VA_ARGS__)        \
+    EMBER_DTYPE_CASE(::ember::kBool, __VA_ARGS__)         \
+    default:                                              \
+      ::ember::detail::unsupported_dtype(op_name, dtype); \
   }
 
 // Numeric types (no bool): arithmetic that has no meaning on bool.
-#define EMBER_DISPATCH_NUMERIC(dtype, op_name, ...)                       \
-  switch (dtype) {                                                        \
-    EMBER_DTYPE_CASE(::ember::kFloat32, __VA_ARGS__)                      \
-    EMBER_DTYPE_CASE(::ember::kFloat64, __VA_ARGS__)                      \
-    EMBER_DTYPE_CASE(::ember::kBFloat16, __VA_ARGS__)                     \
-    EMBER_DTYPE_CASE(::ember::kFloat16, __VA_ARGS__)                      \
-    EMBER_DTYPE_CASE(::ember::kInt64, __VA_ARGS__)                        \
-    EMBER_DTYPE_CASE(::ember::kInt32, __VA_ARGS__)                        \
-    EMBER_DTYPE_CASE(::ember::kUInt8, __VA_ARGS__)                        \
-    default: ::ember::detail::unsupported_dtype(op_name, dtype);          \
+#define EMBER_DISPATCH_NUMERIC(dtype, op_name, ...)       \
+  switch (dtype) {                                        \
+    EMBER_DTYPE_CASE(::ember::kFloat32, __VA_ARGS__)      \
+    EMBER_DTYPE_CASE(::ember::kFloat64, __VA_ARGS__)      \
+    EMBER_DTYPE_CASE(::ember::kBFloat16, __VA_ARGS__)     \
+    EMBER_DTYPE_CASE(::ember::kFloat16, __VA_ARGS__)      \
+    EMBER_DTYPE_CASE(::ember::kInt64, __VA_ARGS__)        \
+    EMBER_DTYPE_CASE(::ember::kInt32, __VA_ARGS__)        \
+    EMBER_DTYPE_CASE(::ember::kUInt8, __VA_ARGS__)        \
+    default:                                              \
+      ::ember::detail::unsupported_dtype(op_name, dtype); \
   }

@@ -50,8 +50,15 @@ Priority priority_of(const Tensor& t) { return t.dim() == 0 ? Priority::ZeroDim 
 // (torch.pow(int_tensor, 2) is an integer tensor).
 bool floating_only(UnaryOp op, double a) {
   switch (op) {
-    case UnaryOp::Neg: case UnaryOp::Abs: case UnaryOp::Sign: case UnaryOp::Relu: case UnaryOp::Clamp:
-    case UnaryOp::Square: case UnaryOp::Floor: case UnaryOp::Ceil: case UnaryOp::Round:
+    case UnaryOp::Neg:
+    case UnaryOp::Abs:
+    case UnaryOp::Sign:
+    case UnaryOp::Relu:
+    case UnaryOp::Clamp:
+    case UnaryOp::Square:
+    case UnaryOp::Floor:
+    case UnaryOp::Ceil:
+    case UnaryOp::Round:
       return false;
     case UnaryOp::PowScalar:
       return !(a >= 0 && a == std::floor(a));
@@ -203,8 +210,10 @@ Tensor add_relu(const Tensor& a, const Tensor& b) { return binary(BinaryOp::AddR
 
 Tensor pow(const Tensor& a, Scalar exponent) {
   DType dtype = result_type(a, exponent);
-  EMBER_CHECK(is_floating(dtype) || exponent.to_int() >= 0, "pow: integers to negative integer powers are not "
-              "allowed, got ", dtype_name(a.dtype()), " tensor to the power ", exponent.to_int());
+  EMBER_CHECK(is_floating(dtype) || exponent.to_int() >= 0,
+              "pow: integers to negative integer powers are not "
+              "allowed, got ",
+              dtype_name(a.dtype()), " tensor to the power ", exponent.to_int());
   const Tensor& base = a.dtype() == dtype ? a : a.to(dtype);
   return unary(UnaryOp::PowScalar, base, exponent.to_double());
 }
@@ -241,9 +250,8 @@ void check_inplace_dtype(const Tensor& self, DType result, const char* op) {
 // (m.sub_(m[0]), x.copy_(x.t())). Identical views are safe: each element is read before it is
 // written. Conservative: any other view of the same storage counts.
 bool may_overlap(const Tensor& self, const Tensor& source) {
-  return self.storage() == source.storage() &&
-         !(self.storage_offset() == source.storage_offset() && self.sizes() == source.sizes() &&
-           self.strides() == source.strides());
+  return self.storage() == source.storage() && !(self.storage_offset() == source.storage_offset() &&
+                                                 self.sizes() == source.sizes() && self.strides() == source.strides());
 }
 
 // Moves `out_of_place(current)` into self. With grad recording on, autograd takes over: the
@@ -316,8 +324,8 @@ Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
         const double inf = std::numeric_limits<double>::infinity();
         if (numel() == 0) return;
         StridedLoop loop = make_loop({this, this}, "clamp_");
-        kernels_for(device(), "clamp_").unary(UnaryOp::Clamp, loop, min ? min->to_double() : -inf,
-                                               max ? max->to_double() : inf);
+        kernels_for(device(), "clamp_")
+            .unary(UnaryOp::Clamp, loop, min ? min->to_double() : -inf, max ? max->to_double() : inf);
       });
 }
 

@@ -17,15 +17,17 @@ namespace ember::formula {
 
 // The C math library by overload: plain calls on the host, device functions under nvcc.
 namespace libm {
-#define EMBER_LIBM_UNARY(NAME)                                                  \
-  EMBER_HOST_DEVICE inline float NAME(float x) { return ::NAME##f(x); }          \
+#define EMBER_LIBM_UNARY(NAME)                                          \
+  EMBER_HOST_DEVICE inline float NAME(float x) { return ::NAME##f(x); } \
   EMBER_HOST_DEVICE inline double NAME(double x) { return ::NAME(x); }
-EMBER_LIBM_UNARY(exp) EMBER_LIBM_UNARY(log) EMBER_LIBM_UNARY(log1p) EMBER_LIBM_UNARY(expm1)
-EMBER_LIBM_UNARY(sqrt) EMBER_LIBM_UNARY(fabs) EMBER_LIBM_UNARY(erf) EMBER_LIBM_UNARY(tanh)
-EMBER_LIBM_UNARY(sin) EMBER_LIBM_UNARY(cos) EMBER_LIBM_UNARY(floor) EMBER_LIBM_UNARY(ceil)
-EMBER_LIBM_UNARY(nearbyint)
+EMBER_LIBM_UNARY(exp)
+EMBER_LIBM_UNARY(log) EMBER_LIBM_UNARY(log1p) EMBER_LIBM_UNARY(expm1) EMBER_LIBM_UNARY(sqrt) EMBER_LIBM_UNARY(fabs)
+    EMBER_LIBM_UNARY(erf) EMBER_LIBM_UNARY(tanh) EMBER_LIBM_UNARY(sin) EMBER_LIBM_UNARY(cos) EMBER_LIBM_UNARY(floor)
+        EMBER_LIBM_UNARY(ceil) EMBER_LIBM_UNARY(nearbyint)
 #undef EMBER_LIBM_UNARY
-EMBER_HOST_DEVICE inline float pow(float x, float y) { return ::powf(x, y); }
+            EMBER_HOST_DEVICE inline float pow(float x, float y) {
+  return ::powf(x, y);
+}
 EMBER_HOST_DEVICE inline double pow(double x, double y) { return ::pow(x, y); }
 EMBER_HOST_DEVICE inline float fmin(float x, float y) { return ::fminf(x, y); }
 EMBER_HOST_DEVICE inline double fmin(double x, double y) { return ::fmin(x, y); }
@@ -65,48 +67,76 @@ template <typename C>
 EMBER_HOST_DEVICE inline C apply_unary(UnaryOp op, C x, double a, double b) {
   if constexpr (std::is_floating_point_v<C>) {
     switch (op) {
-      case UnaryOp::Neg: return -x;
-      case UnaryOp::Exp: return libm::exp(x);
-      case UnaryOp::Log: return libm::log(x);
-      case UnaryOp::Log1p: return libm::log1p(x);
-      case UnaryOp::Expm1: return libm::expm1(x);
-      case UnaryOp::Sqrt: return libm::sqrt(x);
-      case UnaryOp::Rsqrt: return C(1) / libm::sqrt(x);
-      case UnaryOp::Abs: return libm::fabs(x);
-      case UnaryOp::Sign: return is_nan(x) ? x : C((x > 0) - (x < 0));
-      case UnaryOp::Relu: return x < C(0) ? C(0) : x;  // NaN passes; a select GCC vectorises
-      case UnaryOp::Gelu: return C(0.5) * x * (C(1) + libm::erf(x * C(0.70710678118654752440)));
+      case UnaryOp::Neg:
+        return -x;
+      case UnaryOp::Exp:
+        return libm::exp(x);
+      case UnaryOp::Log:
+        return libm::log(x);
+      case UnaryOp::Log1p:
+        return libm::log1p(x);
+      case UnaryOp::Expm1:
+        return libm::expm1(x);
+      case UnaryOp::Sqrt:
+        return libm::sqrt(x);
+      case UnaryOp::Rsqrt:
+        return C(1) / libm::sqrt(x);
+      case UnaryOp::Abs:
+        return libm::fabs(x);
+      case UnaryOp::Sign:
+        return is_nan(x) ? x : C((x > 0) - (x < 0));
+      case UnaryOp::Relu:
+        return x < C(0) ? C(0) : x;  // NaN passes; a select GCC vectorises
+      case UnaryOp::Gelu:
+        return C(0.5) * x * (C(1) + libm::erf(x * C(0.70710678118654752440)));
       case UnaryOp::GeluTanh: {
         const C k = C(0.79788456080286535588);  // sqrt(2 / pi)
         return C(0.5) * x * (C(1) + libm::tanh(k * (x + C(0.044715) * x * x * x)));
       }
-      case UnaryOp::Silu: return x * sigmoid(x);
-      case UnaryOp::Sigmoid: return sigmoid(x);
-      case UnaryOp::Tanh: return libm::tanh(x);
-      case UnaryOp::Clamp: return is_nan(x) ? x : libm::fmin(libm::fmax(x, C(a)), C(b));
+      case UnaryOp::Silu:
+        return x * sigmoid(x);
+      case UnaryOp::Sigmoid:
+        return sigmoid(x);
+      case UnaryOp::Tanh:
+        return libm::tanh(x);
+      case UnaryOp::Clamp:
+        return is_nan(x) ? x : libm::fmin(libm::fmax(x, C(a)), C(b));
       case UnaryOp::PowScalar:
         if (a == 2.0) return x * x;
         if (a == 0.5) return libm::sqrt(x);
         return libm::pow(x, C(a));
-      case UnaryOp::LeakyRelu: return x > C(0) ? x : x * C(a);
-      case UnaryOp::Reciprocal: return C(1) / x;
-      case UnaryOp::Square: return x * x;
-      case UnaryOp::Sin: return libm::sin(x);
-      case UnaryOp::Cos: return libm::cos(x);
-      case UnaryOp::Erf: return libm::erf(x);
-      case UnaryOp::Floor: return libm::floor(x);
-      case UnaryOp::Ceil: return libm::ceil(x);
-      case UnaryOp::Round: return libm::nearbyint(x);
+      case UnaryOp::LeakyRelu:
+        return x > C(0) ? x : x * C(a);
+      case UnaryOp::Reciprocal:
+        return C(1) / x;
+      case UnaryOp::Square:
+        return x * x;
+      case UnaryOp::Sin:
+        return libm::sin(x);
+      case UnaryOp::Cos:
+        return libm::cos(x);
+      case UnaryOp::Erf:
+        return libm::erf(x);
+      case UnaryOp::Floor:
+        return libm::floor(x);
+      case UnaryOp::Ceil:
+        return libm::ceil(x);
+      case UnaryOp::Round:
+        return libm::nearbyint(x);
     }
     return x;
   } else if constexpr (std::is_same_v<C, bool>) {
     return x;  // core only lets abs and relu reach bool tensors; both are the identity
   } else {
     switch (op) {
-      case UnaryOp::Neg: return static_cast<C>(-x);
-      case UnaryOp::Abs: return x < 0 ? static_cast<C>(-x) : x;
-      case UnaryOp::Sign: return static_cast<C>((x > 0) - (x < 0));
-      case UnaryOp::Relu: return x > 0 ? x : C(0);
+      case UnaryOp::Neg:
+        return static_cast<C>(-x);
+      case UnaryOp::Abs:
+        return x < 0 ? static_cast<C>(-x) : x;
+      case UnaryOp::Sign:
+        return static_cast<C>((x > 0) - (x < 0));
+      case UnaryOp::Relu:
+        return x > 0 ? x : C(0);
       case UnaryOp::Clamp: {
         // min(max(x, a), b), as for floats: with a > b every element becomes b.
         double v = static_cast<double>(x);
@@ -114,13 +144,15 @@ EMBER_HOST_DEVICE inline C apply_unary(UnaryOp op, C x, double a, double b) {
         double r = v < a ? libm::ceil(a) : v;
         return static_cast<C>(r > b ? libm::floor(b) : r);
       }
-      case UnaryOp::Square: return static_cast<C>(x * x);
+      case UnaryOp::Square:
+        return static_cast<C>(x * x);
       case UnaryOp::PowScalar: {
         C result = 1;
         for (int64_t e = static_cast<int64_t>(a); e > 0; --e) result = static_cast<C>(result * x);
         return result;
       }
-      default: return x;  // floor/ceil/round are the identity on integers
+      default:
+        return x;  // floor/ceil/round are the identity on integers
     }
   }
 }
@@ -129,10 +161,20 @@ EMBER_HOST_DEVICE inline C apply_unary(UnaryOp op, C x, double a, double b) {
 // that one, so an in-place change to the other (`y = x.sin(); y += r`) stays legal, as in PyTorch.
 EMBER_HOST_DEVICE constexpr UnaryGradOperand unary_grad_operand(UnaryOp op) {
   switch (op) {
-    case UnaryOp::Neg: case UnaryOp::Sign: case UnaryOp::Floor: case UnaryOp::Ceil: case UnaryOp::Round:
+    case UnaryOp::Neg:
+    case UnaryOp::Sign:
+    case UnaryOp::Floor:
+    case UnaryOp::Ceil:
+    case UnaryOp::Round:
       return UnaryGradOperand::None;
-    case UnaryOp::Exp: case UnaryOp::Expm1: case UnaryOp::Sqrt: case UnaryOp::Rsqrt: case UnaryOp::Relu:
-    case UnaryOp::Sigmoid: case UnaryOp::Tanh: case UnaryOp::Reciprocal:
+    case UnaryOp::Exp:
+    case UnaryOp::Expm1:
+    case UnaryOp::Sqrt:
+    case UnaryOp::Rsqrt:
+    case UnaryOp::Relu:
+    case UnaryOp::Sigmoid:
+    case UnaryOp::Tanh:
+    case UnaryOp::Reciprocal:
       return UnaryGradOperand::Output;
     default:
       return UnaryGradOperand::Input;
@@ -148,16 +190,29 @@ EMBER_HOST_DEVICE inline C apply_unary_backward(UnaryOp op, C g, C x, C y, doubl
     return C(0);
   } else {
     switch (op) {
-      case UnaryOp::Neg: return -g;
-      case UnaryOp::Exp: return g * y;
-      case UnaryOp::Log: return g / x;
-      case UnaryOp::Log1p: return g / (C(1) + x);
-      case UnaryOp::Expm1: return g * (y + C(1));
-      case UnaryOp::Sqrt: return g / (C(2) * y);
-      case UnaryOp::Rsqrt: return C(-0.5) * g * y * y * y;
-      case UnaryOp::Abs: return x > C(0) ? g : (x < C(0) ? -g : C(0));
-      case UnaryOp::Sign: case UnaryOp::Floor: case UnaryOp::Ceil: case UnaryOp::Round: return C(0);
-      case UnaryOp::Relu: return keep_where_positive(g, y);
+      case UnaryOp::Neg:
+        return -g;
+      case UnaryOp::Exp:
+        return g * y;
+      case UnaryOp::Log:
+        return g / x;
+      case UnaryOp::Log1p:
+        return g / (C(1) + x);
+      case UnaryOp::Expm1:
+        return g * (y + C(1));
+      case UnaryOp::Sqrt:
+        return g / (C(2) * y);
+      case UnaryOp::Rsqrt:
+        return C(-0.5) * g * y * y * y;
+      case UnaryOp::Abs:
+        return x > C(0) ? g : (x < C(0) ? -g : C(0));
+      case UnaryOp::Sign:
+      case UnaryOp::Floor:
+      case UnaryOp::Ceil:
+      case UnaryOp::Round:
+        return C(0);
+      case UnaryOp::Relu:
+        return keep_where_positive(g, y);
       case UnaryOp::Gelu: {
         const C cdf = C(0.5) * (C(1) + libm::erf(x * C(0.70710678118654752440)));
         const C pdf = libm::exp(C(-0.5) * x * x) * C(0.39894228040143267794);  // 1 / sqrt(2 pi)
@@ -172,18 +227,27 @@ EMBER_HOST_DEVICE inline C apply_unary_backward(UnaryOp op, C g, C x, C y, doubl
         const C s = sigmoid(x);
         return g * s * (C(1) + x * (C(1) - s));
       }
-      case UnaryOp::Sigmoid: return g * y * (C(1) - y);
-      case UnaryOp::Tanh: return g * (C(1) - y * y);
-      case UnaryOp::Clamp: return (x >= C(a) && x <= C(b)) ? g : C(0);
+      case UnaryOp::Sigmoid:
+        return g * y * (C(1) - y);
+      case UnaryOp::Tanh:
+        return g * (C(1) - y * y);
+      case UnaryOp::Clamp:
+        return (x >= C(a) && x <= C(b)) ? g : C(0);
       case UnaryOp::PowScalar:
         if (a == 0.0) return C(0);
         return g * C(a) * libm::pow(x, C(a - 1.0));
-      case UnaryOp::LeakyRelu: return x > C(0) ? g : g * C(a);
-      case UnaryOp::Reciprocal: return -g * y * y;
-      case UnaryOp::Square: return C(2) * g * x;
-      case UnaryOp::Sin: return g * libm::cos(x);
-      case UnaryOp::Cos: return -g * libm::sin(x);
-      case UnaryOp::Erf: return g * C(1.12837916709551257390) * libm::exp(-x * x);  // 2 / sqrt(pi)
+      case UnaryOp::LeakyRelu:
+        return x > C(0) ? g : g * C(a);
+      case UnaryOp::Reciprocal:
+        return -g * y * y;
+      case UnaryOp::Square:
+        return C(2) * g * x;
+      case UnaryOp::Sin:
+        return g * libm::cos(x);
+      case UnaryOp::Cos:
+        return -g * libm::sin(x);
+      case UnaryOp::Erf:
+        return g * C(1.12837916709551257390) * libm::exp(-x * x);  // 2 / sqrt(pi)
     }
     return g;
   }
@@ -209,13 +273,19 @@ EMBER_HOST_DEVICE inline C int_pow(C base, C exponent) {
 template <typename C>
 EMBER_HOST_DEVICE inline C apply_binary(BinaryOp op, C x, C y) {
   switch (op) {
-    case BinaryOp::Add: return static_cast<C>(x + y);
-    case BinaryOp::Sub: return static_cast<C>(x - y);
-    case BinaryOp::Mul: return static_cast<C>(x * y);
-    case BinaryOp::Div: return static_cast<C>(x / y);
+    case BinaryOp::Add:
+      return static_cast<C>(x + y);
+    case BinaryOp::Sub:
+      return static_cast<C>(x - y);
+    case BinaryOp::Mul:
+      return static_cast<C>(x * y);
+    case BinaryOp::Div:
+      return static_cast<C>(x / y);
     case BinaryOp::Pow:
-      if constexpr (std::is_floating_point_v<C>) return libm::pow(x, y);
-      else return int_pow<C>(x, y);
+      if constexpr (std::is_floating_point_v<C>)
+        return libm::pow(x, y);
+      else
+        return int_pow<C>(x, y);
     case BinaryOp::Minimum:
       if constexpr (std::is_floating_point_v<C>) {
         if (is_nan(x) || is_nan(y)) return is_nan(x) ? x : y;  // NaN propagates
@@ -237,12 +307,18 @@ EMBER_HOST_DEVICE inline C apply_binary(BinaryOp op, C x, C y) {
 template <typename C>
 EMBER_HOST_DEVICE inline bool apply_compare(CompareOp op, C x, C y) {
   switch (op) {
-    case CompareOp::Eq: return x == y;
-    case CompareOp::Ne: return x != y;
-    case CompareOp::Lt: return x < y;
-    case CompareOp::Le: return x <= y;
-    case CompareOp::Gt: return x > y;
-    case CompareOp::Ge: return x >= y;
+    case CompareOp::Eq:
+      return x == y;
+    case CompareOp::Ne:
+      return x != y;
+    case CompareOp::Lt:
+      return x < y;
+    case CompareOp::Le:
+      return x <= y;
+    case CompareOp::Gt:
+      return x > y;
+    case CompareOp::Ge:
+      return x >= y;
   }
   return false;
 }
@@ -251,10 +327,12 @@ EMBER_HOST_DEVICE inline bool apply_compare(CompareOp op, C x, C y) {
 // type; to bool, nonzero-ness.
 template <typename D, typename S>
 EMBER_HOST_DEVICE inline D cast(S value) {
-  if constexpr (std::is_same_v<D, bool>) return static_cast<ComputeType<S>>(value) != ComputeType<S>(0);
+  if constexpr (std::is_same_v<D, bool>)
+    return static_cast<ComputeType<S>>(value) != ComputeType<S>(0);
   else if constexpr (std::is_same_v<D, BFloat16> || std::is_same_v<D, Half>)
     return D(static_cast<float>(static_cast<ComputeType<S>>(value)));
-  else return static_cast<D>(static_cast<ComputeType<S>>(value));
+  else
+    return static_cast<D>(static_cast<ComputeType<S>>(value));
 }
 
 }  // namespace ember::formula

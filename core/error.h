@@ -28,11 +28,11 @@ std::string concat(Args&&... args) {
 
 // EMBER_CHECK(cond, "op: expected ", x, ", got ", y): the message parts are only
 // formatted when the check fails.
-#define EMBER_CHECK(cond, ...)                                              \
-  do {                                                                      \
-    if (__builtin_expect(!(cond), 0)) {                                     \
-      ::ember::detail::throw_error(::ember::detail::concat(__VA_ARGS__));   \
-    }                                                                       \
+#define EMBER_CHECK(cond, ...)                                            \
+  do {                                                                    \
+    if (__builtin_expect(!(cond), 0)) {                                   \
+      ::ember::detail::throw_error(::ember::detail::concat(__VA_ARGS__)); \
+    }                                                                     \
   } while (0)
 
 #define EMBER_FAIL(...) ::ember::detail::throw_error(::ember::detail::concat(__VA_ARGS__))

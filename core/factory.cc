@@ -41,8 +41,8 @@ Tensor empty_strided(const Shape& shape, const Shape& strides, const TensorOptio
   // The storage must reach the element at the last index of every dim.
   int64_t extent = 1;
   for (size_t d = 0; d < shape.size(); ++d) {
-    EMBER_CHECK(shape[d] >= 0 && strides[d] >= 0, "empty_strided: negative size or stride in ", shape_str(shape),
-                " / ", shape_str(strides));
+    EMBER_CHECK(shape[d] >= 0 && strides[d] >= 0, "empty_strided: negative size or stride in ", shape_str(shape), " / ",
+                shape_str(strides));
     if (shape[d] == 0) {
       extent = 0;
       break;
@@ -85,8 +85,10 @@ Tensor arange(Scalar start, Scalar end, Scalar step, const std::optional<TensorO
   TensorOptions opts = options ? *options : TensorOptions(integral ? kInt64 : kFloat32);
   double s = start.to_double(), e = end.to_double(), st = step.to_double();
   EMBER_CHECK(st != 0, "arange: step must be nonzero");
-  EMBER_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), "arange: upper bound and larger bound inconsistent with "
-              "step sign (start=", s, ", end=", e, ", step=", st, ")");
+  EMBER_CHECK((st > 0 && e >= s) || (st < 0 && e <= s),
+              "arange: upper bound and larger bound inconsistent with "
+              "step sign (start=",
+              s, ", end=", e, ", step=", st, ")");
   // Integer bounds count in integers: beyond 2^53, end - start in double can round to nothing.
   int64_t n = integral ? (end.to_int() - start.to_int() + step.to_int() + (step.to_int() > 0 ? -1 : 1)) / step.to_int()
                        : static_cast<int64_t>(std::ceil((e - s) / st));
@@ -172,8 +174,8 @@ template Tensor tensor<bool>(const std::vector<bool>&, const Shape&, Device);
 // ---- random ----
 
 namespace {
-Tensor random_tensor(RandomKind kind, const Shape& shape, const TensorOptions& options, Generator* generator,
-                     double a, double b, const char* op) {
+Tensor random_tensor(RandomKind kind, const Shape& shape, const TensorOptions& options, Generator* generator, double a,
+                     double b, const char* op) {
   Tensor out = empty(shape, options.requires_grad(false));
   Generator& gen = generator ? *generator : current_generator();
   PhiloxState state = gen.reserve(static_cast<uint64_t>(out.numel()));

@@ -13,17 +13,17 @@ namespace {
 void check_operand(const char* op, const Tensor& param, const Tensor& t, const char* what) {
   EMBER_CHECK(t.defined(), op, ": ", what, " is undefined");
   check_devices(op, param.device(), {{t, what}});
-  EMBER_CHECK(t.dtype() == param.dtype(), op, ": expected ", what, " of dtype ", dtype_name(param.dtype()),
-              ", got ", dtype_name(t.dtype()));
-  EMBER_CHECK(t.sizes() == param.sizes(), op, ": expected ", what, " of shape ", shape_str(param.sizes()),
-              ", got ", shape_str(t.sizes()));
+  EMBER_CHECK(t.dtype() == param.dtype(), op, ": expected ", what, " of dtype ", dtype_name(param.dtype()), ", got ",
+              dtype_name(t.dtype()));
+  EMBER_CHECK(t.sizes() == param.sizes(), op, ": expected ", what, " of shape ", shape_str(param.sizes()), ", got ",
+              shape_str(t.sizes()));
   EMBER_CHECK(t.is_contiguous(), op, ": expected a contiguous ", what, ", got strides ", shape_str(t.strides()));
 }
 
 void check_param(const char* op, const Tensor& param) {
   EMBER_CHECK(param.defined(), op, ": param is undefined");
-  EMBER_CHECK(param.dtype() == kFloat32 || param.dtype() == kFloat64, op,
-              ": expected a float32 or float64 param, got ", dtype_name(param.dtype()));
+  EMBER_CHECK(param.dtype() == kFloat32 || param.dtype() == kFloat64, op, ": expected a float32 or float64 param, got ",
+              dtype_name(param.dtype()));
   EMBER_CHECK(param.is_contiguous(), op, ": expected a contiguous param, got strides ", shape_str(param.strides()));
 }
 

@@ -24,9 +24,7 @@ class NoGradGuard {
 
 class EnableGradGuard {
  public:
-  explicit EnableGradGuard(bool enabled = true) : previous_(GradMode::is_enabled()) {
-    GradMode::set_enabled(enabled);
-  }
+  explicit EnableGradGuard(bool enabled = true) : previous_(GradMode::is_enabled()) { GradMode::set_enabled(enabled); }
   ~EnableGradGuard() { GradMode::set_enabled(previous_); }
   EnableGradGuard(const EnableGradGuard&) = delete;
   EnableGradGuard& operator=(const EnableGradGuard&) = delete;

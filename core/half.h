@@ -54,10 +54,10 @@ struct Half {
     uint32_t word = float_to_bits(value);
     uint32_t sign = (word >> 16) & 0x8000u;
     uint32_t magnitude = word & 0x7fffffffu;
-    if (magnitude > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+    if (magnitude > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
     if (magnitude >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
-    if (magnitude < 0x38800000u) {  // result is subnormal or zero
-      if (magnitude < 0x33000000u) return static_cast<uint16_t>(sign);  // below half the smallest subnormal
+    if (magnitude < 0x38800000u) {                                               // result is subnormal or zero
+      if (magnitude < 0x33000000u) return static_cast<uint16_t>(sign);           // below half the smallest subnormal
       uint32_t exponent = magnitude >> 23;
       uint32_t mantissa = (magnitude & 0x7fffffu) | 0x800000u;
       uint32_t shift = 126 - exponent;  // 14 + (113 - exponent) - 1

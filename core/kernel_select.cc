@@ -72,7 +72,7 @@ struct State {
   std::vector<Decision> decisions;
   std::map<std::string, size_t> by_key;
   bool disk_loaded = false;
-  std::map<std::string, std::string> disk;  // key -> candidate name
+  std::map<std::string, std::string> disk;     // key -> candidate name
   std::map<std::string, std::string> adopted;  // key -> candidate name
   std::optional<uint64_t> trial_seed = trial_seed_from_environment();
   std::string forced = [] {

@@ -82,12 +82,12 @@ StridedLoop make_loop(std::initializer_list<const Tensor*> operands, const char*
   return loop;
 }
 
-ReduceLoop make_reduce_loop(const Tensor& out, const Tensor* out2, const Tensor& in,
-                            const std::vector<bool>& reduced, const char* op) {
+ReduceLoop make_reduce_loop(const Tensor& out, const Tensor* out2, const Tensor& in, const std::vector<bool>& reduced,
+                            const char* op) {
   ReduceLoop loop;
   loop.device = in.device();
-  EMBER_CHECK(out.device() == in.device() && (!out2 || out2->device() == in.device()), op,
-              ": expected the output on ", in.device().str(), ", got ", out.device().str());
+  EMBER_CHECK(out.device() == in.device() && (!out2 || out2->device() == in.device()), op, ": expected the output on ",
+              in.device().str(), ", got ", out.device().str());
   const int64_t ndim = in.dim();
   EMBER_CHECK(ndim <= kMaxLoopDims, op, ": tensors may have at most ", kMaxLoopDims, " dims, got ", ndim);
   loop.out = static_cast<char*>(out.data_ptr());
@@ -103,8 +103,10 @@ ReduceLoop make_reduce_loop(const Tensor& out, const Tensor* out2, const Tensor&
   int nk = 0, nr = 0;
   for (int64_t d = ndim - 1; d >= 0; --d) {
     if (in.size(d) == 1) continue;
-    if (reduced[d]) red[nr++] = static_cast<int>(d);
-    else kept[nk++] = static_cast<int>(d);
+    if (reduced[d])
+      red[nr++] = static_cast<int>(d);
+    else
+      kept[nk++] = static_cast<int>(d);
   }
   auto by_in_stride = [&](int a, int b) { return in.stride(a) < in.stride(b); };
   std::stable_sort(kept, kept + nk, by_in_stride);

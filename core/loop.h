@@ -58,7 +58,7 @@ struct ReduceLoop {
 };
 
 // `out` (and `out2`) have `in`'s rank with size 1 on every reduced dim (keepdim layout).
-ReduceLoop make_reduce_loop(const Tensor& out, const Tensor* out2, const Tensor& in,
-                            const std::vector<bool>& reduced, const char* op);
+ReduceLoop make_reduce_loop(const Tensor& out, const Tensor* out2, const Tensor& in, const std::vector<bool>& reduced,
+                            const char* op);
 
 }  // namespace ember

@@ -98,8 +98,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   // Checked here so that errors name matmul and the caller's shapes, not the mm/bmm it becomes.
   check_operands("matmul", a, b);
   const int64_t da = a.dim(), db = b.dim();
-  EMBER_CHECK(da > 0 && db > 0, "matmul: both arguments need to be at least 1D, but they are ", da, "D and ", db,
-              "D");
+  EMBER_CHECK(da > 0 && db > 0, "matmul: both arguments need to be at least 1D, but they are ", da, "D and ", db, "D");
   const int64_t k_a = a.size(-1), k_b = db == 1 ? b.size(0) : b.size(-2);
   EMBER_CHECK(k_a == k_b, "matmul: shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
               " cannot be multiplied (", k_a, " != ", k_b, ")");

@@ -4,11 +4,10 @@
 namespace ember {
 
 const char* unary_op_name(UnaryOp op) {
-  static const char* names[] = {"neg",     "exp",     "log",       "log1p",      "sqrt",   "rsqrt", "abs",
-                                "sign",    "relu",    "gelu",      "gelu_tanh",  "silu",   "sigmoid",
-                                "tanh",    "clamp",   "pow",       "leaky_relu", "reciprocal",
-                                "square",  "sin",     "cos",       "erf",        "floor",  "ceil",  "round",
-                                "expm1"};
+  static const char* names[] = {"neg",   "exp",   "log",        "log1p",      "sqrt",   "rsqrt",   "abs",
+                                "sign",  "relu",  "gelu",       "gelu_tanh",  "silu",   "sigmoid", "tanh",
+                                "clamp", "pow",   "leaky_relu", "reciprocal", "square", "sin",     "cos",
+                                "erf",   "floor", "ceil",       "round",      "expm1"};
   return names[static_cast<int>(op)];
 }
 

@@ -56,8 +56,8 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 // ---- linear algebra ----
 // torch.matmul semantics: 1-D dot, 2-D mm, N-D batched with broadcast batch dims.
 Tensor matmul(const Tensor& a, const Tensor& b);
-Tensor mm(const Tensor& a, const Tensor& b);    // [M, K] x [K, N]
-Tensor bmm(const Tensor& a, const Tensor& b);   // [B, M, K] x [B, K, N]
+Tensor mm(const Tensor& a, const Tensor& b);   // [M, K] x [K, N]
+Tensor bmm(const Tensor& a, const Tensor& b);  // [B, M, K] x [B, K, N]
 
 // ---- primitives the autograd formulas use ----
 // grad * d(op)/dx for a unary op, from its input x and output y (same shape as grad). The one
@@ -69,6 +69,7 @@ Tensor to_dtype(const Tensor& x, DType dtype);
 Tensor to_device(const Tensor& x, Device device, bool non_blocking = false);
 // A copy; keeps x's dense layout (e.g. channels-last) unless `contiguous`.
 Tensor clone(const Tensor& x, bool contiguous = false);
-void copy_into(const Tensor& dst, const Tensor& src, bool non_blocking = false);  // no version bump, no autograd: for kernels
+void copy_into(const Tensor& dst, const Tensor& src,
+               bool non_blocking = false);  // no version bump, no autograd: for kernels
 
 }  // namespace ember

@@ -17,8 +17,7 @@ template <typename T>
 struct SgdScalars {
   T sign, weight_decay, momentum, one_minus_dampening, neg_lr;
   static SgdScalars make(const SgdUpdateArgs& args) {
-    return {args.maximize ? T(-1) : T(1), T(args.weight_decay), T(args.momentum), T(1.0 - args.dampening),
-            T(-args.lr)};
+    return {args.maximize ? T(-1) : T(1), T(args.weight_decay), T(args.momentum), T(1.0 - args.dampening), T(-args.lr)};
   }
 };
 
@@ -46,7 +45,7 @@ EMBER_HOST_DEVICE inline void sgd_element(T& param, T grad, T* buf, const SgdSca
 enum class WeightDecay { None, L2, Decoupled };
 
 inline WeightDecay weight_decay_kind(const AdamUpdateArgs& args) {
-  return args.weight_decay == 0.0 ? WeightDecay::None
+  return args.weight_decay == 0.0      ? WeightDecay::None
          : args.decoupled_weight_decay ? WeightDecay::Decoupled
                                        : WeightDecay::L2;
 }
@@ -61,9 +60,16 @@ struct AdamScalars {
     const double bias_correction1 = 1.0 - std::pow(args.beta1, step);
     const double bias_correction2 = 1.0 - std::pow(args.beta2, step);
     const double step_size = args.lr / bias_correction1;
-    return {args.maximize ? T(-1) : T(1), T(args.weight_decay), T(1.0 - args.lr * args.weight_decay),
-            T(args.beta1), T(1.0 - args.beta1), T(args.beta2), T(1.0 - args.beta2), T(-step_size),
-            T(std::sqrt(bias_correction2)), T(args.eps)};
+    return {args.maximize ? T(-1) : T(1),
+            T(args.weight_decay),
+            T(1.0 - args.lr * args.weight_decay),
+            T(args.beta1),
+            T(1.0 - args.beta1),
+            T(args.beta2),
+            T(1.0 - args.beta2),
+            T(-step_size),
+            T(std::sqrt(bias_correction2)),
+            T(args.eps)};
   }
 };
 

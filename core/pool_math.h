@@ -76,8 +76,8 @@ EMBER_HOST_DEVICE inline int64_t max_pool_position(int64_t o, int64_t k, int64_t
   return o * stride - pad + k * dilation;
 }
 
-EMBER_HOST_DEVICE inline int64_t max_pool_output_through(int64_t i, int64_t k, int64_t out, int64_t stride,
-                                                         int64_t pad, int64_t dilation) {
+EMBER_HOST_DEVICE inline int64_t max_pool_output_through(int64_t i, int64_t k, int64_t out, int64_t stride, int64_t pad,
+                                                         int64_t dilation) {
   const int64_t offset = i + pad - k * dilation;
   if (offset < 0 || offset % stride != 0 || offset / stride >= out) return -1;
   return offset / stride;

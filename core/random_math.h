@@ -59,15 +59,17 @@ EMBER_HOST_DEVICE inline double uniform_double(uint32_t hi, uint32_t lo) {
 EMBER_HOST_DEVICE inline double random_value(RandomKind kind, uint64_t seed, uint64_t counter, double a, double b) {
   const PhiloxWords w = philox_words(seed, counter);
   switch (kind) {
-    case RandomKind::Uniform: return a + (b - a) * uniform_double(w[0], w[1]);
+    case RandomKind::Uniform:
+      return a + (b - a) * uniform_double(w[0], w[1]);
     case RandomKind::Normal: {
       // Box-Muller; 1 - u keeps the log argument in (0, 1].
       double u1 = 1.0 - uniform_double(w[0], w[1]);
       double u2 = uniform_double(w[2], w[3]);
-      return a + b * formula::libm::sqrt(-2.0 * formula::libm::log(u1)) *
-                     formula::libm::cos(6.283185307179586476925 * u2);
+      return a +
+             b * formula::libm::sqrt(-2.0 * formula::libm::log(u1)) * formula::libm::cos(6.283185307179586476925 * u2);
     }
-    case RandomKind::Bernoulli: return uniform_double(w[0], w[1]) < a ? 1.0 : 0.0;
+    case RandomKind::Bernoulli:
+      return uniform_double(w[0], w[1]) < a ? 1.0 : 0.0;
     case RandomKind::RandInt: {
       uint64_t range = static_cast<uint64_t>(static_cast<int64_t>(b) - static_cast<int64_t>(a));
       uint64_t bits = (static_cast<uint64_t>(w[0]) << 32) | w[1];
@@ -85,9 +87,12 @@ EMBER_HOST_DEVICE T largest_below(double b) {
   if (static_cast<double>(static_cast<ComputeType<T>>(t)) < b) return t;
   if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
     // Sign-magnitude bits: one step toward -inf.
-    if ((t.bits & 0x7fff) == 0) t.bits = 0x8001;
-    else if (t.bits & 0x8000) ++t.bits;
-    else --t.bits;
+    if ((t.bits & 0x7fff) == 0)
+      t.bits = 0x8001;
+    else if (t.bits & 0x8000)
+      ++t.bits;
+    else
+      --t.bits;
     return t;
   } else if constexpr (std::is_same_v<T, float>) {
     return ::nextafterf(t, -std::numeric_limits<float>::infinity());

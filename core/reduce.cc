@@ -111,13 +111,12 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
   return result.view(squeezed_shape(x, mask));
 }
 
-static std::pair<Tensor, Tensor> arg_reduce(bool is_max, const Tensor& x, int64_t dim, bool keepdim,
-                                            const char* name) {
+static std::pair<Tensor, Tensor> arg_reduce(bool is_max, const Tensor& x, int64_t dim, bool keepdim, const char* name) {
   int64_t d = wrap_dim(dim, x.dim(), name);
   std::vector<bool> mask(x.dim(), false);
   if (x.dim() > 0) mask[d] = true;
-  EMBER_CHECK(x.dim() == 0 || x.size(d) > 0, name, ": expected reduction dim ", d,
-              " to have non-zero size, got shape ", shape_str(x.sizes()));
+  EMBER_CHECK(x.dim() == 0 || x.size(d) > 0, name, ": expected reduction dim ", d, " to have non-zero size, got shape ",
+              shape_str(x.sizes()));
   Shape kept_shape = keepdim_shape(x, mask);
   Tensor values = empty(kept_shape, x.options());
   Tensor indices = empty(kept_shape, TensorOptions(kInt64).device(x.device()));

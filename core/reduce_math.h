@@ -57,11 +57,13 @@ struct Reducer {
   static constexpr bool kExtremum = Op == ReduceOp::Amax || Op == ReduceOp::Amin;
   static constexpr bool kMoments = Op == ReduceOp::Var || Op == ReduceOp::Std;
   // Floating sums accumulate in double, so that float32 sums stay accurate.
-  using Acc = std::conditional_t<
-      kMoments, Welford, std::conditional_t<kExtremum, C, std::conditional_t<kFloating, double, int64_t>>>;
+  using Acc = std::conditional_t<kMoments, Welford,
+                                 std::conditional_t<kExtremum, C, std::conditional_t<kFloating, double, int64_t>>>;
   double p = 2.0;  // Norm's order; Var's and Std's correction
 
-  EMBER_HOST_DEVICE static bool is_inf(double v) { return v == std::numeric_limits<double>::infinity() || v == -std::numeric_limits<double>::infinity(); }
+  EMBER_HOST_DEVICE static bool is_inf(double v) {
+    return v == std::numeric_limits<double>::infinity() || v == -std::numeric_limits<double>::infinity();
+  }
 
   EMBER_HOST_DEVICE Acc init() const {
     if constexpr (kMoments) {
@@ -69,11 +71,15 @@ struct Reducer {
     } else if constexpr (Op == ReduceOp::Prod) {
       return Acc(1);
     } else if constexpr (Op == ReduceOp::Amax) {
-      if constexpr (kFloating) return -std::numeric_limits<C>::infinity();
-      else return std::numeric_limits<C>::lowest();
+      if constexpr (kFloating)
+        return -std::numeric_limits<C>::infinity();
+      else
+        return std::numeric_limits<C>::lowest();
     } else if constexpr (Op == ReduceOp::Amin) {
-      if constexpr (kFloating) return std::numeric_limits<C>::infinity();
-      else return std::numeric_limits<C>::max();
+      if constexpr (kFloating)
+        return std::numeric_limits<C>::infinity();
+      else
+        return std::numeric_limits<C>::max();
     } else {
       if constexpr (Op == ReduceOp::Norm) {
         if (is_inf(p) && p < 0) return std::numeric_limits<double>::infinity();
@@ -83,36 +89,51 @@ struct Reducer {
   }
 
   EMBER_HOST_DEVICE void add(Acc& acc, C x) const {
-    if constexpr (kMoments) acc.add(static_cast<double>(x));
-    else if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::Mean) acc += static_cast<Acc>(x);
-    else if constexpr (Op == ReduceOp::Prod) acc *= static_cast<Acc>(x);
+    if constexpr (kMoments)
+      acc.add(static_cast<double>(x));
+    else if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::Mean)
+      acc += static_cast<Acc>(x);
+    else if constexpr (Op == ReduceOp::Prod)
+      acc *= static_cast<Acc>(x);
     else if constexpr (Op == ReduceOp::Amax) {
       if constexpr (kFloating) {
         if (is_nan(x) || x > acc) acc = is_nan(acc) ? acc : x;
-      } else if (x > acc) acc = x;
+      } else if (x > acc)
+        acc = x;
     } else if constexpr (Op == ReduceOp::Amin) {
       if constexpr (kFloating) {
         if (is_nan(x) || x < acc) acc = is_nan(acc) ? acc : x;
-      } else if (x < acc) acc = x;
+      } else if (x < acc)
+        acc = x;
     } else if constexpr (Op == ReduceOp::Norm) {
       double a = libm::fabs(static_cast<double>(x));
-      if (p == 2.0) acc += a * a;
-      else if (p == 1.0) acc += a;
-      else if (is_inf(p)) acc = p > 0 ? (is_nan(a) || a > acc ? a : acc) : (is_nan(a) || a < acc ? a : acc);
-      else if (p == 0.0) acc += a != 0.0 ? 1.0 : 0.0;
-      else acc += libm::pow(a, p);
+      if (p == 2.0)
+        acc += a * a;
+      else if (p == 1.0)
+        acc += a;
+      else if (is_inf(p))
+        acc = p > 0 ? (is_nan(a) || a > acc ? a : acc) : (is_nan(a) || a < acc ? a : acc);
+      else if (p == 0.0)
+        acc += a != 0.0 ? 1.0 : 0.0;
+      else
+        acc += libm::pow(a, p);
     }
   }
 
   EMBER_HOST_DEVICE void merge(Acc& acc, Acc other) const {
-    if constexpr (kMoments) acc.merge(other);
-    else if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::Mean) acc += other;
-    else if constexpr (Op == ReduceOp::Prod) acc *= other;
-    else if constexpr (kExtremum) add(acc, other);
+    if constexpr (kMoments)
+      acc.merge(other);
+    else if constexpr (Op == ReduceOp::Sum || Op == ReduceOp::Mean)
+      acc += other;
+    else if constexpr (Op == ReduceOp::Prod)
+      acc *= other;
+    else if constexpr (kExtremum)
+      add(acc, other);
     else if constexpr (Op == ReduceOp::Norm) {
-      if (is_inf(p)) acc = p > 0 ? (is_nan(other) || other > acc ? other : acc)
-                                 : (is_nan(other) || other < acc ? other : acc);
-      else acc += other;
+      if (is_inf(p))
+        acc = p > 0 ? (is_nan(other) || other > acc ? other : acc) : (is_nan(other) || other < acc ? other : acc);
+      else
+        acc += other;
     }
   }
 
@@ -125,8 +146,10 @@ struct Reducer {
       return static_cast<Out>(static_cast<ComputeType<Out>>(static_cast<double>(acc) / static_cast<double>(count)));
     } else if constexpr (Op == ReduceOp::Norm) {
       double r = acc;
-      if (p == 2.0) r = libm::sqrt(r);
-      else if (p != 1.0 && p != 0.0 && !is_inf(p)) r = libm::pow(r, 1.0 / p);
+      if (p == 2.0)
+        r = libm::sqrt(r);
+      else if (p != 1.0 && p != 0.0 && !is_inf(p))
+        r = libm::pow(r, 1.0 / p);
       return static_cast<Out>(static_cast<ComputeType<Out>>(r));
     } else {
       return static_cast<Out>(static_cast<ComputeType<Out>>(acc));

@@ -33,9 +33,12 @@ class Scalar {
   int64_t to_int() const { return kind_ == Kind::Float ? static_cast<int64_t>(float_) : int_; }
   template <typename T>
   T to() const {
-    if constexpr (std::is_same_v<T, bool>) return kind_ == Kind::Float ? float_ != 0.0 : int_ != 0;
-    else if constexpr (std::is_integral_v<T>) return static_cast<T>(to_int());
-    else return static_cast<T>(static_cast<ComputeType<T>>(to_double()));
+    if constexpr (std::is_same_v<T, bool>)
+      return kind_ == Kind::Float ? float_ != 0.0 : int_ != 0;
+    else if constexpr (std::is_integral_v<T>)
+      return static_cast<T>(to_int());
+    else
+      return static_cast<T>(static_cast<ComputeType<T>>(to_double()));
   }
   // The dtype a tensor made from this scalar would have on its own.
   DType natural_dtype() const { return kind_ == Kind::Float ? kFloat64 : (kind_ == Kind::Bool ? kBool : kInt64); }

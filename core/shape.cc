@@ -25,8 +25,8 @@ Shape contiguous_strides(const Shape& shape) {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t lo = ndim > 0 ? -ndim : -1, hi = ndim > 0 ? ndim - 1 : 0;
-  EMBER_CHECK(dim >= lo && dim <= hi, op, ": dimension out of range (expected to be in range of [", lo, ", ",
-              hi, "], but got ", dim, ")");
+  EMBER_CHECK(dim >= lo && dim <= hi, op, ": dimension out of range (expected to be in range of [", lo, ", ", hi,
+              "], but got ", dim, ")");
   return dim < 0 ? dim + (ndim > 0 ? ndim : 1) : dim;
 }
 

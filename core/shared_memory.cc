@@ -159,8 +159,8 @@ std::shared_ptr<Segment> Segment::attach(int fd, const char* op) {
   if (base == MAP_FAILED) {
     const int err = errno;
     close(fd);
-    EMBER_FAIL(op, ": cannot map a received shared-memory segment of ", bytes_text(nbytes), " (",
-               std::strerror(err), ")");
+    EMBER_FAIL(op, ": cannot map a received shared-memory segment of ", bytes_text(nbytes), " (", std::strerror(err),
+               ")");
   }
   // FD_CLOEXEC travels with the descriptor only as a flag of this process's table entry.
   fcntl(fd, F_SETFD, FD_CLOEXEC);
@@ -188,9 +188,8 @@ size_t live_segments() {
 namespace {
 
 void check_movable(const StorageImpl& storage, const char* op) {
-  EMBER_CHECK(storage.device().type == kCPU, op,
-              ": only CPU tensors can be moved to shared memory, got a tensor on ", storage.device(),
-              " (CUDA memory is not shared between processes; copy it to the CPU first)");
+  EMBER_CHECK(storage.device().type == kCPU, op, ": only CPU tensors can be moved to shared memory, got a tensor on ",
+              storage.device(), " (CUDA memory is not shared between processes; copy it to the CPU first)");
 }
 
 }  // namespace
@@ -253,8 +252,8 @@ void move_to_shared(const std::vector<StorageImpl*>& storages, const char* op) {
 
 Storage storage_in(const std::shared_ptr<Segment>& segment, size_t offset, size_t nbytes) {
   EMBER_CHECK(offset <= segment->size() && nbytes <= segment->size() - offset,
-              "shared memory: a received tensor spans bytes [", offset, ", ", offset + nbytes,
-              ") of a segment of ", segment->size(), " bytes");
+              "shared memory: a received tensor spans bytes [", offset, ", ", offset + nbytes, ") of a segment of ",
+              segment->size(), " bytes");
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   auto& slot = r.storages[{segment->id(), offset, nbytes}];

@@ -50,8 +50,7 @@ class StorageImpl {
   // storage uses the shared copy from now on.
   void adopt_shared(std::shared_ptr<shm::Segment> segment, size_t offset);
   // A storage over memory of `segment` that another process filled.
-  static std::shared_ptr<StorageImpl> in_segment(std::shared_ptr<shm::Segment> segment, size_t offset,
-                                                 size_t nbytes);
+  static std::shared_ptr<StorageImpl> in_segment(std::shared_ptr<shm::Segment> segment, size_t offset, size_t nbytes);
 
  private:
   void release();

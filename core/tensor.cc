@@ -63,9 +63,8 @@ T Tensor::item() const {
   EMBER_CHECK(numel() == 1, "item: expected a tensor with one element, got shape ", shape_str(sizes()));
   Tensor host = device().is_cpu() ? *this : cpu();
   T result{};
-  EMBER_DISPATCH_ALL(host.dtype(), "item", [&] {
-    result = Scalar(*static_cast<const scalar_t*>(host.data_ptr())).template to<T>();
-  });
+  EMBER_DISPATCH_ALL(host.dtype(), "item",
+                     [&] { result = Scalar(*static_cast<const scalar_t*>(host.data_ptr())).template to<T>(); });
   return result;
 }
 
@@ -76,8 +75,8 @@ std::vector<T> Tensor::to_vector() const {
   return std::vector<T>(data, data + host.numel());
 }
 
-#define EMBER_INSTANTIATE_ACCESS(T)          \
-  template T Tensor::item<T>() const;        \
+#define EMBER_INSTANTIATE_ACCESS(T)   \
+  template T Tensor::item<T>() const; \
   template std::vector<T> Tensor::to_vector<T>() const;
 EMBER_INSTANTIATE_ACCESS(float)
 EMBER_INSTANTIATE_ACCESS(double)
@@ -159,12 +158,15 @@ bool Tensor::requires_grad() const {
 Tensor& Tensor::requires_grad_(bool requires_grad) {
   AutogradMeta* meta = impl().autograd.get();
   if (meta != nullptr && meta->grad_fn != nullptr) {
-    EMBER_CHECK(requires_grad, "requires_grad_: you can only change requires_grad flags of leaf tensors; this "
-                               "tensor was produced by an op (use detach() to get a leaf)");
+    EMBER_CHECK(requires_grad,
+                "requires_grad_: you can only change requires_grad flags of leaf tensors; this "
+                "tensor was produced by an op (use detach() to get a leaf)");
     return *this;
   }
-  EMBER_CHECK(!requires_grad || is_floating(dtype()), "requires_grad_: only floating-point tensors can require "
-              "gradients, got dtype ", dtype_name(dtype()));
+  EMBER_CHECK(!requires_grad || is_floating(dtype()),
+              "requires_grad_: only floating-point tensors can require "
+              "gradients, got dtype ",
+              dtype_name(dtype()));
   autograd_meta().requires_grad = requires_grad;
   return *this;
 }

@@ -36,7 +36,7 @@ struct AutogradMeta;
 
 struct TensorImpl {
   Shape sizes;
-  Shape strides;  // in elements
+  Shape strides;       // in elements
   int64_t offset = 0;  // in elements
   DType dtype = kFloat32;
   Storage storage;
@@ -53,13 +53,25 @@ struct TensorImpl {
 class TensorOptions {
  public:
   TensorOptions() = default;
-  TensorOptions(DType dtype) : dtype_(dtype) {}        // NOLINT: zeros({2}, kFloat64)
-  TensorOptions(Device device) : device_(device) {}    // NOLINT
-  TensorOptions(DeviceType type) : device_(type) {}    // NOLINT
+  TensorOptions(DType dtype) : dtype_(dtype) {}      // NOLINT: zeros({2}, kFloat64)
+  TensorOptions(Device device) : device_(device) {}  // NOLINT
+  TensorOptions(DeviceType type) : device_(type) {}  // NOLINT
 
-  TensorOptions dtype(DType d) const { TensorOptions o = *this; o.dtype_ = d; return o; }
-  TensorOptions device(Device d) const { TensorOptions o = *this; o.device_ = d; return o; }
-  TensorOptions requires_grad(bool r) const { TensorOptions o = *this; o.requires_grad_ = r; return o; }
+  TensorOptions dtype(DType d) const {
+    TensorOptions o = *this;
+    o.dtype_ = d;
+    return o;
+  }
+  TensorOptions device(Device d) const {
+    TensorOptions o = *this;
+    o.device_ = d;
+    return o;
+  }
+  TensorOptions requires_grad(bool r) const {
+    TensorOptions o = *this;
+    o.requires_grad_ = r;
+    return o;
+  }
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
   bool requires_grad() const { return requires_grad_; }
@@ -276,8 +288,8 @@ struct AutogradMeta {
   bool requires_grad = false;
   bool retains_grad = false;
   Tensor grad;
-  std::shared_ptr<autograd::Node> grad_fn;  // null for leaves
-  uint32_t output_nr = 0;                   // which output of grad_fn this tensor is
+  std::shared_ptr<autograd::Node> grad_fn;         // null for leaves
+  uint32_t output_nr = 0;                          // which output of grad_fn this tensor is
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: the node that accumulates into .grad
   std::vector<std::pair<size_t, TensorHook>> hooks;
   std::vector<std::pair<size_t, PostAccumulateHook>> post_accumulate_hooks;

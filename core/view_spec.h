@@ -13,9 +13,9 @@ namespace ember {
 struct ViewSpec {
   enum class Kind : uint8_t { Reshape, Permute, Expand, Slice, Select };
   Kind kind = Kind::Reshape;
-  Shape shape;                // Reshape / Expand: the target shape (fully resolved, no -1)
-  std::vector<int64_t> dims;  // Permute
-  int64_t dim = 0;            // Slice / Select
+  Shape shape;                           // Reshape / Expand: the target shape (fully resolved, no -1)
+  std::vector<int64_t> dims;             // Permute
+  int64_t dim = 0;                       // Slice / Select
   int64_t start = 0, end = 0, step = 1;  // Slice (normalised, end exclusive)
   int64_t index = 0;                     // Select (normalised)
 };

@@ -81,7 +81,8 @@ Tensor apply_view(const Tensor& x, const ViewSpec& spec) {
       auto strides = view_strides(x.sizes(), x.strides(), spec.shape);
       EMBER_CHECK(strides.has_value(), "view: view size ", shape_str(spec.shape),
                   " is not compatible with input tensor's size ", shape_str(x.sizes()), " and stride ",
-                  shape_str(x.strides()), " (at least one dimension spans across two contiguous subspaces); "
+                  shape_str(x.strides()),
+                  " (at least one dimension spans across two contiguous subspaces); "
                   "use reshape() instead");
       return make_view_impl(x, spec.shape, *strides, x.storage_offset());
     }
@@ -126,9 +127,7 @@ Tensor make_view(const Tensor& x, const ViewSpec& spec) {
   return apply_view(x, spec);
 }
 
-bool can_view(const Tensor& x, const Shape& shape) {
-  return view_strides(x.sizes(), x.strides(), shape).has_value();
-}
+bool can_view(const Tensor& x, const Shape& shape) { return view_strides(x.sizes(), x.strides(), shape).has_value(); }
 
 Tensor Tensor::view(const Shape& shape) const {
   ViewSpec spec;
@@ -225,15 +224,17 @@ Tensor Tensor::expand(const Shape& shape) const {
   const int64_t lead = static_cast<int64_t>(shape.size()) - dim();
   for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
     if (i < lead) {
-      EMBER_CHECK(shape[i] >= 0, "expand: the expanded size ", shape[i], " is not allowed in a leading, "
-                  "non-existing dimension ", i);
+      EMBER_CHECK(shape[i] >= 0, "expand: the expanded size ", shape[i],
+                  " is not allowed in a leading, "
+                  "non-existing dimension ",
+                  i);
       continue;
     }
     int64_t have = size(i - lead);
     if (shape[i] == -1) target[i] = have;
     EMBER_CHECK(have == target[i] || have == 1, "expand: the expanded size of the tensor (", target[i],
-                ") must match the existing size (", have, ") at non-singleton dimension ", i, ".  Target sizes: ",
-                shape_str(shape), ".  Tensor sizes: ", shape_str(sizes()));
+                ") must match the existing size (", have, ") at non-singleton dimension ", i,
+                ".  Target sizes: ", shape_str(shape), ".  Tensor sizes: ", shape_str(sizes()));
   }
   if (target == sizes()) return *this;
   ViewSpec spec;
@@ -303,7 +304,8 @@ std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim_in) const {
   std::vector<Tensor> parts;
   int64_t n = size(d);
   if (n == 0) return {*this};
-  for (int64_t start = 0; start < n; start += split_size) parts.push_back(narrow(d, start, std::min(split_size, n - start)));
+  for (int64_t start = 0; start < n; start += split_size)
+    parts.push_back(narrow(d, start, std::min(split_size, n - start)));
   return parts;
 }
 

@@ -16,8 +16,8 @@ int resolve(int device) { return device < 0 ? current_device() : device; }
 
 void check_index(int device, const char* op) {
   const int count = device_count();
-  EMBER_CHECK(device >= 0 && device < count, op, ": device cuda:", device, " does not exist (", count,
-              " CUDA device", count == 1 ? "" : "s", " available)");
+  EMBER_CHECK(device >= 0 && device < count, op, ": device cuda:", device, " does not exist (", count, " CUDA device",
+              count == 1 ? "" : "s", " available)");
 }
 
 // Per thread, per device: the current stream (the default one until set).
@@ -216,8 +216,8 @@ void empty_cache() { caching_allocator().empty_cache(); }
 void record_stream(const Tensor& tensor, const Stream& stream) {
   EMBER_CHECK(tensor.device().is_cuda(), "cuda::record_stream: expected a CUDA tensor, got one on ",
               tensor.device().str());
-  EMBER_CHECK(tensor.device().index == stream.device(), "cuda::record_stream: the tensor is on ",
-              tensor.device().str(), ", the stream on cuda:", stream.device());
+  EMBER_CHECK(tensor.device().index == stream.device(), "cuda::record_stream: the tensor is on ", tensor.device().str(),
+              ", the stream on cuda:", stream.device());
   if (tensor.storage()->data() != nullptr) caching_allocator().record_stream(tensor.storage()->data(), stream.handle());
 }
 

@@ -96,11 +96,11 @@ class StreamGuard {
 class Event {
  public:
   explicit Event(bool enable_timing = false);
-  void record();                      // on the current stream
+  void record();  // on the current stream
   void record(const Stream& stream);
   void wait(const Stream& stream) const { stream.wait(*this); }
-  bool query() const;                 // whether the recorded work has finished (true if never recorded)
-  void synchronize() const;           // blocks the host until then
+  bool query() const;        // whether the recorded work has finished (true if never recorded)
+  void synchronize() const;  // blocks the host until then
   // Milliseconds from this event to `end`; both recorded with enable_timing.
   float elapsed_ms(const Event& end) const;
   bool recorded() const;

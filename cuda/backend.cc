@@ -119,8 +119,7 @@ PinnedAllocator& pinned_allocator() {
   return *allocator;
 }
 
-void memcpy_device(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes,
-                   bool non_blocking) {
+void memcpy_device(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes, bool non_blocking) {
   if (nbytes == 0) return;
   if (dst_device.is_cuda() && src_device.is_cuda()) {
     // Peer copy on the source's current stream, ordered after the work already queued for the
@@ -141,8 +140,7 @@ void memcpy_device(void* dst, Device dst_device, const void* src, Device src_dev
   const int device = to_device ? dst_device.index : src_device.index;
   DeviceGuard guard(device);
   const Stream stream = current_stream(device);
-  check(cudaMemcpyAsync(dst, src, nbytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
-                        stream.handle()),
+  check(cudaMemcpyAsync(dst, src, nbytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, stream.handle()),
         "copy_");
   if (non_blocking) {
     pinned_allocator().record_use(to_device ? src : dst, stream);

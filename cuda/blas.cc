@@ -59,24 +59,31 @@ void cublas_gemm(const GemmArgs& g) {
   const void* alpha = &alpha32;
   const void* beta = &beta32;
   switch (g.dtype) {
-    case kFloat32: break;
+    case kFloat32:
+      break;
     case kFloat64:
       type = CUDA_R_64F;
       compute = CUBLAS_COMPUTE_64F;
       alpha = &g.alpha;
       beta = &g.beta;
       break;
-    case kBFloat16: type = CUDA_R_16BF; compute = CUBLAS_COMPUTE_32F; break;
-    case kFloat16: type = CUDA_R_16F; compute = CUBLAS_COMPUTE_32F; break;
-    default: detail::unsupported_dtype("matmul", g.dtype);
+    case kBFloat16:
+      type = CUDA_R_16BF;
+      compute = CUBLAS_COMPUTE_32F;
+      break;
+    case kFloat16:
+      type = CUDA_R_16F;
+      compute = CUBLAS_COMPUTE_32F;
+      break;
+    default:
+      detail::unsupported_dtype("matmul", g.dtype);
   }
   const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  check_cublas(cublasGemmStridedBatchedEx(h, op_b, op_a, static_cast<int>(g.n), static_cast<int>(g.m),
-                                          static_cast<int>(g.k), alpha, g.b, type, static_cast<int>(g.ldb),
-                                          g.stride_b, g.a, type, static_cast<int>(g.lda), g.stride_a, beta, g.c, type,
-                                          static_cast<int>(g.ldc), g.stride_c, static_cast<int>(g.batch), compute,
-                                          CUBLAS_GEMM_DEFAULT),
+  check_cublas(cublasGemmStridedBatchedEx(
+                   h, op_b, op_a, static_cast<int>(g.n), static_cast<int>(g.m), static_cast<int>(g.k), alpha, g.b, type,
+                   static_cast<int>(g.ldb), g.stride_b, g.a, type, static_cast<int>(g.lda), g.stride_a, beta, g.c, type,
+                   static_cast<int>(g.ldc), g.stride_c, static_cast<int>(g.batch), compute, CUBLAS_GEMM_DEFAULT),
                "cublasGemmStridedBatchedEx", g);
 }
 #endif

@@ -20,7 +20,7 @@ namespace ember::cuda {
 
 namespace {
 
-constexpr size_t kSmallLimit = size_t{1} << 20;    // blocks up to this come from small segments
+constexpr size_t kSmallLimit = size_t{1} << 20;  // blocks up to this come from small segments
 constexpr size_t kSmallSegment = size_t{2} << 20;
 constexpr size_t kRounding = 512;
 constexpr size_t kSegmentRounding = size_t{2} << 20;
@@ -51,7 +51,7 @@ struct Block {
   bool small = false;
   bool allocated = false;
   bool in_pool = false;
-  bool guarded = false;  // while allocated: the emulator guards [ptr + requested, ptr + size)
+  bool guarded = false;   // while allocated: the emulator guards [ptr + requested, ptr + size)
   Block* prev = nullptr;  // neighbours within the segment
   Block* next = nullptr;
   std::vector<cudaStream_t> used_on;  // streams besides `stream` (record_stream)
@@ -291,7 +291,8 @@ void CachingAllocator::empty_cache() {
 
 MemoryStats CachingAllocator::stats(int device) const {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  return static_cast<size_t>(device) < state_->stats.size() ? state_->stats[static_cast<size_t>(device)] : MemoryStats{};
+  return static_cast<size_t>(device) < state_->stats.size() ? state_->stats[static_cast<size_t>(device)]
+                                                            : MemoryStats{};
 }
 
 void CachingAllocator::reset_peak_stats(int device) {

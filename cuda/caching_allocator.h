@@ -25,14 +25,14 @@
 namespace ember::cuda {
 
 struct MemoryStats {
-  int64_t allocated_bytes = 0;       // handed out and not freed
-  int64_t reserved_bytes = 0;        // held from cudaMalloc (allocated + cached)
+  int64_t allocated_bytes = 0;  // handed out and not freed
+  int64_t reserved_bytes = 0;   // held from cudaMalloc (allocated + cached)
   int64_t peak_allocated_bytes = 0;
   int64_t peak_reserved_bytes = 0;
-  int64_t allocations = 0;           // allocate() calls
-  int64_t frees = 0;                 // free() calls
-  int64_t segments = 0;              // cudaMalloc'd segments held now
-  int64_t cuda_mallocs = 0;          // cudaMalloc calls made
+  int64_t allocations = 0;   // allocate() calls
+  int64_t frees = 0;         // free() calls
+  int64_t segments = 0;      // cudaMalloc'd segments held now
+  int64_t cuda_mallocs = 0;  // cudaMalloc calls made
 };
 
 class CachingAllocator {

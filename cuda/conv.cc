@@ -63,8 +63,8 @@ Plan plan_for(const Shape& input, const Shape& weight, const ConvParams& p) {
   plan.rows = g.channels * g.kernel_h * g.kernel_w;
   plan.group_rows = plan.group_in * g.kernel_h * g.kernel_w;
   plan.pixels = g.out_h * g.out_w;
-  plan.direct = g.kernel_h == 1 && g.kernel_w == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 &&
-                p.pad_w == 0;
+  plan.direct =
+      g.kernel_h == 1 && g.kernel_w == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0;
   plan.chunk = std::clamp<int64_t>(kColumnBudget / std::max<int64_t>(1, plan.rows * plan.pixels), 1,
                                    std::max<int64_t>(1, g.images));
   return plan;
@@ -190,8 +190,10 @@ Tensor ember_backward_weight(const Plan& plan, const Tensor& dy, const Tensor& x
       gemm_kernel(a);
     }
     Tensor chunk_sum = partial.slice(0, 0, count).sum({0}).view(weight_shape);
-    if (grad_weight.defined()) grad_weight.add_(chunk_sum);
-    else grad_weight = chunk_sum;
+    if (grad_weight.defined())
+      grad_weight.add_(chunk_sum);
+    else
+      grad_weight = chunk_sum;
   }
   return grad_weight;
 }

@@ -49,9 +49,12 @@ struct Plan {
 
 const char* op_name(Pass pass) {
   switch (pass) {
-    case Pass::Forward: return "conv2d";
-    case Pass::BackwardData: return "conv2d backward-data";
-    case Pass::BackwardFilter: return "conv2d backward-weight";
+    case Pass::Forward:
+      return "conv2d";
+    case Pass::BackwardData:
+      return "conv2d backward-data";
+    case Pass::BackwardFilter:
+      return "conv2d backward-weight";
   }
   return "conv2d";
 }
@@ -83,11 +86,20 @@ bool ok(cudnnStatus_t status, const char* call, const Problem& pb) {
 
 bool data_type(DType dtype, cudnnDataType_t* type) {
   switch (dtype) {
-    case kFloat32: *type = CUDNN_DATA_FLOAT; return true;
-    case kFloat64: *type = CUDNN_DATA_DOUBLE; return true;
-    case kFloat16: *type = CUDNN_DATA_HALF; return true;
-    case kBFloat16: *type = CUDNN_DATA_BFLOAT16; return true;
-    default: return false;
+    case kFloat32:
+      *type = CUDNN_DATA_FLOAT;
+      return true;
+    case kFloat64:
+      *type = CUDNN_DATA_DOUBLE;
+      return true;
+    case kFloat16:
+      *type = CUDNN_DATA_HALF;
+      return true;
+    case kBFloat16:
+      *type = CUDNN_DATA_BFLOAT16;
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -277,9 +289,25 @@ using Key = std::array<int64_t, 19>;
 
 Key key_of(const Problem& pb) {
   const ConvParams& p = pb.p;
-  return {static_cast<int64_t>(pb.pass), pb.x[0], pb.x[1], pb.x[2], pb.x[3], pb.w[0], pb.w[1], pb.w[2], pb.w[3],
-          p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups,
-          static_cast<int64_t>(pb.dtype), static_cast<int64_t>(pb.math), pb.device};
+  return {static_cast<int64_t>(pb.pass),
+          pb.x[0],
+          pb.x[1],
+          pb.x[2],
+          pb.x[3],
+          pb.w[0],
+          pb.w[1],
+          pb.w[2],
+          pb.w[3],
+          p.stride_h,
+          p.stride_w,
+          p.pad_h,
+          p.pad_w,
+          p.dilation_h,
+          p.dilation_w,
+          p.groups,
+          static_cast<int64_t>(pb.dtype),
+          static_cast<int64_t>(pb.math),
+          pb.device};
 }
 
 struct Cache {
@@ -309,8 +337,8 @@ bool run(Pass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Con
   cudnnDataType_t type;
   if (!data_type(x.dtype(), &type) || w.dtype() != x.dtype() || y.dtype() != x.dtype()) return false;
   if (!x.is_contiguous() || !w.is_contiguous() || !y.is_contiguous()) return false;
-  const Problem pb{pass, x.sizes(), w.sizes(), y.sizes(), p, x.dtype(), math_type(x.dtype(), allow_tf32),
-                   x.device().index};
+  const Problem pb{
+      pass, x.sizes(), w.sizes(), y.sizes(), p, x.dtype(), math_type(x.dtype(), allow_tf32), x.device().index};
   if (!fits_int(pb)) return false;
   DeviceGuard guard(pb.device);
   cudnnHandle_t h = handle_for(pb);
@@ -342,8 +370,8 @@ bool run(Pass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Con
                 "cudnnConvolutionForward", pb);
     case Pass::BackwardData:
       return ok(cudnnConvolutionBackwardData(h, one, d.w, w.data_ptr(), d.y, y.data_ptr(), d.conv,
-                                             static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), ws,
-                                             plan.workspace, zero, d.x, x.data_ptr()),
+                                             static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), ws, plan.workspace,
+                                             zero, d.x, x.data_ptr()),
                 "cudnnConvolutionBackwardData", pb);
     case Pass::BackwardFilter:
       return ok(cudnnConvolutionBackwardFilter(h, one, d.x, x.data_ptr(), d.y, y.data_ptr(), d.conv,

@@ -119,8 +119,10 @@ void raise_finished_checks(int device) {
         continue;
       }
       if (*static_cast<volatile unsigned*>(p.flag.host) != 0) {
-        if (!failed) failed = std::move(p.describe);
-        else ++more;
+        if (!failed)
+          failed = std::move(p.describe);
+        else
+          ++more;
       }
       c.free_flags.push_back(p.flag);
       c.free_events.push_back(p.done);
@@ -137,8 +139,7 @@ void raise_finished_checks(int device) {
   }
   describing = false;
   EMBER_FAIL(message, " (found on cuda:", device, " by a kernel launched earlier, and reported at the first check",
-             " after it finished", more > 0 ? "; " + std::to_string(more) + " more checks failed as well" : "",
-             ")");
+             " after it finished", more > 0 ? "; " + std::to_string(more) + " more checks failed as well" : "", ")");
 }
 
 }  // namespace ember::cuda

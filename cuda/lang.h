@@ -22,7 +22,7 @@
 
 #define EMBER_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
   kernel<<<(grid), (block), (shared_bytes), (stream)>>>(__VA_ARGS__)
-#define EMBER_DYNAMIC_SHARED(T, name)                             \
+#define EMBER_DYNAMIC_SHARED(T, name)                                    \
   extern __shared__ __align__(16) unsigned char ember_dynamic_shared_[]; \
   T* name = reinterpret_cast<T*>(ember_dynamic_shared_)
 #else

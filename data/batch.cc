@@ -17,8 +17,8 @@ Tensor checked_example_tensor(const Tensor& t, const TensorSpec& expected, const
               " (the batch's first) has one of shape ", shape_str(expected.shape));
   EMBER_CHECK(t.device().is_cpu(), "DataLoader: example ", index, "'s ", what, " is on ", t.device().str(),
               ", expected a CPU tensor (move batches to the device after loading)");
-  EMBER_CHECK(t.sizes() == expected.shape && t.dtype() == expected.dtype, "DataLoader: example ", index, "'s ",
-              what, " is ", shape_str(t.sizes()), " ", dtype_name(t.dtype()), ", but the batch's first example (",
+  EMBER_CHECK(t.sizes() == expected.shape && t.dtype() == expected.dtype, "DataLoader: example ", index, "'s ", what,
+              " is ", shape_str(t.sizes()), " ", dtype_name(t.dtype()), ", but the batch's first example (",
               first_index, ") has ", shape_str(expected.shape), " ", dtype_name(expected.dtype),
               "; a batch needs examples of one shape and dtype");
   return t.is_contiguous() ? t : t.contiguous();
@@ -44,15 +44,25 @@ void transpose_planes(const Tensor& nchw, const Tensor& nhwc) {
 }  // namespace
 
 Tensor channels_last_copy(const Tensor& nchw) {
-  EMBER_CHECK(nchw.dim() == 4 && nchw.is_contiguous(), "channels_last_copy: expected a contiguous [N, C, H, W] "
-              "tensor, got ", shape_str(nchw.sizes()));
+  EMBER_CHECK(nchw.dim() == 4 && nchw.is_contiguous(),
+              "channels_last_copy: expected a contiguous [N, C, H, W] "
+              "tensor, got ",
+              shape_str(nchw.sizes()));
   const int64_t c = nchw.size(1), h = nchw.size(2), w = nchw.size(3);
   Tensor out = empty_strided(nchw.sizes(), {h * w * c, 1, w * c, c}, nchw.options());
   switch (nchw.element_size()) {
-    case 1: transpose_planes<uint8_t>(nchw, out); break;
-    case 2: transpose_planes<uint16_t>(nchw, out); break;
-    case 4: transpose_planes<uint32_t>(nchw, out); break;
-    default: transpose_planes<uint64_t>(nchw, out); break;
+    case 1:
+      transpose_planes<uint8_t>(nchw, out);
+      break;
+    case 2:
+      transpose_planes<uint16_t>(nchw, out);
+      break;
+    case 4:
+      transpose_planes<uint32_t>(nchw, out);
+      break;
+    default:
+      transpose_planes<uint64_t>(nchw, out);
+      break;
   }
   return out;
 }

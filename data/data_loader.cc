@@ -185,8 +185,8 @@ DataLoader::Iterator DataLoader::begin() {
   stop_run();
   if (epoch_finished_) set_epoch(epoch_ + 1);
   std::vector<int64_t> order = sampler_->indices();
-  EMBER_CHECK(static_cast<int64_t>(order.size()) == sampler_->size(), "DataLoader: the sampler returned ",
-              order.size(), " indices for epoch ", epoch_, " but its size() is ", sampler_->size());
+  EMBER_CHECK(static_cast<int64_t>(order.size()) == sampler_->size(), "DataLoader: the sampler returned ", order.size(),
+              " indices for epoch ", epoch_, " but its size() is ", sampler_->size());
   const int64_t n = dataset_->size();
   for (size_t k = 0; k < order.size(); ++k) {
     EMBER_CHECK(order[k] >= 0 && order[k] < n, "DataLoader: the sampler's index ", order[k], " (position ", k,

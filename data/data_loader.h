@@ -36,28 +36,58 @@ class DataLoaderOptions {
  public:
   explicit DataLoaderOptions(int64_t batch_size = 1) : batch_size_(batch_size) {}
 
-  DataLoaderOptions& batch_size(int64_t value) { batch_size_ = value; return *this; }
+  DataLoaderOptions& batch_size(int64_t value) {
+    batch_size_ = value;
+    return *this;
+  }
   // A RandomSampler(dataset size, seed) instead of a SequentialSampler; not with sampler().
-  DataLoaderOptions& shuffle(bool value) { shuffle_ = value; return *this; }
+  DataLoaderOptions& shuffle(bool value) {
+    shuffle_ = value;
+    return *this;
+  }
   // Drop the last batch when it would be smaller than batch_size.
-  DataLoaderOptions& drop_last(bool value) { drop_last_ = value; return *this; }
+  DataLoaderOptions& drop_last(bool value) {
+    drop_last_ = value;
+    return *this;
+  }
   // Worker threads; 0 assembles batches on the consumer's thread.
-  DataLoaderOptions& workers(int value) { workers_ = value; return *this; }
+  DataLoaderOptions& workers(int value) {
+    workers_ = value;
+    return *this;
+  }
   // Batches in flight (being assembled or ready) at most; 0 means 2 per worker.
-  DataLoaderOptions& prefetch(int value) { prefetch_ = value; return *this; }
+  DataLoaderOptions& prefetch(int value) {
+    prefetch_ = value;
+    return *this;
+  }
   // Seeds the shuffle and the per-example transform streams.
-  DataLoaderOptions& seed(uint64_t value) { seed_ = value; return *this; }
-  DataLoaderOptions& transform(TransformPtr value) { transform_ = std::move(value); return *this; }
+  DataLoaderOptions& seed(uint64_t value) {
+    seed_ = value;
+    return *this;
+  }
+  DataLoaderOptions& transform(TransformPtr value) {
+    transform_ = std::move(value);
+    return *this;
+  }
   // Overrides the built-in choice of sampler (e.g. a DistributedSampler).
-  DataLoaderOptions& sampler(SamplerPtr value) { sampler_ = std::move(value); return *this; }
+  DataLoaderOptions& sampler(SamplerPtr value) {
+    sampler_ = std::move(value);
+    return *this;
+  }
   // 4-D image batches [N, C, H, W] laid out channels-last (NHWC in memory), as a convnet's
   // activations are: the transpose happens once per batch, on the loader's thread, instead of in
   // the first convolution's forward and weight-gradient passes.
-  DataLoaderOptions& channels_last(bool value) { channels_last_ = value; return *this; }
+  DataLoaderOptions& channels_last(bool value) {
+    channels_last_ = value;
+    return *this;
+  }
   // Batches in page-locked host memory (needs the CUDA backend linked), assembled on the loader's
   // threads, so that `batch.data.to(cuda, /*non_blocking=*/true)` is queued on the GPU's stream
   // without the host waiting for it. A pinned tensor is contiguous: this undoes channels_last.
-  DataLoaderOptions& pin_memory(bool value) { pin_memory_ = value; return *this; }
+  DataLoaderOptions& pin_memory(bool value) {
+    pin_memory_ = value;
+    return *this;
+  }
 
   int64_t batch_size() const { return batch_size_; }
   bool shuffle() const { return shuffle_; }
@@ -152,7 +182,7 @@ class DataLoader {
   DataLoaderOptions options_;
   SamplerPtr sampler_;
   int64_t epoch_ = 0;
-  int64_t position_ = 0;        // batches of epoch_ handed out
+  int64_t position_ = 0;         // batches of epoch_ handed out
   bool epoch_finished_ = false;  // the last iteration reached the end of epoch_
   std::unique_ptr<EpochRun> run_;
   Batch current_;

@@ -18,11 +18,23 @@ namespace ember::data {
 
 class DistributedSamplerOptions {
  public:
-  DistributedSamplerOptions& shuffle(bool value) { shuffle_ = value; return *this; }
-  DistributedSamplerOptions& seed(uint64_t value) { seed_ = value; return *this; }
-  DistributedSamplerOptions& drop_last(bool value) { drop_last_ = value; return *this; }
+  DistributedSamplerOptions& shuffle(bool value) {
+    shuffle_ = value;
+    return *this;
+  }
+  DistributedSamplerOptions& seed(uint64_t value) {
+    seed_ = value;
+    return *this;
+  }
+  DistributedSamplerOptions& drop_last(bool value) {
+    drop_last_ = value;
+    return *this;
+  }
   // Evaluation mode: no padding and no dropping.
-  DistributedSamplerOptions& unpadded(bool value) { unpadded_ = value; return *this; }
+  DistributedSamplerOptions& unpadded(bool value) {
+    unpadded_ = value;
+    return *this;
+  }
   bool shuffle() const { return shuffle_; }
   uint64_t seed() const { return seed_; }
   bool drop_last() const { return drop_last_; }

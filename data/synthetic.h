@@ -14,8 +14,7 @@ namespace ember::data {
 class SyntheticDataset : public Dataset {
  public:
   // `dtype` kUInt8 gives uniform bytes 0..255; kFloat32 gives uniform values in [0, 1).
-  SyntheticDataset(int64_t size, Shape image_shape, int64_t num_classes, uint64_t seed = 0,
-                   DType dtype = kUInt8);
+  SyntheticDataset(int64_t size, Shape image_shape, int64_t num_classes, uint64_t seed = 0, DType dtype = kUInt8);
   int64_t size() const override { return size_; }
   Example get(int64_t index) const override;
   const Shape& image_shape() const { return image_shape_; }

@@ -52,8 +52,7 @@ class Compose : public Transform {
  public:
   explicit Compose(std::vector<TransformPtr> transforms);
   template <typename... Ts>
-    requires(sizeof...(Ts) > 0 && (std::is_base_of_v<Transform, Ts> && ...))
-  explicit Compose(Ts... transforms)
+  requires(sizeof...(Ts) > 0 && (std::is_base_of_v<Transform, Ts> && ...)) explicit Compose(Ts... transforms)
       : Compose(std::vector<TransformPtr>{std::make_shared<const Ts>(std::move(transforms))...}) {}
 
   TensorSpec output_spec(const TensorSpec& input) const override;

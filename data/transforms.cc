@@ -160,17 +160,26 @@ void RandomHorizontalFlip::apply(const void* src, const TensorSpec& input, void*
   }
   int64_t rows = dims.channels * dims.height;
   switch (element_size(input.dtype)) {
-    case 1: reverse_rows(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), rows, dims.width); break;
-    case 2: reverse_rows(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), rows, dims.width); break;
-    case 4: reverse_rows(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), rows, dims.width); break;
-    case 8: reverse_rows(static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst), rows, dims.width); break;
-    default: EMBER_FAIL("RandomHorizontalFlip: unsupported element size ", element_size(input.dtype));
+    case 1:
+      reverse_rows(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), rows, dims.width);
+      break;
+    case 2:
+      reverse_rows(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), rows, dims.width);
+      break;
+    case 4:
+      reverse_rows(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), rows, dims.width);
+      break;
+    case 8:
+      reverse_rows(static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst), rows, dims.width);
+      break;
+    default:
+      EMBER_FAIL("RandomHorizontalFlip: unsupported element size ", element_size(input.dtype));
   }
 }
 
 Cutout::Cutout(int64_t size, double p) : size_(size), p_(p) {
-  EMBER_CHECK(size > 0 && p >= 0.0 && p <= 1.0, "Cutout: expected size > 0 and p in [0, 1], got size ", size,
-              " and p ", p);
+  EMBER_CHECK(size > 0 && p >= 0.0 && p <= 1.0, "Cutout: expected size > 0 and p in [0, 1], got size ", size, " and p ",
+              p);
 }
 
 TensorSpec Cutout::output_spec(const TensorSpec& input) const {

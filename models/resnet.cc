@@ -55,8 +55,10 @@ Tensor BasicBlockImpl::forward(const Tensor& x) {
   Tensor out = bn1->forward_relu(conv1(x));
   out = bn2(conv2(out));
   Tensor identity = x;
-  if (downsample) identity = downsample(x);
-  else if (stride != 1 || in_planes != planes) identity = shortcut_a(x, planes, stride);
+  if (downsample)
+    identity = downsample(x);
+  else if (stride != 1 || in_planes != planes)
+    identity = shortcut_a(x, planes, stride);
   return add_relu(out, identity);
 }
 
@@ -83,8 +85,10 @@ Tensor BottleneckImpl::forward(const Tensor& x) {
   out = bn2->forward_relu(conv2(out));
   out = bn3(conv3(out));
   Tensor identity = x;
-  if (downsample) identity = downsample(x);
-  else if (stride != 1 || in_planes != planes * kExpansion) identity = shortcut_a(x, planes * kExpansion, stride);
+  if (downsample)
+    identity = downsample(x);
+  else if (stride != 1 || in_planes != planes * kExpansion)
+    identity = shortcut_a(x, planes * kExpansion, stride);
   return add_relu(out, identity);
 }
 
@@ -97,8 +101,9 @@ ResNetImpl::ResNetImpl(const ResNetConfig& config_in) : Cloneable(config_in.name
 
 void ResNetImpl::reset() {
   if (config.stem == Stem::ImageNet) {
-    conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(config.in_channels, config.stem_width, 7)
-                                                    .stride(2).padding(3).bias(false)));
+    conv1 = register_module(
+        "conv1",
+        nn::Conv2d(nn::Conv2dOptions(config.in_channels, config.stem_width, 7).stride(2).padding(3).bias(false)));
   } else {
     conv1 = register_module("conv1", conv3x3(config.in_channels, config.stem_width, 1));
   }
@@ -110,8 +115,10 @@ void ResNetImpl::reset() {
     nn::Sequential layer;
     for (int64_t b = 0; b < config.blocks[stage]; ++b) {
       int64_t stride = (stage > 0 && b == 0) ? 2 : 1;
-      if (config.bottleneck) layer->push_back(Bottleneck(in_planes, config.widths[stage], stride, config.shortcut));
-      else layer->push_back(BasicBlock(in_planes, config.widths[stage], stride, config.shortcut));
+      if (config.bottleneck)
+        layer->push_back(Bottleneck(in_planes, config.widths[stage], stride, config.shortcut));
+      else
+        layer->push_back(BasicBlock(in_planes, config.widths[stage], stride, config.shortcut));
       in_planes = config.widths[stage] * expansion;
     }
     layers.push_back(register_module("layer" + std::to_string(stage + 1), layer));
@@ -129,8 +136,8 @@ void ResNetImpl::reset() {
 }
 
 Tensor ResNetImpl::forward(const Tensor& x) {
-  EMBER_CHECK(x.dim() == 4 && x.size(1) == config.in_channels, config.name, ": expected input [N, ",
-              config.in_channels, ", H, W], got ", shape_str(x.sizes()));
+  EMBER_CHECK(x.dim() == 4 && x.size(1) == config.in_channels, config.name, ": expected input [N, ", config.in_channels,
+              ", H, W], got ", shape_str(x.sizes()));
   Tensor h = bn1->forward_relu(conv1(x));
   if (config.stem == Stem::ImageNet) h = max_pool2d(h, 3, Size2(2), 1);
   for (auto& layer : layers) h = layer(h);

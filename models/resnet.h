@@ -22,8 +22,8 @@ enum class Stem { Cifar, ImageNet };
 
 struct ResNetConfig {
   bool bottleneck = false;
-  std::vector<int64_t> blocks;    // blocks per stage
-  std::vector<int64_t> widths;    // channels per stage (before bottleneck expansion)
+  std::vector<int64_t> blocks;  // blocks per stage
+  std::vector<int64_t> widths;  // channels per stage (before bottleneck expansion)
   int64_t stem_width = 16;
   Stem stem = Stem::Cifar;
   Shortcut shortcut = Shortcut::B;

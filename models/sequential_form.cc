@@ -80,7 +80,8 @@ nn::Sequential as_sequential(const std::shared_ptr<nn::Module>& model) {
   if (auto* net = dynamic_cast<const ResNet9Impl*>(model.get())) return resnet9_form(*net);
   if (auto* net = dynamic_cast<const MLPImpl*>(model.get())) return mlp_form(*net);
   if (auto* net = dynamic_cast<const LeNetImpl*>(model.get())) return lenet_form(*net);
-  EMBER_FAIL("as_sequential: cannot split a ", model->type_name(), " into a Sequential of layers: its forward is "
+  EMBER_FAIL("as_sequential: cannot split a ", model->type_name(),
+             " into a Sequential of layers: its forward is "
              "not known (known: the ResNets, ResNet9, MLP, LeNet, and Sequential itself)");
 }
 

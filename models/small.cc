@@ -28,16 +28,18 @@ ResNet9Impl::ResNet9Impl(int64_t in_channels_in, int64_t num_classes_in, std::ve
 void ResNet9Impl::reset() {
   prep = register_module("prep", ConvBn(in_channels, widths[0], false));
   layer1 = register_module("layer1", ConvBn(widths[0], widths[1], true));
-  res1 = register_module("res1", nn::Sequential(ConvBn(widths[1], widths[1], false), ConvBn(widths[1], widths[1], false)));
+  res1 =
+      register_module("res1", nn::Sequential(ConvBn(widths[1], widths[1], false), ConvBn(widths[1], widths[1], false)));
   layer2 = register_module("layer2", ConvBn(widths[1], widths[2], true));
   layer3 = register_module("layer3", ConvBn(widths[2], widths[3], true));
-  res3 = register_module("res3", nn::Sequential(ConvBn(widths[3], widths[3], false), ConvBn(widths[3], widths[3], false)));
+  res3 =
+      register_module("res3", nn::Sequential(ConvBn(widths[3], widths[3], false), ConvBn(widths[3], widths[3], false)));
   fc = register_module("fc", nn::Linear(nn::LinearOptions(widths[3], num_classes).bias(false)));
 }
 
 Tensor ResNet9Impl::forward(const Tensor& x) {
-  EMBER_CHECK(x.dim() == 4 && x.size(1) == in_channels, "ResNet9: expected input [N, ", in_channels,
-              ", H, W], got ", shape_str(x.sizes()));
+  EMBER_CHECK(x.dim() == 4 && x.size(1) == in_channels, "ResNet9: expected input [N, ", in_channels, ", H, W], got ",
+              shape_str(x.sizes()));
   Tensor h = prep(x);
   h = layer1(h);
   h = h + res1(h);
@@ -66,13 +68,12 @@ void MLPImpl::reset() {
 }
 
 Tensor MLPImpl::forward(const Tensor& x) {
-  EMBER_CHECK(x.dim() >= 2 && x.numel() == x.size(0) * in_features, "MLP: expected input [N, ...] of ",
-              in_features, " features per example, got ", shape_str(x.sizes()));
+  EMBER_CHECK(x.dim() >= 2 && x.numel() == x.size(0) * in_features, "MLP: expected input [N, ...] of ", in_features,
+              " features per example, got ", shape_str(x.sizes()));
   return layers(x);
 }
 
-LeNetImpl::LeNetImpl(int64_t in_channels_in, int64_t image_height_in, int64_t image_width_in,
-                     int64_t num_classes_in)
+LeNetImpl::LeNetImpl(int64_t in_channels_in, int64_t image_height_in, int64_t image_width_in, int64_t num_classes_in)
     : Cloneable("LeNet"),
       in_channels(in_channels_in),
       image_height(image_height_in),

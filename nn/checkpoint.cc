@@ -62,8 +62,8 @@ void save_checkpoint(const std::string& path, const Module& model, const optim::
   if (generator) {
     auto rng = generator->state();
     // As strings: JSON numbers cannot carry every uint64 exactly.
-    meta.set("rng", json::Value::array({json::Value::string(std::to_string(rng[0])),
-                                        json::Value::string(std::to_string(rng[1]))}));
+    meta.set("rng", json::Value::array(
+                        {json::Value::string(std::to_string(rng[0])), json::Value::string(std::to_string(rng[1]))}));
   }
   save_safetensors(path, tensors, {{kMetadataKey, meta.dump()}});
 }
@@ -72,8 +72,10 @@ namespace {
 
 json::Value checkpoint_metadata(const SafetensorsFile& file, const std::string& path) {
   auto it = file.metadata.find(kMetadataKey);
-  EMBER_CHECK(it != file.metadata.end(), "load_checkpoint: '", path, "' is a safetensors file but not an Ember "
-              "training checkpoint (no \"", kMetadataKey, "\" metadata); use load_model_weights for weights only");
+  EMBER_CHECK(it != file.metadata.end(), "load_checkpoint: '", path,
+              "' is a safetensors file but not an Ember "
+              "training checkpoint (no \"",
+              kMetadataKey, "\" metadata); use load_model_weights for weights only");
   json::Value meta = json::parse(it->second, "load_checkpoint: '" + path + "' metadata");
   EMBER_CHECK(meta.is_object() && member_int(meta, "version", path) == 1, "load_checkpoint: '", path,
               "': unsupported checkpoint version");
@@ -132,9 +134,9 @@ TrainingState load_checkpoint(const std::string& path, Module& model, optim::Opt
   }
   if (generator) {
     const json::Value* rng = meta.find("rng");
-    EMBER_CHECK(rng->is_array() && rng->items().size() == 2 && rng->items()[0].is_string() &&
-                    rng->items()[1].is_string(),
-                "load_checkpoint: '", path, "': malformed random-generator state");
+    EMBER_CHECK(
+        rng->is_array() && rng->items().size() == 2 && rng->items()[0].is_string() && rng->items()[1].is_string(),
+        "load_checkpoint: '", path, "': malformed random-generator state");
     generator->set_state({std::stoull(rng->items()[0].as_string()), std::stoull(rng->items()[1].as_string())});
   }
   kernel_select::adopt(state.kernels);

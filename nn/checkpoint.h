@@ -22,9 +22,9 @@
 namespace ember::nn {
 
 struct TrainingState {
-  int64_t epoch = 0;           // epochs completed
-  int64_t step = 0;            // optimizer steps taken
-  int64_t loader_epoch = 0;    // the data loader's position (data::LoaderState)
+  int64_t epoch = 0;         // epochs completed
+  int64_t step = 0;          // optimizer steps taken
+  int64_t loader_epoch = 0;  // the data loader's position (data::LoaderState)
   int64_t loader_batches = 0;
   json::Value extra = json::Value::object();  // anything else the caller wants back (best accuracy, ...)
   // Read back only: the kernel decisions (key -> candidate) in force when the file was saved, which

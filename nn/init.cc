@@ -13,17 +13,23 @@ double calculate_gain(Nonlinearity nonlinearity, double param) {
   switch (nonlinearity) {
     case Nonlinearity::Linear:
     case Nonlinearity::Conv:
-    case Nonlinearity::Sigmoid: return 1.0;
-    case Nonlinearity::Tanh: return 5.0 / 3.0;
-    case Nonlinearity::ReLU: return std::sqrt(2.0);
-    case Nonlinearity::LeakyReLU: return std::sqrt(2.0 / (1.0 + param * param));
+    case Nonlinearity::Sigmoid:
+      return 1.0;
+    case Nonlinearity::Tanh:
+      return 5.0 / 3.0;
+    case Nonlinearity::ReLU:
+      return std::sqrt(2.0);
+    case Nonlinearity::LeakyReLU:
+      return std::sqrt(2.0 / (1.0 + param * param));
   }
   return 1.0;
 }
 
 std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& tensor) {
-  EMBER_CHECK(tensor.dim() >= 2, "calculate_fan_in_and_fan_out: fan in and fan out can not be computed for a tensor "
-              "with fewer than 2 dimensions, got shape ", shape_str(tensor.sizes()));
+  EMBER_CHECK(tensor.dim() >= 2,
+              "calculate_fan_in_and_fan_out: fan in and fan out can not be computed for a tensor "
+              "with fewer than 2 dimensions, got shape ",
+              shape_str(tensor.sizes()));
   int64_t receptive = 1;
   for (int64_t d = 2; d < tensor.dim(); ++d) receptive *= tensor.size(d);
   return {tensor.size(1) * receptive, tensor.size(0) * receptive};

@@ -14,8 +14,8 @@ namespace ember::nn {
 namespace {
 
 void check_name(const std::string& name, const char* op) {
-  EMBER_CHECK(!name.empty() && name.find('.') == std::string::npos, op, ": name must be non-empty and contain no '.', got '",
-              name, "'");
+  EMBER_CHECK(!name.empty() && name.find('.') == std::string::npos, op,
+              ": name must be non-empty and contain no '.', got '", name, "'");
 }
 
 std::string describe(const Tensor& t) { return shape_str(t.sizes()) + " " + dtype_name(t.dtype()); }
@@ -28,8 +28,10 @@ Tensor Module::forward(const Tensor&) {
 
 Tensor& Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
   check_name(name, "register_parameter");
-  for (const Entry& e : parameters_) EMBER_CHECK(e.name != name, "register_parameter: parameter '", name, "' already exists in ", type_name_);
-  for (const Entry& e : buffers_) EMBER_CHECK(e.name != name, "register_parameter: '", name, "' is already a buffer of ", type_name_);
+  for (const Entry& e : parameters_)
+    EMBER_CHECK(e.name != name, "register_parameter: parameter '", name, "' already exists in ", type_name_);
+  for (const Entry& e : buffers_)
+    EMBER_CHECK(e.name != name, "register_parameter: '", name, "' is already a buffer of ", type_name_);
   if (tensor.defined()) {
     // A parameter is a leaf of its own, whatever produced its initial value.
     tensor = tensor.detach();
@@ -41,8 +43,10 @@ Tensor& Module::register_parameter(const std::string& name, Tensor tensor, bool 
 
 Tensor& Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
   check_name(name, "register_buffer");
-  for (const Entry& e : buffers_) EMBER_CHECK(e.name != name, "register_buffer: buffer '", name, "' already exists in ", type_name_);
-  for (const Entry& e : parameters_) EMBER_CHECK(e.name != name, "register_buffer: '", name, "' is already a parameter of ", type_name_);
+  for (const Entry& e : buffers_)
+    EMBER_CHECK(e.name != name, "register_buffer: buffer '", name, "' already exists in ", type_name_);
+  for (const Entry& e : parameters_)
+    EMBER_CHECK(e.name != name, "register_buffer: '", name, "' is already a parameter of ", type_name_);
   buffers_.push_back({name, tensor.defined() ? tensor.detach() : tensor, persistent});
   return buffers_.back().tensor;
 }
@@ -209,8 +213,10 @@ void Module::zero_grad(bool set_to_none) {
   NoGradGuard no_grad;
   for (Tensor& p : parameters()) {
     if (!p.grad().defined()) continue;
-    if (set_to_none) p.mutable_grad() = Tensor();
-    else p.mutable_grad().zero_();
+    if (set_to_none)
+      p.mutable_grad() = Tensor();
+    else
+      p.mutable_grad().zero_();
   }
 }
 
@@ -233,8 +239,10 @@ void Module::copy_state_into(Module& copy, std::optional<Device> device) const {
         continue;
       }
       Tensor value = from[i].tensor.detach().to(device.value_or(from[i].tensor.device())).clone();
-      if (to[i].tensor.defined()) to[i].tensor.set_data(value);
-      else to[i].tensor = value;
+      if (to[i].tensor.defined())
+        to[i].tensor.set_data(value);
+      else
+        to[i].tensor = value;
     }
   };
   copy_entries(parameters_, copy.parameters_, "parameter");
@@ -245,8 +253,9 @@ void Module::copy_state_into(Module& copy, std::optional<Device> device) const {
   EMBER_CHECK(children_.size() == copy.children_.size(), "clone: ", type_name_, "::reset() registered ",
               copy.children_.size(), " submodules but the original has ", children_.size());
   for (size_t i = 0; i < children_.size(); ++i) {
-    EMBER_CHECK(children_[i].first == copy.children_[i].first, "clone: ", type_name_, "::reset() registered submodule '",
-                copy.children_[i].first, "' where the original has '", children_[i].first, "'");
+    EMBER_CHECK(children_[i].first == copy.children_[i].first, "clone: ", type_name_,
+                "::reset() registered submodule '", copy.children_[i].first, "' where the original has '",
+                children_[i].first, "'");
     children_[i].second->copy_state_into(*copy.children_[i].second, device);
   }
 }
@@ -298,9 +307,9 @@ LoadResult Module::load_state_dict(const NamedTensors& state, bool strict) {
     list("missing keys", result.missing_keys);
     list("unexpected keys", result.unexpected_keys);
     list("shape/dtype mismatches", result.mismatched_keys);
-    bool prefixed = !result.unexpected_keys.empty() &&
-                    std::all_of(result.unexpected_keys.begin(), result.unexpected_keys.end(),
-                                [](const std::string& k) { return k.rfind("module.", 0) == 0; });
+    bool prefixed =
+        !result.unexpected_keys.empty() && std::all_of(result.unexpected_keys.begin(), result.unexpected_keys.end(),
+                                                       [](const std::string& k) { return k.rfind("module.", 0) == 0; });
     if (prefixed)
       message << "\n  (every unexpected key starts with 'module.': the file was saved from a wrapper; "
                  "nn::strip_prefix(state, \"module.\") removes it)";
@@ -344,13 +353,14 @@ std::ostream& operator<<(std::ostream& out, const Module& module) { return out <
 void check_input_device(const std::string& module, const Tensor& input, const Tensor& parameter) {
   if (!input.defined() || !parameter.defined() || input.device() == parameter.device()) return;
   const std::string where = parameter.device().str();
-  EMBER_FAIL(module, ": expected input on ", where, " (where the module's parameters are), got ",
-             input.device().str(), "; move it there with .to(", where, ")");
+  EMBER_FAIL(module, ": expected input on ", where, " (where the module's parameters are), got ", input.device().str(),
+             "; move it there with .to(", where, ")");
 }
 
 NamedTensors strip_prefix(const NamedTensors& state, const std::string& prefix) {
   NamedTensors out;
-  for (const auto& [name, t] : state) out.emplace_back(name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name, t);
+  for (const auto& [name, t] : state)
+    out.emplace_back(name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name, t);
   return out;
 }
 

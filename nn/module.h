@@ -211,8 +211,8 @@ class ModuleHolder {
 }  // namespace ember::nn
 
 // Declares `Name` as the holder of `NameImpl`, as TORCH_MODULE does.
-#define EMBER_MODULE(Name)                                   \
-  class Name : public ::ember::nn::ModuleHolder<Name##Impl> { \
-   public:                                                    \
+#define EMBER_MODULE(Name)                                     \
+  class Name : public ::ember::nn::ModuleHolder<Name##Impl> {  \
+   public:                                                     \
     using ::ember::nn::ModuleHolder<Name##Impl>::ModuleHolder; \
   }

@@ -3,13 +3,13 @@
 // Used by nn's layer options and nn/optim's optimizer and schedule options alike.
 #pragma once
 
-#define EMBER_ARG(T, name)                         \
- public:                                          \
-  auto& name(const T& new_value) {                \
-    name##_ = new_value;                          \
-    return *this;                                 \
-  }                                               \
-  const T& name() const { return name##_; }       \
-                                                  \
- private:                                         \
+#define EMBER_ARG(T, name)                  \
+ public:                                    \
+  auto& name(const T& new_value) {          \
+    name##_ = new_value;                    \
+    return *this;                           \
+  }                                         \
+  const T& name() const { return name##_; } \
+                                            \
+ private:                                   \
   T name##_

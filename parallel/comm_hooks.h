@@ -17,9 +17,9 @@ namespace ember::parallel {
 
 struct GradBucket {
   size_t index = 0;
-  Tensor buffer;                    // flat, this rank's gradients of the bucket's parameters
-  std::vector<std::string> names;   // the parameters in the bucket, in buffer order
-  bool is_last = false;             // the last bucket of the iteration
+  Tensor buffer;                   // flat, this rank's gradients of the bucket's parameters
+  std::vector<std::string> names;  // the parameters in the bucket, in buffer order
+  bool is_last = false;            // the last bucket of the iteration
 };
 
 using CommHook = std::function<comm::WorkPtr(comm::ProcessGroup& group, GradBucket& bucket)>;

@@ -39,14 +39,19 @@ class ReplicaBackward final : public autograd::Node {
  public:
   ReplicaBackward(std::shared_ptr<ReplicaThreads> threads, std::vector<Tensor> roots, std::vector<Tensor> chunks,
                   std::vector<Device> stream_devices, Device input_device, int64_t dim)
-      : threads_(std::move(threads)), roots_(std::move(roots)), chunks_(std::move(chunks)),
-        stream_devices_(std::move(stream_devices)), input_device_(input_device), dim_(dim) {}
+      : threads_(std::move(threads)),
+        roots_(std::move(roots)),
+        chunks_(std::move(chunks)),
+        stream_devices_(std::move(stream_devices)),
+        input_device_(input_device),
+        dim_(dim) {}
 
   std::string name() const override { return "DataParallelBackward"; }
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const std::optional<autograd::PassInfo> pass = autograd::current_pass();
-    EMBER_CHECK(pass.has_value() && pass->accumulate, "DataParallel: autograd::grad() cannot differentiate through "
+    EMBER_CHECK(pass.has_value() && pass->accumulate,
+                "DataParallel: autograd::grad() cannot differentiate through "
                 "DataParallel (its replicas' backward accumulates into the parameters' .grad); call backward()");
     const size_t count = roots_.size();
     threads_->run(count, stream_devices_, [&](size_t k) {
@@ -95,7 +100,8 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
     : Module("DataParallel"), module_(std::move(module)), devices_(std::move(device_ids)), dim_(dim) {
   EMBER_CHECK(module_ != nullptr, "DataParallel: the module is null");
   if (devices_.empty()) {
-    EMBER_CHECK(has_backend(kCUDA), "DataParallel: no device_ids given and no CUDA backend in this program (link "
+    EMBER_CHECK(has_backend(kCUDA),
+                "DataParallel: no device_ids given and no CUDA backend in this program (link "
                 "//cuda)");
     const int count = device_count(kCUDA);
     EMBER_CHECK(count > 0, "DataParallel: no device_ids given and no CUDA device is available");
@@ -103,7 +109,8 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
   }
   for (size_t i = 0; i < devices_.size(); ++i) {
     const Device d = devices_[i];
-    EMBER_CHECK(d.is_cuda(), "DataParallel: device_ids[", i, "] is ", d, "; DataParallel replicates onto CUDA "
+    EMBER_CHECK(d.is_cuda(), "DataParallel: device_ids[", i, "] is ", d,
+                "; DataParallel replicates onto CUDA "
                 "devices (for CPU training use the module itself, or DDP with one process per core group)");
     try {
       runtime_for(d, "DataParallel");
@@ -116,9 +123,9 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
   output_device_ = output_device.value_or(devices_[0]);
   if (output_device_.is_cuda()) runtime_for(output_device_, "DataParallel (output_device)");
   auto check_on_first = [&](const char* kind, const std::string& name, const Tensor& t) {
-    EMBER_CHECK(!t.defined() || t.device() == devices_[0], "DataParallel: ", kind, " '", name, "' is on ",
-                t.device(), ", but the module must be on device_ids[0] = ", devices_[0],
-                " (call module->to(", devices_[0], ") first)");
+    EMBER_CHECK(!t.defined() || t.device() == devices_[0], "DataParallel: ", kind, " '", name, "' is on ", t.device(),
+                ", but the module must be on device_ids[0] = ", devices_[0], " (call module->to(", devices_[0],
+                ") first)");
   };
   for (auto& [name, p] : module_->named_parameters()) check_on_first("parameter", name, p);
   for (auto& [name, b] : module_->named_buffers()) check_on_first("buffer", name, b);
@@ -226,8 +233,8 @@ std::vector<Tensor> DataParallel::run_replicas(const Tensor& input, const std::v
   if (!GradMode::is_enabled() || !any_grad) return results;
   std::vector<Device> backward_devices = stream_devices(count);
   if (input.device().is_cuda()) add_unique(backward_devices, input.device());
-  auto node = std::make_shared<ReplicaBackward>(threads_, results, chunks, std::move(backward_devices),
-                                                input.device(), dim_);
+  auto node =
+      std::make_shared<ReplicaBackward>(threads_, results, chunks, std::move(backward_devices), input.device(), dim_);
   autograd::connect(node, {input_grad ? &input : nullptr});
   std::vector<Tensor> outs;
   for (const Tensor& r : results) outs.push_back(r.detach());
@@ -247,7 +254,8 @@ Tensor DataParallel::forward(const Tensor& input) {
   std::vector<Tensor> gathered;
   for (size_t k = 0; k < outputs.size(); ++k) {
     EMBER_CHECK(outputs[k].defined() && outputs[k].dim() > dim_, "DataParallel::forward: replica ", k, " on ",
-                devices_[k], " returned ", outputs[k].defined() ? shape_str(outputs[k].sizes()) : std::string("nothing"),
+                devices_[k], " returned ",
+                outputs[k].defined() ? shape_str(outputs[k].sizes()) : std::string("nothing"),
                 ", which cannot be gathered along dim ", dim_, " (use forward_loss for scalar results)");
     gathered.push_back(outputs[k].to(output_device_));
   }
@@ -258,8 +266,10 @@ ReplicaLoss DataParallel::forward_loss(const Tensor& input, const Tensor& target
                                        LossReduction reduction, const ReplicaLossFn& metric) {
   EMBER_CHECK(input.defined() && target.defined(), "DataParallel::forward_loss: the input or target is undefined");
   EMBER_CHECK(loss_fn != nullptr, "DataParallel::forward_loss: the loss function is empty");
-  EMBER_CHECK(dim_ >= 0 && dim_ < input.dim() && dim_ < target.dim(), "DataParallel::forward_loss: cannot split "
-              "along dim ", dim_, " an input of shape ", shape_str(input.sizes()), " and a target of shape ",
+  EMBER_CHECK(dim_ >= 0 && dim_ < input.dim() && dim_ < target.dim(),
+              "DataParallel::forward_loss: cannot split "
+              "along dim ",
+              dim_, " an input of shape ", shape_str(input.sizes()), " and a target of shape ",
               shape_str(target.sizes()));
   const int64_t batch = input.size(dim_);
   EMBER_CHECK(batch > 0, "DataParallel::forward_loss: the input is empty along dim ", dim_);

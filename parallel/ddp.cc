@@ -33,8 +33,9 @@ Device device_of(const nn::Module& module, int rank) {
       device = t.device();
       return;
     }
-    EMBER_CHECK(t.device() == device, "DistributedDataParallel (rank ", rank, "): the module spans several devices: ",
-                first, " is on ", device, " but ", kind, " '", name, "' is on ", t.device(),
+    EMBER_CHECK(t.device() == device, "DistributedDataParallel (rank ", rank,
+                "): the module spans several devices: ", first, " is on ", device, " but ", kind, " '", name,
+                "' is on ", t.device(),
                 "; DDP runs one device per process (move the whole module with module->to(device))");
   };
   for (auto& [name, p] : module.named_parameters()) visit("parameter", name, p);
@@ -97,8 +98,8 @@ void DistributedDataParallel::verify_same_parameters() {
       return s.empty() ? std::string("(nothing)") : s;
     };
     EMBER_FAIL("DistributedDataParallel: ranks registered different parameters (", own.size(), " on rank ",
-               group_->rank(), ", ", other.size(), " on rank ", r, "); first difference at parameter #", k,
-               ": rank ", group_->rank(), " has ", pretty(k < own.size() ? own[k] : ""), ", rank ", r, " has ",
+               group_->rank(), ", ", other.size(), " on rank ", r, "); first difference at parameter #", k, ": rank ",
+               group_->rank(), " has ", pretty(k < own.size() ? own[k] : ""), ", rank ", r, " has ",
                pretty(k < other.size() ? other[k] : ""));
   }
 }

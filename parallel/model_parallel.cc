@@ -22,7 +22,9 @@ std::string list_of(const std::vector<T>& items) {
 }  // namespace
 
 ModelParallel::ModelParallel(nn::Sequential sequential, std::vector<Device> devices, std::vector<int64_t> balance)
-    : Module("ModelParallel"), sequential_(std::move(sequential)), devices_(std::move(devices)),
+    : Module("ModelParallel"),
+      sequential_(std::move(sequential)),
+      devices_(std::move(devices)),
       balance_(std::move(balance)) {
   EMBER_CHECK(!sequential_.is_empty(), "ModelParallel: the Sequential is an empty holder");
   EMBER_CHECK(!devices_.empty(), "ModelParallel: no devices given; expected one device per stage");

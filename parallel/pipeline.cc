@@ -103,7 +103,7 @@ uint64_t run_seed() {
 struct Pipeline::Executor {
   enum class Mode { kEvaluate, kAutograd, kTrain };
 
-  struct Record {  // one micro-batch at one stage
+  struct Record {   // one micro-batch at one stage
     Tensor input;   // a leaf on the stage's device
     Tensor output;  // with its graph (not kept when recomputing)
     Tensor loss;    // last stage of a train_step: the weighted loss, with its graph
@@ -128,8 +128,8 @@ struct Pipeline::Executor {
     std::map<int, Stream> caller_streams;  // by CUDA device index
     Device input_device;
 
-    explicit Run(size_t stages) : records(stages), forward_inbox(stages), backward_inbox(stages), stats(stages),
-                                  events(stages) {}
+    explicit Run(size_t stages)
+        : records(stages), forward_inbox(stages), backward_inbox(stages), stats(stages), events(stages) {}
     // The first failure is the cause; the stages it leaves waiting fail after it (aborted).
     std::mutex failure_mutex;
     std::string cause;
@@ -198,8 +198,10 @@ struct Pipeline::Executor {
       PipelineEvent event{s, a.micro_batch, a.backward, 0, 0};
       // Busy from when the neighbour's message is in (waiting for it is the bubble).
       auto started = [&] { event.start_s = seconds_since(run.start); };
-      if (a.backward) backward_step(run, s, a.micro_batch, started);
-      else forward_step(run, s, a.micro_batch, started);
+      if (a.backward)
+        backward_step(run, s, a.micro_batch, started);
+      else
+        forward_step(run, s, a.micro_batch, started);
       event.end_s = seconds_since(run.start);
       run.events[s].push_back(event);
     }
@@ -234,8 +236,10 @@ struct Pipeline::Executor {
   // The loss of micro-batch i on the last stage, weighted by its share of the batch.
   Tensor weighted_loss(Run& run, const Tensor& output, int64_t i) {
     Tensor loss = (*run.loss_fn)(output, run.targets[i]);
-    EMBER_CHECK(loss.defined() && loss.numel() == 1, "Pipeline::train_step: the loss function must return a scalar, "
-                "got ", loss.defined() ? shape_str(loss.sizes()) : std::string("nothing"), " for micro-batch ", i);
+    EMBER_CHECK(loss.defined() && loss.numel() == 1,
+                "Pipeline::train_step: the loss function must return a scalar, "
+                "got ",
+                loss.defined() ? shape_str(loss.sizes()) : std::string("nothing"), " for micro-batch ", i);
     return run.weights[i] == 1.0 ? loss.reshape({}) : loss.reshape({}) * run.weights[i];
   }
 
@@ -293,8 +297,10 @@ struct Pipeline::Executor {
     EMBER_CHECK(r.input.defined(), "Pipeline: micro-batch ", i, "'s backward on stage ", s,
                 " found nothing saved (a second backward without retain_graph?)");
     Tensor grad;
-    if (s < last) grad = receive(run.backward_inbox[s].take(i, "gradient"), s);
-    else if (run.mode == Mode::kAutograd) grad = run.output_grads[i];
+    if (s < last)
+      grad = receive(run.backward_inbox[s].take(i, "gradient"), s);
+    else if (run.mode == Mode::kAutograd)
+      grad = run.output_grads[i];
     started();
     Tensor root;
     if (pipe.options_.checkpoint) {
@@ -308,8 +314,10 @@ struct Pipeline::Executor {
       root = (s == last && run.mode == Mode::kTrain) ? r.loss : r.output;
     }
     if (root.requires_grad()) {
-      if (grad.defined()) autograd::backward({root}, {grad}, run.retain_graph);
-      else autograd::backward({root}, {}, run.retain_graph);
+      if (grad.defined())
+        autograd::backward({root}, {grad}, run.retain_graph);
+      else
+        autograd::backward({root}, {}, run.retain_graph);
     }
     Tensor input_grad = r.input.grad();
     if (r.input.requires_grad() && !input_grad.defined()) input_grad = zeros_like(r.input);
@@ -335,9 +343,11 @@ class PipelineBackward final : public autograd::Node {
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const std::optional<autograd::PassInfo> pass = autograd::current_pass();
-    EMBER_CHECK(pass.has_value() && pass->accumulate, "Pipeline: autograd::grad() cannot differentiate through a "
+    EMBER_CHECK(pass.has_value() && pass->accumulate,
+                "Pipeline: autograd::grad() cannot differentiate through a "
                 "Pipeline (its stages' backward accumulates into the parameters' .grad); call backward()");
-    EMBER_CHECK(run_ != nullptr, "Pipeline: a second backward through the same forward; pass retain_graph to the "
+    EMBER_CHECK(run_ != nullptr,
+                "Pipeline: a second backward through the same forward; pass retain_graph to the "
                 "first");
     Pipeline::Executor::Run& run = *run_;
     run.retain_graph = pass->retain_graph;
@@ -378,8 +388,12 @@ std::string join(const std::vector<int64_t>& v) {
 
 Pipeline::Pipeline(nn::Sequential sequential, std::vector<Device> devices, int64_t chunks, Schedule schedule,
                    PipelineOptions options)
-    : Module("Pipeline"), sequential_(std::move(sequential)), devices_(std::move(devices)), chunks_(chunks),
-      schedule_(schedule), options_(std::move(options)) {
+    : Module("Pipeline"),
+      sequential_(std::move(sequential)),
+      devices_(std::move(devices)),
+      chunks_(chunks),
+      schedule_(schedule),
+      options_(std::move(options)) {
   EMBER_CHECK(sequential_.ptr() != nullptr, "Pipeline: the Sequential is null");
   EMBER_CHECK(!devices_.empty(), "Pipeline: no devices given");
   EMBER_CHECK(chunks_ >= 1, "Pipeline: chunks must be at least 1, got ", chunks_);
@@ -391,14 +405,13 @@ Pipeline::Pipeline(nn::Sequential sequential, std::vector<Device> devices, int64
     const Device d = devices_[i];
     if (!d.is_cuda()) continue;
     const bool linked = has_backend(d.type);
-    EMBER_CHECK(linked && d.index < device_count(d.type), "Pipeline: devices[", i, "] is ", d,
-                ", which is not available (",
-                linked ? std::to_string(device_count(d.type)) + " CUDA devices" : std::string("no CUDA backend linked"),
-                ")");
+    EMBER_CHECK(
+        linked && d.index < device_count(d.type), "Pipeline: devices[", i, "] is ", d, ", which is not available (",
+        linked ? std::to_string(device_count(d.type)) + " CUDA devices" : std::string("no CUDA backend linked"), ")");
   }
   balance_ = options_.balance.empty() ? balance_by_parameters(sequential_, p) : options_.balance;
-  EMBER_CHECK(static_cast<int64_t>(balance_.size()) == p, "Pipeline: the balance has ", balance_.size(),
-              " stages (", join(balance_), "), the devices ", p);
+  EMBER_CHECK(static_cast<int64_t>(balance_.size()) == p, "Pipeline: the balance has ", balance_.size(), " stages (",
+              join(balance_), "), the devices ", p);
   int64_t sum = 0;
   for (size_t i = 0; i < balance_.size(); ++i) {
     EMBER_CHECK(balance_[i] >= 1, "Pipeline: stage ", i, " of the balance (", join(balance_), ") has ", balance_[i],
@@ -481,7 +494,8 @@ PipelineStep Pipeline::train_step(const Tensor& input, const Tensor& target, con
                                   LossReduction reduction, const ReplicaLossFn& metric) {
   check_input(input, options_.dim, "Pipeline::train_step");
   EMBER_CHECK(loss_fn != nullptr, "Pipeline::train_step: no loss function given");
-  EMBER_CHECK(GradMode::is_enabled(), "Pipeline::train_step: gradients are disabled (NoGradGuard); train_step "
+  EMBER_CHECK(GradMode::is_enabled(),
+              "Pipeline::train_step: gradients are disabled (NoGradGuard); train_step "
               "computes gradients (use forward for evaluation)");
   EMBER_CHECK(target.defined() && target.dim() > options_.dim && target.size(options_.dim) == input.size(options_.dim),
               "Pipeline::train_step: the target must split like the input along dim ", options_.dim, ": input ",
@@ -496,7 +510,8 @@ PipelineStep Pipeline::train_step(const Tensor& input, const Tensor& target, con
   run->targets = last_target.split_with_sizes(sizes, options_.dim);
   const int64_t total = input.size(options_.dim);
   for (int64_t n : sizes)
-    run->weights.push_back(reduction == LossReduction::kMean ? static_cast<double>(n) / static_cast<double>(total) : 1.0);
+    run->weights.push_back(reduction == LossReduction::kMean ? static_cast<double>(n) / static_cast<double>(total)
+                                                             : 1.0);
   run->loss_fn = &loss_fn;
   run->metric = &metric;
   run->seed = run_seed();

@@ -63,8 +63,7 @@ struct PipelineAction {
   bool backward = false;
 };
 // Stage `stage`'s actions in order, for `micro_batches` micro-batches over `stages` stages.
-std::vector<PipelineAction> schedule_actions(Schedule schedule, int64_t stage, int64_t stages,
-                                             int64_t micro_batches);
+std::vector<PipelineAction> schedule_actions(Schedule schedule, int64_t stage, int64_t stages, int64_t micro_batches);
 
 struct PipelineStep {
   Tensor loss;    // detached scalar on the last stage's device: the whole batch's loss
@@ -81,8 +80,8 @@ struct PipelineEvent {
 class Pipeline : public nn::Module {
  public:
   // Moves each stage's layers to its device. `devices` may repeat a device and may hold the CPU.
-  Pipeline(nn::Sequential sequential, std::vector<Device> devices, int64_t chunks,
-           Schedule schedule = Schedule::kGPipe, PipelineOptions options = {});
+  Pipeline(nn::Sequential sequential, std::vector<Device> devices, int64_t chunks, Schedule schedule = Schedule::kGPipe,
+           PipelineOptions options = {});
   ~Pipeline() override;
 
   // The micro-batches' outputs concatenated on the last stage's device.

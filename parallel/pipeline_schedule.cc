@@ -11,8 +11,7 @@ namespace ember::parallel {
 
 const char* schedule_name(Schedule schedule) { return schedule == Schedule::kGPipe ? "gpipe" : "1f1b"; }
 
-std::vector<PipelineAction> schedule_actions(Schedule schedule, int64_t stage, int64_t stages,
-                                             int64_t micro_batches) {
+std::vector<PipelineAction> schedule_actions(Schedule schedule, int64_t stage, int64_t stages, int64_t micro_batches) {
   EMBER_CHECK(stages >= 1 && stage >= 0 && stage < stages && micro_batches >= 1, "schedule_actions: stage ", stage,
               " of ", stages, " with ", micro_batches, " micro-batches");
   std::vector<PipelineAction> actions;

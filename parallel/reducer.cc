@@ -22,8 +22,10 @@ std::vector<const TensorImpl*> reachable_leaves(const std::vector<Tensor>& outpu
   std::unordered_map<autograd::Node*, bool> seen;
   for (const Tensor& out : outputs) {
     if (!out.defined() || !out.requires_grad()) continue;
-    if (out.grad_fn()) stack.push_back(out.grad_fn().get());
-    else leaves.push_back(out.unsafe_impl());
+    if (out.grad_fn())
+      stack.push_back(out.grad_fn().get());
+    else
+      leaves.push_back(out.unsafe_impl());
   }
   while (!stack.empty()) {
     autograd::Node* node = stack.back();
@@ -116,8 +118,10 @@ void Reducer::point_grads_at_buckets() {
     const Bucket& bucket = buckets_[bucket_of_[i]];
     Tensor view = bucket.buffer.narrow(0, bucket.offsets[slot_of_[i]], p.numel()).view(p.sizes());
     const Tensor& old = p.grad();
-    if (old.defined() && old.unsafe_impl() != view.unsafe_impl()) copy_into(view, old);
-    else if (!old.defined()) view.zero_();
+    if (old.defined() && old.unsafe_impl() != view.unsafe_impl())
+      copy_into(view, old);
+    else if (!old.defined())
+      view.zero_();
     p.mutable_grad() = view;
   }
 }
@@ -180,8 +184,10 @@ void Reducer::mark_grad_ready(size_t index) {
     const Tensor& grad = p.grad();
     const bool is_slot = grad.defined() && grad.storage() == slot.storage() && grad.data_ptr() == slot.data_ptr() &&
                          grad.is_contiguous() && grad.numel() == slot.numel();
-    if (!grad.defined() || unused_[index]) slot.zero_();
-    else if (!is_slot) copy_into(slot, grad.reshape({-1}));
+    if (!grad.defined() || unused_[index])
+      slot.zero_();
+    else if (!is_slot)
+      copy_into(slot, grad.reshape({-1}));
     // gradient_as_bucket_view: a .grad that is not the slot's view (zero_grad() with set_to_none
     // between forward and backward made a fresh one, or the caller replaced it) was copied in
     // above; .grad becomes the view again, so it receives the averaged result.
@@ -224,9 +230,8 @@ void Reducer::finalize() {
     std::ostringstream names;
     for (size_t k = 0; k < missing.size(); ++k) names << (k ? ", " : "") << missing[k];
     reset_iteration();
-    EMBER_FAIL("DistributedDataParallel (rank ", group_->rank(), " of ", group_->name(), " on ", device_, "): ",
-               missing.size(),
-               " parameter(s) received no gradient in this backward pass: ", names.str(),
+    EMBER_FAIL("DistributedDataParallel (rank ", group_->rank(), " of ", group_->name(), " on ", device_,
+               "): ", missing.size(), " parameter(s) received no gradient in this backward pass: ", names.str(),
                ". DDP cannot know whether other ranks used them, so it would wait forever; construct "
                "DistributedDataParallel with find_unused_parameters=true, or make every parameter take part in the "
                "loss.");
@@ -245,8 +250,10 @@ void Reducer::finalize() {
       Tensor& p = parameters_[i].second;
       const Bucket& bucket = buckets_[bucket_of_[i]];
       Tensor averaged = bucket.buffer.narrow(0, bucket.offsets[slot_of_[i]], p.numel()).view(p.sizes());
-      if (p.grad().defined()) copy_into(p.mutable_grad(), averaged);
-      else p.mutable_grad() = averaged.clone();
+      if (p.grad().defined())
+        copy_into(p.mutable_grad(), averaged);
+      else
+        p.mutable_grad() = averaged.clone();
     }
   }
   ++iterations_;

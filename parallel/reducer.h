@@ -30,7 +30,7 @@ struct ReducerOptions {
 // What the last synchronised backward did (for tests and benchmarks).
 struct ReducerStats {
   size_t buckets = 0;
-  size_t launched_during_backward = 0;  // bucket all-reduces started from gradient hooks
+  size_t launched_during_backward = 0;                          // bucket all-reduces started from gradient hooks
   std::chrono::nanoseconds first_launch_to_end_of_backward{0};  // > 0: communication overlapped compute
   // Buckets whose communication had already completed (Work::is_completed(), set on the
   // communication thread) when backward's last node finished: work fully hidden behind compute.

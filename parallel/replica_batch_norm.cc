@@ -20,11 +20,11 @@ Tensor stats_row(const Tensor& mean, const Tensor& var, int64_t count) {
 // The whole batch's mean and biased variance from the rows [R, 1 + 2C], into mean and var.
 void combine_rows(const Tensor& rows, Tensor& mean, Tensor& var) {
   const int64_t channels = mean.numel();
-  Tensor counts = rows.select(1, 0).unsqueeze(1);                   // [R, 1]
-  Tensor means = rows.narrow(1, 1, channels);                        // [R, C]
-  Tensor vars = rows.narrow(1, 1 + channels, channels);              // [R, C]
-  Tensor total = counts.sum({0});                                    // [1]
-  Tensor global_mean = (means * counts).sum({0}) / total;            // [C]
+  Tensor counts = rows.select(1, 0).unsqueeze(1);          // [R, 1]
+  Tensor means = rows.narrow(1, 1, channels);              // [R, C]
+  Tensor vars = rows.narrow(1, 1 + channels, channels);    // [R, C]
+  Tensor total = counts.sum({0});                          // [1]
+  Tensor global_mean = (means * counts).sum({0}) / total;  // [C]
   // Sum of squared deviations: within each rank plus between ranks.
   Tensor deviation = means - global_mean;
   Tensor m2 = (vars * counts).sum({0}) + (deviation * deviation * counts).sum({0});

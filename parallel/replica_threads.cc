@@ -98,7 +98,8 @@ void ReplicaThreads::run(size_t count, const std::vector<Device>& stream_devices
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    EMBER_CHECK(!running_, owner_, ": its replicas are already running (a second forward or backward from another "
+    EMBER_CHECK(!running_, owner_,
+                ": its replicas are already running (a second forward or backward from another "
                 "thread at the same time, or from inside a replica); one run at a time");
     running_ = true;
     task_ = std::move(task);

@@ -31,7 +31,8 @@ void ProcessGroupBatchNormReducer::reduce_grad_sums(Tensor& sum_dy, Tensor& sum_
 }
 
 int convert_sync_batchnorm(nn::Module& module, std::shared_ptr<comm::ProcessGroup> group) {
-  EMBER_CHECK(group != nullptr, "convert_sync_batchnorm: the process group is null (for DataParallel's replicas, "
+  EMBER_CHECK(group != nullptr,
+              "convert_sync_batchnorm: the process group is null (for DataParallel's replicas, "
               "call convert_sync_batchnorm(module) without one)");
   return convert_batchnorm_with(module, std::make_shared<ProcessGroupBatchNormReducer>(std::move(group)));
 }

@@ -21,9 +21,16 @@ class BatchNormBackward final : public Node {
   // `relu_output`: the fused forward's output, whose zeros mask the gradient; undefined without ReLU.
   BatchNormBackward(const Tensor& input, const Tensor& mean, const Tensor& invstd, const Tensor& weight, bool training,
                     int64_t count, std::shared_ptr<BatchNormStatsReducer> reducer, const Tensor& relu_output)
-      : input_(input), mean_(mean), invstd_(invstd), weight_(weight), relu_output_(relu_output),
-        relu_(relu_output.defined()), training_(training), count_(count),
-        weight_dtype_(weight.defined() ? weight.dtype() : input.dtype()), reducer_(std::move(reducer)) {}
+      : input_(input),
+        mean_(mean),
+        invstd_(invstd),
+        weight_(weight),
+        relu_output_(relu_output),
+        relu_(relu_output.defined()),
+        training_(training),
+        count_(count),
+        weight_dtype_(weight.defined() ? weight.dtype() : input.dtype()),
+        reducer_(std::move(reducer)) {}
   std::string name() const override { return relu_ ? "BatchNormReluBackward0" : "NativeBatchNormBackward0"; }
   std::string forward_op() const override { return relu_ ? "batch_norm_relu" : "batch_norm"; }
 
@@ -77,8 +84,11 @@ Tensor batch_norm_maybe_relu(const Tensor& input, const Tensor& running_mean, co
                              const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps,
                              std::shared_ptr<BatchNormStatsReducer> reducer, bool relu) {
   const char* op = relu ? "batch_norm_relu" : "batch_norm";
-  common_device(op, {{input, "input"}, {running_mean, "running_mean"}, {running_var, "running_var"},
-                     {weight, "weight"}, {bias, "bias"}});
+  common_device(op, {{input, "input"},
+                     {running_mean, "running_mean"},
+                     {running_var, "running_var"},
+                     {weight, "weight"},
+                     {bias, "bias"}});
   EMBER_CHECK(input.dim() >= 2, op, ": expected input of at least 2 dims [N, C, ...], got ", shape_str(input.sizes()));
   EMBER_CHECK(is_floating(input.dtype()), op, ": expected a floating input, got ", dtype_name(input.dtype()));
   const int64_t channels = input.size(1);
@@ -138,8 +148,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                                std::move(reducer), false);
 }
 
-Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
-                       const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps,
+Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                       const Tensor& bias, bool training, double momentum, double eps,
                        std::shared_ptr<BatchNormStatsReducer> reducer) {
   return batch_norm_maybe_relu(input, running_mean, running_var, weight, bias, training, momentum, eps,
                                std::move(reducer), true);

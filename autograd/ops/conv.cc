@@ -22,8 +22,12 @@ namespace {
 class Conv2dBackward final : public Node {
  public:
   Conv2dBackward(const Tensor& input, const Tensor& weight, bool has_bias, const ConvParams& p)
-      : input_(input), weight_(weight), input_shape_(input.sizes()), weight_shape_(weight.sizes()),
-        has_bias_(has_bias), params_(p) {}
+      : input_(input),
+        weight_(weight),
+        input_shape_(input.sizes()),
+        weight_shape_(weight.sizes()),
+        has_bias_(has_bias),
+        params_(p) {}
   std::string name() const override { return "ConvolutionBackward0"; }
   std::string forward_op() const override { return "conv2d"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
@@ -70,8 +74,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Siz
   EMBER_CHECK(stride.h > 0 && stride.w > 0 && dilation.h > 0 && dilation.w > 0 && padding.h >= 0 && padding.w >= 0,
               "conv2d: stride and dilation must be positive and padding non-negative");
   if (bias.defined()) {
-    EMBER_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "conv2d: expected bias of shape [",
-                weight.size(0), "], got ", shape_str(bias.sizes()));
+    EMBER_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "conv2d: expected bias of shape [", weight.size(0),
+                "], got ", shape_str(bias.sizes()));
   }
   const int64_t eff_h = dilation.h * (weight.size(2) - 1) + 1, eff_w = dilation.w * (weight.size(3) - 1) + 1;
   EMBER_CHECK(input.size(2) + 2 * padding.h >= eff_h && input.size(3) + 2 * padding.w >= eff_w,

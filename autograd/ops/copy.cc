@@ -13,9 +13,7 @@ class ConvertBackward final : public Node {
   ConvertBackward(DType dtype, Device device, bool is_clone) : dtype_(dtype), device_(device), is_clone_(is_clone) {}
   std::string name() const override { return is_clone_ ? "CloneBackward0" : "ToCopyBackward0"; }
   std::string forward_op() const override { return is_clone_ ? "clone" : "to"; }
-  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    return {grads[0].to(dtype_).to(device_)};
-  }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override { return {grads[0].to(dtype_).to(device_)}; }
 
  private:
   DType dtype_;
@@ -48,14 +46,16 @@ Tensor clone(const Tensor& x, bool contiguous) {
 }
 
 void rebase_inplace(const Tensor& self, const Tensor& result, const char* op) {
-  EMBER_CHECK(!(self.is_leaf() && self.requires_grad()), op, ": a leaf Variable that requires grad is being used in "
+  EMBER_CHECK(!(self.is_leaf() && self.requires_grad()), op,
+              ": a leaf Variable that requires grad is being used in "
               "an in-place operation (wrap parameter updates in NoGradGuard)");
   // A view whose memory no other tensor shares (matmul's or a reduction's reshape of a fresh
   // result; a saved tensor also counts as sharing) can take the new history alone. Otherwise its
   // base would keep a stale history, which Ember does not track.
-  EMBER_CHECK(!self.unsafe_impl()->is_view || self.storage().use_count() == 1, op, ": in-place operation on a view "
-              "of a tensor that takes part in autograd is not supported; use the out-of-place form (e.g. x = x.", op,
-              "...) instead");
+  EMBER_CHECK(!self.unsafe_impl()->is_view || self.storage().use_count() == 1, op,
+              ": in-place operation on a view "
+              "of a tensor that takes part in autograd is not supported; use the out-of-place form (e.g. x = x.",
+              op, "...) instead");
   {
     NoGradGuard no_grad;
     copy_into(self, result);

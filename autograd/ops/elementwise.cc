@@ -65,12 +65,25 @@ class BinaryBackward final : public Node {
     const bool want_a = a.requires_grad(), want_b = b.requires_grad();
     bool save_a = false, save_b = false, save_y = false;
     switch (op) {
-      case BinaryOp::Add: case BinaryOp::Sub: break;
-      case BinaryOp::Mul: save_a = want_b, save_b = want_a; break;
-      case BinaryOp::Div: save_b = true, save_y = want_b; break;
-      case BinaryOp::Pow: save_a = save_b = true, save_y = want_b; break;
-      case BinaryOp::Minimum: case BinaryOp::Maximum: save_a = save_b = true; break;
-      case BinaryOp::AddRelu: save_y = true; break;
+      case BinaryOp::Add:
+      case BinaryOp::Sub:
+        break;
+      case BinaryOp::Mul:
+        save_a = want_b, save_b = want_a;
+        break;
+      case BinaryOp::Div:
+        save_b = true, save_y = want_b;
+        break;
+      case BinaryOp::Pow:
+        save_a = save_b = true, save_y = want_b;
+        break;
+      case BinaryOp::Minimum:
+      case BinaryOp::Maximum:
+        save_a = save_b = true;
+        break;
+      case BinaryOp::AddRelu:
+        save_y = true;
+        break;
     }
     if (save_a) a_ = SavedTensor(a);
     if (save_b) b_ = SavedTensor(b);

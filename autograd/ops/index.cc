@@ -129,8 +129,8 @@ Tensor scatter_add(const Tensor& self, int64_t dim_in, const Tensor& index, cons
   EMBER_CHECK(src.dtype() == self.dtype(), "scatter_add: expected src of dtype ", dtype_name(self.dtype()), ", got ",
               dtype_name(src.dtype()));
   for (int64_t d = 0; d < self.dim(); ++d)
-    EMBER_CHECK(index.size(d) <= src.size(d), "scatter_add: index ", shape_str(index.sizes()),
-                " is larger than src ", shape_str(src.sizes()), " in dimension ", d);
+    EMBER_CHECK(index.size(d) <= src.size(d), "scatter_add: index ", shape_str(index.sizes()), " is larger than src ",
+                shape_str(src.sizes()), " in dimension ", d);
   Tensor out;
   {
     NoGradGuard no_grad;

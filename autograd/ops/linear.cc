@@ -18,8 +18,8 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   if (bias.defined()) {
     EMBER_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: expected bias of shape [", weight.size(0),
                 "], got ", shape_str(bias.sizes()));
-    EMBER_CHECK(bias.dtype() == weight.dtype(), "linear: expected bias of dtype ", dtype_name(weight.dtype()),
-                ", got ", dtype_name(bias.dtype()));
+    EMBER_CHECK(bias.dtype() == weight.dtype(), "linear: expected bias of dtype ", dtype_name(weight.dtype()), ", got ",
+                dtype_name(bias.dtype()));
   }
   Tensor out = matmul(input, weight.t());
   return bias.defined() ? out + bias : out;

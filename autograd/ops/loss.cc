@@ -13,9 +13,12 @@ namespace {
 
 Tensor reduce_loss(const Tensor& loss, Reduction reduction) {
   switch (reduction) {
-    case Reduction::None: return loss;
-    case Reduction::Sum: return loss.sum();
-    case Reduction::Mean: return loss.mean();
+    case Reduction::None:
+      return loss;
+    case Reduction::Sum:
+      return loss.sum();
+    case Reduction::Mean:
+      return loss.mean();
   }
   return loss;
 }
@@ -63,8 +66,9 @@ Tensor checked_nll_loss(const char* op, const Tensor& input, const Tensor& targe
   Tensor safe_target = where(ignore, zero, target);
   Tensor picked = gather(input, 1, safe_target.unsqueeze(1)).squeeze(1);
   Tensor keep = (~ignore).to(input.dtype());
-  Tensor w = weight.defined() ? gather(weight.to(input.dtype()), 0, safe_target.reshape({-1})).view(target.sizes()) * keep
-                              : keep;
+  Tensor w = weight.defined()
+                 ? gather(weight.to(input.dtype()), 0, safe_target.reshape({-1})).view(target.sizes()) * keep
+                 : keep;
   Tensor loss = -picked * w;
   if (reduction == Reduction::Mean) return loss.sum() / w.sum();
   return reduce_loss(loss, reduction);
@@ -103,8 +107,12 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
         reduced = smooth.sum() / keep.sum();
       }
       break;
-    case Reduction::Sum: reduced = smooth.sum(); break;
-    case Reduction::None: reduced = smooth; break;
+    case Reduction::Sum:
+      reduced = smooth.sum();
+      break;
+    case Reduction::None:
+      reduced = smooth;
+      break;
   }
   return nll * (1.0 - label_smoothing) + reduced * (label_smoothing / static_cast<double>(classes));
 }

@@ -62,8 +62,7 @@ class AdaptiveAvgPool2dBackward final : public Node {
 // be empty.
 void check_pool_input(const char* op, const Tensor& input) {
   EMBER_CHECK(input.dim() == 4 && input.size(1) > 0 && input.size(2) > 0 && input.size(3) > 0, op,
-              ": input must be 4-D [N, C, H, W] with non-zero C, H and W (N may be 0), got ",
-              shape_str(input.sizes()));
+              ": input must be 4-D [N, C, H, W] with non-zero C, H and W (N may be 0), got ", shape_str(input.sizes()));
   EMBER_CHECK(is_floating(input.dtype()), op, ": expected a floating input, got ", dtype_name(input.dtype()));
 }
 
@@ -76,8 +75,8 @@ PoolParams pool_params(const char* op, const Tensor& input, Size2 kernel, std::o
   Size2 stride = stride_in.value_or(kernel);
   EMBER_CHECK(kernel.h > 0 && kernel.w > 0, op, ": kernel size must be positive, got (", kernel.h, ", ", kernel.w, ")");
   EMBER_CHECK(stride.h > 0 && stride.w > 0, op, ": stride must be positive, got (", stride.h, ", ", stride.w, ")");
-  EMBER_CHECK(dilation.h > 0 && dilation.w > 0, op, ": dilation must be positive, got (", dilation.h, ", ",
-              dilation.w, ")");
+  EMBER_CHECK(dilation.h > 0 && dilation.w > 0, op, ": dilation must be positive, got (", dilation.h, ", ", dilation.w,
+              ")");
   EMBER_CHECK(padding.h >= 0 && padding.w >= 0 && padding.h * 2 <= kernel.h && padding.w * 2 <= kernel.w, op,
               ": pad should be at most half of the kernel size, got padding (", padding.h, ", ", padding.w,
               ") for kernel (", kernel.h, ", ", kernel.w, ")");
@@ -101,10 +100,10 @@ PoolParams pool_params(const char* op, const Tensor& input, Size2 kernel, std::o
   };
   EMBER_CHECK(p.out_h > 0 && p.out_w > 0, op, ": output size is too small: ", geometry(), " gives ", p.out_h, "x",
               p.out_w);
-  const int64_t empty_row = formula::first_window_in_padding(input.size(2), p.out_h, kernel.h, stride.h, padding.h,
-                                                             dilation.h);
-  const int64_t empty_column = formula::first_window_in_padding(input.size(3), p.out_w, kernel.w, stride.w,
-                                                                padding.w, dilation.w);
+  const int64_t empty_row =
+      formula::first_window_in_padding(input.size(2), p.out_h, kernel.h, stride.h, padding.h, dilation.h);
+  const int64_t empty_column =
+      formula::first_window_in_padding(input.size(3), p.out_w, kernel.w, stride.w, padding.w, dilation.w);
   EMBER_CHECK(empty_row < 0 && empty_column < 0, op, ": output size is too small: ", geometry(), " gives ", p.out_h,
               "x", p.out_w, ", but the window of output ", empty_row >= 0 ? "row " : "column ",
               empty_row >= 0 ? empty_row : empty_column, " lies wholly in the padding");

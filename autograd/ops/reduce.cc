@@ -35,21 +35,30 @@ Tensor unsqueeze_reduced(const Tensor& g, const Shape& input_shape, const std::v
 
 const char* reduce_backward_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "SumBackward1";
-    case ReduceOp::Mean: return "MeanBackward1";
-    case ReduceOp::Prod: return "ProdBackward1";
-    case ReduceOp::Amax: return "AmaxBackward0";
-    case ReduceOp::Amin: return "AminBackward0";
-    case ReduceOp::Norm: return "NormBackward1";
-    case ReduceOp::Var: return "VarBackward0";
-    case ReduceOp::Std: return "StdBackward0";
+    case ReduceOp::Sum:
+      return "SumBackward1";
+    case ReduceOp::Mean:
+      return "MeanBackward1";
+    case ReduceOp::Prod:
+      return "ProdBackward1";
+    case ReduceOp::Amax:
+      return "AmaxBackward0";
+    case ReduceOp::Amin:
+      return "AminBackward0";
+    case ReduceOp::Norm:
+      return "NormBackward1";
+    case ReduceOp::Var:
+      return "VarBackward0";
+    case ReduceOp::Std:
+      return "StdBackward0";
   }
   return "ReduceBackward";
 }
 
 class ReduceBackward final : public Node {
  public:
-  ReduceBackward(ReduceOp op, const Tensor& x, const Tensor& y, const std::vector<int64_t>& dims, bool keepdim, double p)
+  ReduceBackward(ReduceOp op, const Tensor& x, const Tensor& y, const std::vector<int64_t>& dims, bool keepdim,
+                 double p)
       : op_(op), shape_(x.sizes()), mask_(reduced_dims(x.sizes(), dims)), keepdim_(keepdim), p_(p) {
     count_ = 1;
     for (size_t d = 0; d < shape_.size(); ++d)
@@ -64,9 +73,12 @@ class ReduceBackward final : public Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     Tensor g = unsqueeze_reduced(grads[0], shape_, mask_, keepdim_);
     switch (op_) {
-      case ReduceOp::Sum: return {g.expand(shape_)};
-      case ReduceOp::Mean: return {(g / static_cast<double>(count_)).expand(shape_)};
-      case ReduceOp::Prod: return {g * prod_others()};
+      case ReduceOp::Sum:
+        return {g.expand(shape_)};
+      case ReduceOp::Mean:
+        return {(g / static_cast<double>(count_)).expand(shape_)};
+      case ReduceOp::Prod:
+        return {g * prod_others()};
       case ReduceOp::Amax:
       case ReduceOp::Amin: {
         // Ties share the gradient evenly (PyTorch's amax/amin rule).
@@ -75,9 +87,11 @@ class ReduceBackward final : public Node {
         Tensor ties = hit.sum(dims(), true);
         return {g * hit / ties};
       }
-      case ReduceOp::Norm: return {g * norm_derivative()};
+      case ReduceOp::Norm:
+        return {g * norm_derivative()};
       case ReduceOp::Var:
-      case ReduceOp::Std: return {g * moments_derivative()};
+      case ReduceOp::Std:
+        return {g * moments_derivative()};
     }
     return {Tensor()};
   }

@@ -13,11 +13,16 @@ namespace {
 
 const char* view_backward_name(ViewSpec::Kind kind) {
   switch (kind) {
-    case ViewSpec::Kind::Reshape: return "ViewBackward0";
-    case ViewSpec::Kind::Permute: return "PermuteBackward0";
-    case ViewSpec::Kind::Expand: return "ExpandBackward0";
-    case ViewSpec::Kind::Slice: return "SliceBackward0";
-    case ViewSpec::Kind::Select: return "SelectBackward0";
+    case ViewSpec::Kind::Reshape:
+      return "ViewBackward0";
+    case ViewSpec::Kind::Permute:
+      return "PermuteBackward0";
+    case ViewSpec::Kind::Expand:
+      return "ExpandBackward0";
+    case ViewSpec::Kind::Slice:
+      return "SliceBackward0";
+    case ViewSpec::Kind::Select:
+      return "SelectBackward0";
   }
   return "ViewBackward0";
 }
@@ -29,13 +34,15 @@ class ViewBackward final : public Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& g = grads[0];
     switch (spec_.kind) {
-      case ViewSpec::Kind::Reshape: return {g.reshape(shape_)};
+      case ViewSpec::Kind::Reshape:
+        return {g.reshape(shape_)};
       case ViewSpec::Kind::Permute: {
         std::vector<int64_t> inverse(spec_.dims.size());
         for (size_t i = 0; i < spec_.dims.size(); ++i) inverse[spec_.dims[i]] = static_cast<int64_t>(i);
         return {g.permute(inverse)};
       }
-      case ViewSpec::Kind::Expand: return {sum_to(g, shape_)};
+      case ViewSpec::Kind::Expand:
+        return {sum_to(g, shape_)};
       case ViewSpec::Kind::Slice: {
         Tensor out = zeros(shape_, g.options());
         copy_into(out.slice(spec_.dim, spec_.start, spec_.end, spec_.step), g);

@@ -165,7 +165,8 @@ WorkPtr MpiProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
         after);
   }
   return submit(i, [this, s, op, count, i, after] {
-    int rc = MPI_Allreduce(MPI_IN_PLACE, s.data(), count, datatype_of(s.buffer.dtype()), op_of(op, s.buffer.dtype()), comm_);
+    int rc =
+        MPI_Allreduce(MPI_IN_PLACE, s.data(), count, datatype_of(s.buffer.dtype()), op_of(op, s.buffer.dtype()), comm_);
     if (rc != MPI_SUCCESS) fail_mpi(i, rc);
     after();
   });
@@ -308,7 +309,8 @@ WorkPtr MpiProcessGroup::all_to_all(const std::vector<Tensor>& outputs, const st
       [packed_out, outputs, inner] {
         inner->wait(collective_timeout());
         NoGradGuard no_grad;
-        for (size_t r = 0; r < outputs.size(); ++r) copy_into(outputs[r], packed_out.select(0, static_cast<int64_t>(r)));
+        for (size_t r = 0; r < outputs.size(); ++r)
+          copy_into(outputs[r], packed_out.select(0, static_cast<int64_t>(r)));
         return std::vector<MPI_Request>();
       },
       nullptr, rank_);
@@ -343,8 +345,7 @@ WorkPtr MpiProcessGroup::send(const Tensor& tensor, int dst, int tag) {
   int count = count_of(tensor, "send");
   auto signature = std::make_shared<Signature>(signature_of(i));
   auto work = std::make_shared<MpiWork>(
-      i,
-      [this, s, count, i, signature] { return post_p2p(i, signature.get(), s.data(), count, s.buffer.dtype()); },
+      i, [this, s, count, i, signature] { return post_p2p(i, signature.get(), s.data(), count, s.buffer.dtype()); },
       [this, i, signature](int code) {
         if (code != MPI_SUCCESS) fail_mpi(i, code);
       },
@@ -363,8 +364,7 @@ WorkPtr MpiProcessGroup::recv(const Tensor& tensor, int src, int tag) {
   auto theirs = std::make_shared<Signature>();
   std::memset(theirs.get(), 0, sizeof(Signature));
   auto work = std::make_shared<MpiWork>(
-      i,
-      [this, s, count, i, theirs] { return post_p2p(i, theirs.get(), s.data(), count, s.buffer.dtype()); },
+      i, [this, s, count, i, theirs] { return post_p2p(i, theirs.get(), s.data(), count, s.buffer.dtype()); },
       [this, s, i, theirs](int code) {
         // A larger send also fails the data receive (truncation): the signatures explain it better.
         const bool arrived = theirs->kind == static_cast<int32_t>(CollectiveKind::Send) && theirs->sequence > 0;

@@ -10,7 +10,7 @@ namespace ember::comm::mpi {
 
 namespace {
 
-MPI_Op half_ops[4] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};   // sum, min, max, product
+MPI_Op half_ops[4] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};  // sum, min, max, product
 MPI_Op bf16_ops[4] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
 
 template <typename T, int Which>
@@ -35,10 +35,14 @@ void create_set(MPI_Op* ops) {
 int op_index(ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum:
-    case ReduceOp::Avg: return 0;
-    case ReduceOp::Min: return 1;
-    case ReduceOp::Max: return 2;
-    case ReduceOp::Product: return 3;
+    case ReduceOp::Avg:
+      return 0;
+    case ReduceOp::Min:
+      return 1;
+    case ReduceOp::Max:
+      return 2;
+    case ReduceOp::Product:
+      return 3;
   }
   return 0;
 }
@@ -47,14 +51,21 @@ int op_index(ReduceOp op) {
 
 MPI_Datatype datatype_of(DType dtype) {
   switch (dtype) {
-    case kFloat32: return MPI_FLOAT;
-    case kFloat64: return MPI_DOUBLE;
-    case kInt64: return MPI_INT64_T;
-    case kInt32: return MPI_INT32_T;
-    case kUInt8: return MPI_UINT8_T;
-    case kBool: return MPI_C_BOOL;
+    case kFloat32:
+      return MPI_FLOAT;
+    case kFloat64:
+      return MPI_DOUBLE;
+    case kInt64:
+      return MPI_INT64_T;
+    case kInt32:
+      return MPI_INT32_T;
+    case kUInt8:
+      return MPI_UINT8_T;
+    case kBool:
+      return MPI_C_BOOL;
     case kBFloat16:
-    case kFloat16: return MPI_UINT16_T;  // reduced by the user ops below
+    case kFloat16:
+      return MPI_UINT16_T;  // reduced by the user ops below
   }
   return MPI_DATATYPE_NULL;
 }
@@ -65,10 +76,14 @@ MPI_Op op_of(ReduceOp op, DType dtype) {
   if (dtype == kBool) return (op == ReduceOp::Min || op == ReduceOp::Product) ? MPI_LAND : MPI_LOR;
   switch (op) {
     case ReduceOp::Sum:
-    case ReduceOp::Avg: return MPI_SUM;
-    case ReduceOp::Min: return MPI_MIN;
-    case ReduceOp::Max: return MPI_MAX;
-    case ReduceOp::Product: return MPI_PROD;
+    case ReduceOp::Avg:
+      return MPI_SUM;
+    case ReduceOp::Min:
+      return MPI_MIN;
+    case ReduceOp::Max:
+      return MPI_MAX;
+    case ReduceOp::Product:
+      return MPI_PROD;
   }
   return MPI_SUM;
 }

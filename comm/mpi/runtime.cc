@@ -38,11 +38,14 @@ void MpiWork::wait(std::chrono::milliseconds timeout) {
   // Unbounded, the watchdog is what ends a collective that never completes: it names it and ends
   // the whole job. A waiter timing out at the same moment would race it and raise instead, from
   // wherever it waits (inside a DDP backward, say), with no rank-prefixed line on stderr.
-  if (bounded) finished = done_cv_.wait_for(lock, timeout, [&] { return done_; });
-  else done_cv_.wait(lock, [&] { return done_; });
+  if (bounded)
+    finished = done_cv_.wait_for(lock, timeout, [&] { return done_; });
+  else
+    done_cv_.wait(lock, [&] { return done_; });
   const bool p2p = info_.kind == CollectiveKind::Send || info_.kind == CollectiveKind::Recv;
   EMBER_CHECK(finished, "rank ", rank_, ": ", info_.describe(), " did not complete within ", format_seconds(timeout),
-              p2p ? " (the peer has not posted the matching " + std::string(info_.kind == CollectiveKind::Send ? "recv" : "send") +
+              p2p ? " (the peer has not posted the matching " +
+                        std::string(info_.kind == CollectiveKind::Send ? "recv" : "send") +
                         " with this tag, or is gone)"
                   : " (a rank may have stopped issuing collectives, or issued them in a different order; run with "
                     "EMBER_DISTRIBUTED_DEBUG=1 to compare the ranks' collectives)");
@@ -132,7 +135,12 @@ void Runtime::run_sync(const std::function<void()>& task) {
   info.kind = CollectiveKind::Barrier;
   info.group = "(communicator setup)";
   auto work = std::make_shared<MpiWork>(
-      info, [&] { task(); return std::vector<MPI_Request>(); }, nullptr, world_rank_);
+      info,
+      [&] {
+        task();
+        return std::vector<MPI_Request>();
+      },
+      nullptr, world_rank_);
   submit(work);
   work->wait(collective_timeout());
 }
@@ -238,8 +246,10 @@ void Runtime::communication_loop() {
         if (in_flight) posted_.push_back(work);
         publish_in_flight();
       }
-      if (in_flight) in_flight_.push_back({work, std::move(requests)});
-      else work->complete(error);
+      if (in_flight)
+        in_flight_.push_back({work, std::move(requests)});
+      else
+        work->complete(error);
     }
     // Point-to-point requests progress here between collectives.
     bool progressed = false;
@@ -334,8 +344,10 @@ bool Runtime::progress(InFlight& entry) {
 std::string Runtime::finish_error(InFlight& entry) {
   MpiWork& work = *entry.work;
   try {
-    if (work.finish_) work.finish_(entry.code);
-    else if (entry.code != MPI_SUCCESS) return "rank " + std::to_string(world_rank_) + ": " + work.info().describe() + " failed in MPI";
+    if (work.finish_)
+      work.finish_(entry.code);
+    else if (entry.code != MPI_SUCCESS)
+      return "rank " + std::to_string(world_rank_) + ": " + work.info().describe() + " failed in MPI";
   } catch (const std::exception& e) {
     return e.what();
   }
@@ -355,7 +367,8 @@ void Runtime::finish(InFlight& entry) {
 
 void Runtime::watchdog_loop() {
   const auto timeout = collective_timeout();
-  const auto period = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(1000), timeout / 4 + std::chrono::milliseconds(1));
+  const auto period =
+      std::min<std::chrono::milliseconds>(std::chrono::milliseconds(1000), timeout / 4 + std::chrono::milliseconds(1));
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
     watchdog_cv_.wait_for(lock, period, [&] { return stopping_; });
@@ -367,13 +380,15 @@ void Runtime::watchdog_loop() {
       if (!late && expired(w)) late = w;
     if (late) {
       const CollectiveInfo& info = late->info();
-      std::string what = info.describe() + " did not complete within " + format_seconds(timeout) + " (EMBER_COLLECTIVE_TIMEOUT); ";
+      std::string what =
+          info.describe() + " did not complete within " + format_seconds(timeout) + " (EMBER_COLLECTIVE_TIMEOUT); ";
       if (info.kind == CollectiveKind::Send || info.kind == CollectiveKind::Recv) {
         what += "rank " + std::to_string(info.peer) + " of " + info.group + " never posted the matching " +
                 (info.kind == CollectiveKind::Send ? "recv" : "send") + " with this tag, or is gone. Aborting the job.";
       } else {
-        what += "the other ranks are stuck elsewhere or gone. Aborting the job. With EMBER_DISTRIBUTED_DEBUG=1 "
-                "ranks compare their collectives and name the first mismatch.";
+        what +=
+            "the other ranks are stuck elsewhere or gone. Aborting the job. With EMBER_DISTRIBUTED_DEBUG=1 "
+            "ranks compare their collectives and name the first mismatch.";
       }
       lock.unlock();
       abort(what);

@@ -97,8 +97,8 @@ class Runtime {
   std::mutex mutex_;
   std::condition_variable cv_;           // the communication thread's: work to start, or stop
   std::condition_variable watchdog_cv_;  // separate, so per-collective wake-ups never reach it
-  pthread_t comm_thread_id_{};      // set by the thread itself before ready_ (comm_thread_ may not be yet)
-  bool comm_thread_batch_ = false;  // its scheduling policy is SCHED_BATCH (guarded by mutex_)
+  pthread_t comm_thread_id_{};           // set by the thread itself before ready_ (comm_thread_ may not be yet)
+  bool comm_thread_batch_ = false;       // its scheduling policy is SCHED_BATCH (guarded by mutex_)
   // The last collective was a short one run by its waiter, not by the communication thread:
   // submits outside an OverlapScope then skip waking it, and it looks for work every
   // kDeferredStart instead, so a caller that computes before it waits still has its collective
@@ -112,7 +112,7 @@ class Runtime {
     std::vector<MPI_Request> requests;  // MPI_REQUEST_NULL once completed
     int code = MPI_SUCCESS;             // the first failure
   };
-  bool progress(InFlight& entry);  // true once every request completed and the work finished
+  bool progress(InFlight& entry);             // true once every request completed and the work finished
   std::string finish_error(InFlight& entry);  // runs the work's finish step; its error, or ""
   void finish(InFlight& entry);
 

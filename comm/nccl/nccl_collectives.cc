@@ -101,8 +101,8 @@ WorkPtr NcclProcessGroup::all_gather_into_tensor(const Tensor& output, const Ten
   return launch(
       i, {in.buffer, out.original, out.buffer},
       [&](cudaStream_t stream) {
-        check(i, ncclAllGather(in.data(), out.data(), in.buffer.numel(), nccl_type(input.dtype()), comm_->comm,
-                               stream));
+        check(i,
+              ncclAllGather(in.data(), out.data(), in.buffer.numel(), nccl_type(input.dtype()), comm_->comm, stream));
       },
       [&] { out.finish(); });
 }
@@ -197,11 +197,13 @@ WorkPtr NcclProcessGroup::all_to_all_single(const Tensor& output, const Tensor& 
   const int n = comm_->size;
   check_tensor(input, "all_to_all_single");
   check_tensor(output, "all_to_all_single");
-  EMBER_CHECK(input.dim() >= 1 && input.size(0) % n == 0 && output.sizes() == input.sizes() &&
-                  output.dtype() == input.dtype(),
-              "all_to_all_single on ", comm_->group, ": expected input and output of one shape and dtype whose dim 0 "
-              "divides by ", n, ", got ", dtype_name(input.dtype()), " ", shape_str(input.sizes()), " and ",
-              dtype_name(output.dtype()), " ", shape_str(output.sizes()));
+  EMBER_CHECK(
+      input.dim() >= 1 && input.size(0) % n == 0 && output.sizes() == input.sizes() && output.dtype() == input.dtype(),
+      "all_to_all_single on ", comm_->group,
+      ": expected input and output of one shape and dtype whose dim 0 "
+      "divides by ",
+      n, ", got ", dtype_name(input.dtype()), " ", shape_str(input.sizes()), " and ", dtype_name(output.dtype()), " ",
+      shape_str(output.sizes()));
   Staged in = stage(input, false);
   Staged out = stage(output, true);
   CollectiveInfo i = info(CollectiveKind::AllToAllSingle, &input);

@@ -50,11 +50,12 @@ ncclComm_t join_bounded(const DeviceGroupSpec& spec, const ncclUniqueId& id) {
   if (!join->cv.wait_for(lock, collective_timeout(), [&] { return join->done; })) {
     abort_job("the NCCL communicator of " + spec.name + " (rank " + std::to_string(spec.rank) + " of " +
               std::to_string(spec.size) + ", cuda:" + std::to_string(device) + ") did not form within " +
-              format_seconds(collective_timeout()) + " (EMBER_COLLECTIVE_TIMEOUT): a rank never joined (did every rank "
+              format_seconds(collective_timeout()) +
+              " (EMBER_COLLECTIVE_TIMEOUT): a rank never joined (did every rank "
               "start, and read the same unique id? a stale EMBER_NCCL_ID_FILE from an earlier job gives another)");
   }
-  EMBER_CHECK(join->result == ncclSuccess, "comm: joining the NCCL communicator of ", spec.name, " as rank ",
-              spec.rank, " of ", spec.size, " on cuda:", device, " failed: ", ncclGetErrorString(join->result), ": ",
+  EMBER_CHECK(join->result == ncclSuccess, "comm: joining the NCCL communicator of ", spec.name, " as rank ", spec.rank,
+              " of ", spec.size, " on cuda:", device, " failed: ", ncclGetErrorString(join->result), ": ",
               ncclGetLastError(nullptr));
   return join->comm;
 }
@@ -146,7 +147,8 @@ std::shared_ptr<NcclProcessGroup> NcclProcessGroup::create(const DeviceGroupSpec
   EMBER_CHECK(spec.device.is_cuda(), "comm: an NCCL group needs a CUDA device, got ", spec.device.str());
   const int count = cuda::device_count();
   EMBER_CHECK(spec.device.index < count, "comm: rank ", spec.rank, " of ", spec.name, " needs ", spec.device.str(),
-              " for its NCCL group, but this process sees ", count, " CUDA device(s) (each rank uses "
+              " for its NCCL group, but this process sees ", count,
+              " CUDA device(s) (each rank uses "
               "cuda:LOCAL_RANK; emulated devices come from EMBER_EMULATED_GPUS)");
   cuda::DeviceGuard on(spec.device.index);
   std::vector<uint8_t> bytes(sizeof(ncclUniqueId), 0);
@@ -191,8 +193,8 @@ void NcclProcessGroup::check(const CollectiveInfo& info, ncclResult_t result) co
 
 void NcclProcessGroup::check_tensor(const Tensor& t, const char* op) const {
   EMBER_CHECK(t.defined(), op, " on ", comm_->group, ": got an undefined tensor");
-  EMBER_CHECK(t.device() == device(), op, " on ", comm_->group, ": rank ", comm_->rank, "'s NCCL group is on cuda:",
-              comm_->device, ", got a tensor on ", t.device().str(),
+  EMBER_CHECK(t.device() == device(), op, " on ", comm_->group, ": rank ", comm_->rank,
+              "'s NCCL group is on cuda:", comm_->device, ", got a tensor on ", t.device().str(),
               t.device().is_cuda() ? " (each rank's tensors must be on its own device)"
                                    : " (the NCCL backend takes CUDA tensors; EMBER_BACKEND=cpu:mpi,cuda:nccl sends CPU "
                                      "tensors over MPI)");
@@ -215,8 +217,10 @@ WorkPtr NcclProcessGroup::launch(const CollectiveInfo& info, std::vector<Tensor>
     // A mismatch fails the Work, as on MPI: every rank saw it, none queued the collective, and the
     // group stays usable.
     try {
-      if (info.kind == CollectiveKind::Send || info.kind == CollectiveKind::Recv) exchange_p2p_signature(info);
-      else check_signatures(info);
+      if (info.kind == CollectiveKind::Send || info.kind == CollectiveKind::Recv)
+        exchange_p2p_signature(info);
+      else
+        check_signatures(info);
     } catch (const Error& e) {
       auto failed = std::make_shared<NcclWork>(info, comm_, cuda::Event(), std::vector<Tensor>{}, host_blocking);
       failed->fail(e.what());
@@ -307,8 +311,8 @@ std::shared_ptr<ProcessGroup> NcclProcessGroup::new_group(const std::vector<int>
   if (comm_->rank == ranks[0]) {
     ncclUniqueId fresh;
     ncclResult_t result = ncclGetUniqueId(&fresh);
-    EMBER_CHECK(result == ncclSuccess, "new_group on ", comm_->group, ": ncclGetUniqueId failed: ",
-                ncclGetErrorString(result));
+    EMBER_CHECK(result == ncclSuccess, "new_group on ", comm_->group,
+                ": ncclGetUniqueId failed: ", ncclGetErrorString(result));
     std::memcpy(id.data(), &fresh, sizeof(fresh));
   }
   share_from(*this, device(), ranks[0], id);

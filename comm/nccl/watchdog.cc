@@ -18,9 +18,7 @@ constexpr std::chrono::milliseconds kPoll{5};
 
 // For a thread that must not end the process because another is already ending it. Bounded, so
 // that a stuck exit still ends in the caller's abort rather than a hang.
-void wait_for_exit() {
-  std::this_thread::sleep_for(std::chrono::seconds(30));
-}
+void wait_for_exit() { std::this_thread::sleep_for(std::chrono::seconds(30)); }
 
 }  // namespace
 
@@ -90,7 +88,8 @@ void Watchdog::fail_job(const NcclWork& work, const std::string& why) {
   }
   const auto& comm = work.communicator();
   comm->abort();
-  const std::string message = work.description() + " " + why + " (NCCL, " + comm->where() + "; the communicator "
+  const std::string message = work.description() + " " + why + " (NCCL, " + comm->where() +
+                              "; the communicator "
                               "was aborted)";
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -65,12 +65,18 @@ __attribute__((target("avx2,fma"))) void run_tile(const Walk& walk, const float*
 template <int NV, bool Stream>
 Tile with_rows(int rows) {
   switch (rows) {
-    case 1: return run_tile<1, NV, Stream>;
-    case 2: return run_tile<2, NV, Stream>;
-    case 3: return run_tile<3, NV, Stream>;
-    case 4: return run_tile<4, NV, Stream>;
-    case 5: return run_tile<5, NV, Stream>;
-    default: return run_tile<6, NV, Stream>;
+    case 1:
+      return run_tile<1, NV, Stream>;
+    case 2:
+      return run_tile<2, NV, Stream>;
+    case 3:
+      return run_tile<3, NV, Stream>;
+    case 4:
+      return run_tile<4, NV, Stream>;
+    case 5:
+      return run_tile<5, NV, Stream>;
+    default:
+      return run_tile<6, NV, Stream>;
   }
 }
 
@@ -78,9 +84,12 @@ template <bool Stream>
 Tile tile_of(int rows, int lanes) {
   if (lanes >= 32) {
     switch (rows) {
-      case 1: return run_tile<1, 4, Stream>;
-      case 2: return run_tile<2, 4, Stream>;
-      default: return run_tile<3, 4, Stream>;
+      case 1:
+        return run_tile<1, 4, Stream>;
+      case 2:
+        return run_tile<2, 4, Stream>;
+      default:
+        return run_tile<3, 4, Stream>;
     }
   }
   return lanes >= 16 ? with_rows<2, Stream>(rows) : with_rows<1, Stream>(rows);

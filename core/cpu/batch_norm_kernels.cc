@@ -102,8 +102,8 @@ template <typename T, bool kMask>
 void input_grad_row(const T* __restrict dy, const T* __restrict y, const T* __restrict x, T* __restrict out,
                     const T* __restrict k, const T* __restrict a, const T* __restrict b, int64_t n) {
   for (int64_t c = 0; c < n; ++c)
-    out[c] = formula::batch_norm_input_grad_element(masked<T, kMask>(dy[c], kMask ? y[c] : T(0)), x[c], k[c], a[c],
-                                                    b[c]);
+    out[c] =
+        formula::batch_norm_input_grad_element(masked<T, kMask>(dy[c], kMask ? y[c] : T(0)), x[c], k[c], a[c], b[c]);
 }
 
 // Per-channel sums over a channels-last [rows, C] block, one pass over memory: each thread sums its
@@ -211,10 +211,11 @@ std::pair<Tensor, Tensor> backward_reduce_typed(const Tensor& dy, const Tensor& 
   const T* g = dy.data_ptr<T>();
   const T* in = x.data_ptr<T>();
   if (l.channels_last) {
-    std::vector<double> sums = channels_last_sums<2>(l.n * l.s, l.c, [&](int64_t offset, double* acc, int64_t channels) {
-      grad_sums_row<T, kMask>(g + offset, kMask ? y + offset : nullptr, in + offset, mean, acc, acc + channels,
-                              channels);
-    });
+    std::vector<double> sums =
+        channels_last_sums<2>(l.n * l.s, l.c, [&](int64_t offset, double* acc, int64_t channels) {
+          grad_sums_row<T, kMask>(g + offset, kMask ? y + offset : nullptr, in + offset, mean, acc, acc + channels,
+                                  channels);
+        });
     for (int64_t c = 0; c < l.c; ++c) {
       a[c] = static_cast<T>(sums[c]);
       b[c] = static_cast<T>(sums[l.c + c]);
@@ -279,8 +280,8 @@ Tensor backward_input_typed(const Tensor& dy, const Tensor& x, const Layout& l, 
         const T* __restrict xp = in + at;
         T* __restrict o = out + at;
         for (int64_t i = 0; i < plane_size; ++i)
-          o[i] = formula::batch_norm_input_grad_element(masked<T, kMask>(gp[i], kMask ? yp[i] : T(0)), xp[i], kc, ac,
-                                                        bc);
+          o[i] =
+              formula::batch_norm_input_grad_element(masked<T, kMask>(gp[i], kMask ? yp[i] : T(0)), xp[i], kc, ac, bc);
       }
     });
   }
@@ -297,8 +298,10 @@ const T* ptr_or_null(const Tensor& t) {
 // Calls body(T{}) with T the compute type (double or float).
 template <typename Body>
 void with_compute_type(DType ct, const Body& body) {
-  if (ct == kFloat64) body(double{});
-  else body(float{});
+  if (ct == kFloat64)
+    body(double{});
+  else
+    body(float{});
 }
 
 }  // namespace
@@ -361,8 +364,8 @@ Tensor batch_norm_backward_input_kernel(const Tensor& grad_output, const Tensor&
   with_compute_type(ct, [&](auto zero) {
     using T = decltype(zero);
     auto input_grad = y.defined() ? backward_input_typed<T, true> : backward_input_typed<T, false>;
-    dx = input_grad(dy, x, l, mean.data_ptr<T>(), invstd.data_ptr<T>(), ptr_or_null<T>(weight),
-                    sum_dy.data_ptr<T>(), sum_dy_xmu.data_ptr<T>(), count, ptr_or_null<T>(y));
+    dx = input_grad(dy, x, l, mean.data_ptr<T>(), invstd.data_ptr<T>(), ptr_or_null<T>(weight), sum_dy.data_ptr<T>(),
+                    sum_dy_xmu.data_ptr<T>(), count, ptr_or_null<T>(y));
   });
   return dx.to(grad_output.dtype());
 }

@@ -48,14 +48,22 @@ void binary_typed(const StridedLoop& loop) {
 template <typename T>
 void binary_for_type(BinaryOp op, const StridedLoop& loop) {
   switch (op) {
-    case BinaryOp::Add: return binary_typed<T, BinaryOp::Add>(loop);
-    case BinaryOp::Sub: return binary_typed<T, BinaryOp::Sub>(loop);
-    case BinaryOp::Mul: return binary_typed<T, BinaryOp::Mul>(loop);
-    case BinaryOp::Div: return binary_typed<T, BinaryOp::Div>(loop);
-    case BinaryOp::Pow: return binary_typed<T, BinaryOp::Pow>(loop);
-    case BinaryOp::Minimum: return binary_typed<T, BinaryOp::Minimum>(loop);
-    case BinaryOp::Maximum: return binary_typed<T, BinaryOp::Maximum>(loop);
-    case BinaryOp::AddRelu: return binary_typed<T, BinaryOp::AddRelu>(loop);
+    case BinaryOp::Add:
+      return binary_typed<T, BinaryOp::Add>(loop);
+    case BinaryOp::Sub:
+      return binary_typed<T, BinaryOp::Sub>(loop);
+    case BinaryOp::Mul:
+      return binary_typed<T, BinaryOp::Mul>(loop);
+    case BinaryOp::Div:
+      return binary_typed<T, BinaryOp::Div>(loop);
+    case BinaryOp::Pow:
+      return binary_typed<T, BinaryOp::Pow>(loop);
+    case BinaryOp::Minimum:
+      return binary_typed<T, BinaryOp::Minimum>(loop);
+    case BinaryOp::Maximum:
+      return binary_typed<T, BinaryOp::Maximum>(loop);
+    case BinaryOp::AddRelu:
+      return binary_typed<T, BinaryOp::AddRelu>(loop);
   }
 }
 

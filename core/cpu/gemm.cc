@@ -98,8 +98,8 @@ void library_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
 bool skinny_chosen(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const bool heuristic = skinny_sgemm_preferred(trans_a, trans_b, m, n, k, alpha, beta);
-  const bool applies = avx2::supported() && !trans_b && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) &&
-                       m <= 288 && m * n * k >= (int64_t{1} << 22);
+  const bool applies = avx2::supported() && !trans_b && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && m <= 288 &&
+                       m * n * k >= (int64_t{1} << 22);
   if (!applies || !kernel_select::may_differ_from_heuristic()) return heuristic;
   const std::string key = "sgemm " + std::string(trans_a ? "T" : "N") + "N m=" + std::to_string(m) +
                           " n=" + std::to_string(n) + " k=" + std::to_string(k) + (beta == 1.0f ? " accumulate" : "") +
@@ -158,8 +158,8 @@ void gemm_16bit(const GemmArgs& g) {
     if (g.beta != 0.0)
       for (int64_t i = 0; i < g.m; ++i)
         for (int64_t j = 0; j < g.n; ++j) wc[i * g.n + j] = static_cast<float>(c[i * g.ldc + j]);
-    sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, static_cast<float>(g.alpha), wa.data(), g.trans_a ? g.m : g.k,
-          wb.data(), g.trans_b ? g.k : g.n, static_cast<float>(g.beta), wc.data(), g.n);
+    sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, static_cast<float>(g.alpha), wa.data(), g.trans_a ? g.m : g.k, wb.data(),
+          g.trans_b ? g.k : g.n, static_cast<float>(g.beta), wc.data(), g.n);
     for (int64_t i = 0; i < g.m; ++i)
       for (int64_t j = 0; j < g.n; ++j) c[i * g.ldc + j] = T(wc[i * g.n + j]);
   }
@@ -183,9 +183,12 @@ void gemm_kernel(const GemmArgs& g) {
                                static_cast<const double*>(g.b) + batch * g.stride_b, g.ldb, g.beta,
                                static_cast<double*>(g.c) + batch * g.stride_c, g.ldc);
       return;
-    case kBFloat16: return gemm_16bit<BFloat16>(g);
-    case kFloat16: return gemm_16bit<Half>(g);
-    default: detail::unsupported_dtype("gemm", g.dtype);
+    case kBFloat16:
+      return gemm_16bit<BFloat16>(g);
+    case kFloat16:
+      return gemm_16bit<Half>(g);
+    default:
+      detail::unsupported_dtype("gemm", g.dtype);
   }
 }
 

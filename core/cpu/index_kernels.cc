@@ -56,8 +56,8 @@ void scatter_add_typed(const Tensor& out, int64_t dim, const Tensor& index, cons
   const Shape* strides[3] = {&out_strides, &src.strides(), &index.strides()};
   for_each_index(index.sizes(), strides, [&](const std::vector<int64_t>&, const int64_t* off) {
     int64_t j = idx[off[2]];
-    EMBER_CHECK(j >= 0 && j < limit, "scatter_add: index ", j, " is out of bounds for dimension ", dim,
-                " with size ", limit);
+    EMBER_CHECK(j >= 0 && j < limit, "scatter_add: index ", j, " is out of bounds for dimension ", dim, " with size ",
+                limit);
     T& dst = o[off[0] + j * out.stride(dim)];
     dst = static_cast<T>(static_cast<ComputeType<T>>(dst) + static_cast<ComputeType<T>>(s[off[1]]));
   });

@@ -35,9 +35,14 @@ void with_flag(bool flag, const Body& body) {
 template <typename Body>
 void dispatch_float(DType dtype, const char* op, const Body& body) {
   switch (dtype) {
-    case kFloat32: body(float{}); break;
-    case kFloat64: body(double{}); break;
-    default: detail::unsupported_dtype(op, dtype);
+    case kFloat32:
+      body(float{});
+      break;
+    case kFloat64:
+      body(double{});
+      break;
+    default:
+      detail::unsupported_dtype(op, dtype);
   }
 }
 
@@ -50,7 +55,8 @@ using formula::WeightDecay;
 template <typename T, bool kWeightDecay, bool kMomentum, bool kNesterov, bool kFirstStep>
 void sgd_range(T* __restrict param, const T* __restrict grad, T* __restrict buf, int64_t n, SgdScalars<T> s) {
   for (int64_t i = 0; i < n; ++i)
-    formula::sgd_element<T, kWeightDecay, kMomentum, kNesterov, kFirstStep>(param[i], grad[i], buf ? buf + i : nullptr, s);
+    formula::sgd_element<T, kWeightDecay, kMomentum, kNesterov, kFirstStep>(param[i], grad[i], buf ? buf + i : nullptr,
+                                                                            s);
 }
 
 template <typename T>
@@ -66,8 +72,7 @@ void sgd_typed(const Tensor& param_t, const Tensor& grad_t, const Tensor& buf_t,
         with_flag(use_momentum && args.first_step, [&](auto first_step) {
           parallel_for(0, param_t.numel(), kElementwiseGrain, [&](int64_t lo, int64_t hi) {
             sgd_range<T, decltype(weight_decay)::value, decltype(momentum)::value, decltype(nesterov)::value,
-                      decltype(first_step)::value>(
-                param + lo, grad + lo, buf ? buf + lo : nullptr, hi - lo, s);
+                      decltype(first_step)::value>(param + lo, grad + lo, buf ? buf + lo : nullptr, hi - lo, s);
           });
         });
       });
@@ -105,9 +110,15 @@ void adam_typed(const Tensor& param_t, const Tensor& grad_t, const Tensor& exp_a
     });
   };
   switch (decay) {
-    case WeightDecay::None: run(std::integral_constant<WeightDecay, WeightDecay::None>{}); break;
-    case WeightDecay::L2: run(std::integral_constant<WeightDecay, WeightDecay::L2>{}); break;
-    case WeightDecay::Decoupled: run(std::integral_constant<WeightDecay, WeightDecay::Decoupled>{}); break;
+    case WeightDecay::None:
+      run(std::integral_constant<WeightDecay, WeightDecay::None>{});
+      break;
+    case WeightDecay::L2:
+      run(std::integral_constant<WeightDecay, WeightDecay::L2>{});
+      break;
+    case WeightDecay::Decoupled:
+      run(std::integral_constant<WeightDecay, WeightDecay::Decoupled>{});
+      break;
   }
 }
 
@@ -115,16 +126,14 @@ void adam_typed(const Tensor& param_t, const Tensor& grad_t, const Tensor& exp_a
 
 void sgd_update_kernel(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                        const SgdUpdateArgs& args) {
-  dispatch_float(param.dtype(), "fused_sgd_update_", [&](auto tag) {
-    sgd_typed<decltype(tag)>(param, grad, momentum_buffer, args);
-  });
+  dispatch_float(param.dtype(), "fused_sgd_update_",
+                 [&](auto tag) { sgd_typed<decltype(tag)>(param, grad, momentum_buffer, args); });
 }
 
 void adam_update_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                         const Tensor& max_exp_avg_sq, const AdamUpdateArgs& args) {
-  dispatch_float(param.dtype(), "fused_adam_update_", [&](auto tag) {
-    adam_typed<decltype(tag)>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
-  });
+  dispatch_float(param.dtype(), "fused_adam_update_",
+                 [&](auto tag) { adam_typed<decltype(tag)>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args); });
 }
 
 }  // namespace ember::cpu

@@ -21,11 +21,10 @@ void random_typed(RandomKind kind, T* out, int64_t numel, PhiloxState state, dou
 
 }  // namespace
 
-void random_kernel(RandomKind kind, Device /*cpu*/, void* data, DType dtype, int64_t numel, PhiloxState state,
-                   double a, double b) {
-  EMBER_DISPATCH_ALL(dtype, "random", [&] {
-    random_typed<scalar_t>(kind, static_cast<scalar_t*>(data), numel, state, a, b);
-  });
+void random_kernel(RandomKind kind, Device /*cpu*/, void* data, DType dtype, int64_t numel, PhiloxState state, double a,
+                   double b) {
+  EMBER_DISPATCH_ALL(dtype, "random",
+                     [&] { random_typed<scalar_t>(kind, static_cast<scalar_t*>(data), numel, state, a, b); });
 }
 
 }  // namespace ember::cpu

@@ -19,9 +19,9 @@ namespace {
 template <typename T, ReduceOp Op>
 struct Reducer : formula::Reducer<T, Op> {
   using Base = formula::Reducer<T, Op>;
+  using Base::add;
   using typename Base::Acc;
   using typename Base::C;
-  using Base::add;
 
   // A contiguous run; sums of floats use 16 float lanes per block of 1024, merged in double.
   void add_contiguous(Acc& acc, const T* x, int64_t n) const {
@@ -49,7 +49,6 @@ struct Reducer : formula::Reducer<T, Op> {
       for (int64_t i = 0; i < n; ++i) add(acc, static_cast<C>(x[i]));
     }
   }
-
 };
 
 // Folds reduced linear indices [lo, hi) of the reduction starting at `base` into acc.
@@ -122,31 +121,33 @@ bool try_row_accumulate(const R& r, const ReduceLoop& loop) {
     const int64_t outer = loop.kept_numel / width;
     const int64_t tile = 256;
     const int64_t tiles_per_row = (width + tile - 1) / tile;
-    parallel_for(0, outer * tiles_per_row, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, loop.reduced_numel * tile)),
+    parallel_for(0, outer * tiles_per_row,
+                 std::max<int64_t>(1, 65536 / std::max<int64_t>(1, loop.reduced_numel * tile)),
                  [&](int64_t lo, int64_t hi) {
-      double acc[tile];
-      for (int64_t t = lo; t < hi; ++t) {
-        int64_t row = t / tiles_per_row, j0 = (t % tiles_per_row) * tile, n = std::min(tile, width - j0);
-        int64_t in_off, out_off;
-        kept_offsets(loop, row * width + j0, &in_off, &out_off, nullptr);
-        for (int64_t j = 0; j < n; ++j) acc[j] = 0;
-        int64_t index[kMaxLoopDims] = {};
-        const char* ptr = loop.in + in_off;
-        for (int64_t rr = 0; rr < loop.reduced_numel; ++rr) {
-          const T* x = reinterpret_cast<const T*>(ptr);
-          for (int64_t j = 0; j < n; ++j) acc[j] += static_cast<double>(static_cast<typename R::C>(x[j]));
-          for (int d = 0; d < loop.nreduced; ++d) {
-            ++index[d];
-            ptr += loop.reduced_in_strides[d];
-            if (index[d] < loop.reduced_sizes[d]) break;
-            ptr -= loop.reduced_sizes[d] * loop.reduced_in_strides[d];
-            index[d] = 0;
-          }
-        }
-        Out* out = reinterpret_cast<Out*>(loop.out + out_off);
-        for (int64_t j = 0; j < n; ++j) out[j] = r.template finish<Out>(static_cast<typename R::Acc>(acc[j]), loop.reduced_numel);
-      }
-    });
+                   double acc[tile];
+                   for (int64_t t = lo; t < hi; ++t) {
+                     int64_t row = t / tiles_per_row, j0 = (t % tiles_per_row) * tile, n = std::min(tile, width - j0);
+                     int64_t in_off, out_off;
+                     kept_offsets(loop, row * width + j0, &in_off, &out_off, nullptr);
+                     for (int64_t j = 0; j < n; ++j) acc[j] = 0;
+                     int64_t index[kMaxLoopDims] = {};
+                     const char* ptr = loop.in + in_off;
+                     for (int64_t rr = 0; rr < loop.reduced_numel; ++rr) {
+                       const T* x = reinterpret_cast<const T*>(ptr);
+                       for (int64_t j = 0; j < n; ++j) acc[j] += static_cast<double>(static_cast<typename R::C>(x[j]));
+                       for (int d = 0; d < loop.nreduced; ++d) {
+                         ++index[d];
+                         ptr += loop.reduced_in_strides[d];
+                         if (index[d] < loop.reduced_sizes[d]) break;
+                         ptr -= loop.reduced_sizes[d] * loop.reduced_in_strides[d];
+                         index[d] = 0;
+                       }
+                     }
+                     Out* out = reinterpret_cast<Out*>(loop.out + out_off);
+                     for (int64_t j = 0; j < n; ++j)
+                       out[j] = r.template finish<Out>(static_cast<typename R::Acc>(acc[j]), loop.reduced_numel);
+                   }
+                 });
     return true;
   }
 }
@@ -195,20 +196,31 @@ void reduce_typed(const ReduceLoop& loop, double p) {
 template <typename T, typename Out>
 void reduce_for_type(ReduceOp op, const ReduceLoop& loop, double p) {
   switch (op) {
-    case ReduceOp::Sum: return reduce_typed<T, Out, ReduceOp::Sum>(loop, p);
-    case ReduceOp::Mean: return reduce_typed<T, Out, ReduceOp::Mean>(loop, p);
-    case ReduceOp::Prod: return reduce_typed<T, Out, ReduceOp::Prod>(loop, p);
-    case ReduceOp::Amax: return reduce_typed<T, Out, ReduceOp::Amax>(loop, p);
-    case ReduceOp::Amin: return reduce_typed<T, Out, ReduceOp::Amin>(loop, p);
+    case ReduceOp::Sum:
+      return reduce_typed<T, Out, ReduceOp::Sum>(loop, p);
+    case ReduceOp::Mean:
+      return reduce_typed<T, Out, ReduceOp::Mean>(loop, p);
+    case ReduceOp::Prod:
+      return reduce_typed<T, Out, ReduceOp::Prod>(loop, p);
+    case ReduceOp::Amax:
+      return reduce_typed<T, Out, ReduceOp::Amax>(loop, p);
+    case ReduceOp::Amin:
+      return reduce_typed<T, Out, ReduceOp::Amin>(loop, p);
     case ReduceOp::Norm:
-      if constexpr (std::is_floating_point_v<ComputeType<T>>) return reduce_typed<T, Out, ReduceOp::Norm>(loop, p);
-      else detail::unsupported_dtype("norm", dtype_of<T>());
+      if constexpr (std::is_floating_point_v<ComputeType<T>>)
+        return reduce_typed<T, Out, ReduceOp::Norm>(loop, p);
+      else
+        detail::unsupported_dtype("norm", dtype_of<T>());
     case ReduceOp::Var:
-      if constexpr (std::is_floating_point_v<ComputeType<T>>) return reduce_typed<T, Out, ReduceOp::Var>(loop, p);
-      else detail::unsupported_dtype("var", dtype_of<T>());
+      if constexpr (std::is_floating_point_v<ComputeType<T>>)
+        return reduce_typed<T, Out, ReduceOp::Var>(loop, p);
+      else
+        detail::unsupported_dtype("var", dtype_of<T>());
     case ReduceOp::Std:
-      if constexpr (std::is_floating_point_v<ComputeType<T>>) return reduce_typed<T, Out, ReduceOp::Std>(loop, p);
-      else detail::unsupported_dtype("std", dtype_of<T>());
+      if constexpr (std::is_floating_point_v<ComputeType<T>>)
+        return reduce_typed<T, Out, ReduceOp::Std>(loop, p);
+      else
+        detail::unsupported_dtype("std", dtype_of<T>());
   }
 }
 

@@ -143,9 +143,8 @@ void skinny_sgemm(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a,
   const int64_t panels = (vector_n + kPanel - 1) / kPanel;
   // A range of panels is worth a thread once it holds ~64K multiply-adds.
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, kPanel * m * k));
-  parallel_for(0, panels, grain, [&](int64_t lo, int64_t hi) {
-    run_columns(p, split, lo * kPanel, std::min(vector_n, hi * kPanel));
-  });
+  parallel_for(0, panels, grain,
+               [&](int64_t lo, int64_t hi) { run_columns(p, split, lo * kPanel, std::min(vector_n, hi * kPanel)); });
   if (vector_n < n) run_tail(p, vector_n);
 }
 

@@ -33,14 +33,15 @@ template <typename T>
 void unary_for_type(UnaryOp op, const StridedLoop& loop, double a, double b) {
   switch (op) {
 #define EMBER_UNARY_CASE(NAME) \
-  case UnaryOp::NAME: return unary_typed<T, UnaryOp::NAME>(loop, a, b);
-    EMBER_UNARY_CASE(Neg) EMBER_UNARY_CASE(Exp) EMBER_UNARY_CASE(Log) EMBER_UNARY_CASE(Log1p)
-    EMBER_UNARY_CASE(Expm1) EMBER_UNARY_CASE(Sqrt) EMBER_UNARY_CASE(Rsqrt) EMBER_UNARY_CASE(Abs)
-    EMBER_UNARY_CASE(Sign) EMBER_UNARY_CASE(Relu) EMBER_UNARY_CASE(Gelu) EMBER_UNARY_CASE(GeluTanh)
-    EMBER_UNARY_CASE(Silu) EMBER_UNARY_CASE(Sigmoid) EMBER_UNARY_CASE(Tanh) EMBER_UNARY_CASE(Clamp)
-    EMBER_UNARY_CASE(PowScalar) EMBER_UNARY_CASE(LeakyRelu) EMBER_UNARY_CASE(Reciprocal)
-    EMBER_UNARY_CASE(Square) EMBER_UNARY_CASE(Sin) EMBER_UNARY_CASE(Cos) EMBER_UNARY_CASE(Erf)
-    EMBER_UNARY_CASE(Floor) EMBER_UNARY_CASE(Ceil) EMBER_UNARY_CASE(Round)
+  case UnaryOp::NAME:          \
+    return unary_typed<T, UnaryOp::NAME>(loop, a, b);
+    EMBER_UNARY_CASE(Neg)
+    EMBER_UNARY_CASE(Exp) EMBER_UNARY_CASE(Log) EMBER_UNARY_CASE(Log1p) EMBER_UNARY_CASE(Expm1) EMBER_UNARY_CASE(Sqrt)
+        EMBER_UNARY_CASE(Rsqrt) EMBER_UNARY_CASE(Abs) EMBER_UNARY_CASE(Sign) EMBER_UNARY_CASE(Relu)
+            EMBER_UNARY_CASE(Gelu) EMBER_UNARY_CASE(GeluTanh) EMBER_UNARY_CASE(Silu) EMBER_UNARY_CASE(Sigmoid)
+                EMBER_UNARY_CASE(Tanh) EMBER_UNARY_CASE(Clamp) EMBER_UNARY_CASE(PowScalar) EMBER_UNARY_CASE(LeakyRelu)
+                    EMBER_UNARY_CASE(Reciprocal) EMBER_UNARY_CASE(Square) EMBER_UNARY_CASE(Sin) EMBER_UNARY_CASE(Cos)
+                        EMBER_UNARY_CASE(Erf) EMBER_UNARY_CASE(Floor) EMBER_UNARY_CASE(Ceil) EMBER_UNARY_CASE(Round)
 #undef EMBER_UNARY_CASE
   }
 }
@@ -74,14 +75,15 @@ template <typename T>
 void unary_backward_for_type(UnaryOp op, const StridedLoop& loop, double a, double b) {
   switch (op) {
 #define EMBER_UNARY_CASE(NAME) \
-  case UnaryOp::NAME: return unary_backward_typed<T, UnaryOp::NAME>(loop, a, b);
-    EMBER_UNARY_CASE(Neg) EMBER_UNARY_CASE(Exp) EMBER_UNARY_CASE(Log) EMBER_UNARY_CASE(Log1p)
-    EMBER_UNARY_CASE(Expm1) EMBER_UNARY_CASE(Sqrt) EMBER_UNARY_CASE(Rsqrt) EMBER_UNARY_CASE(Abs)
-    EMBER_UNARY_CASE(Sign) EMBER_UNARY_CASE(Relu) EMBER_UNARY_CASE(Gelu) EMBER_UNARY_CASE(GeluTanh)
-    EMBER_UNARY_CASE(Silu) EMBER_UNARY_CASE(Sigmoid) EMBER_UNARY_CASE(Tanh) EMBER_UNARY_CASE(Clamp)
-    EMBER_UNARY_CASE(PowScalar) EMBER_UNARY_CASE(LeakyRelu) EMBER_UNARY_CASE(Reciprocal)
-    EMBER_UNARY_CASE(Square) EMBER_UNARY_CASE(Sin) EMBER_UNARY_CASE(Cos) EMBER_UNARY_CASE(Erf)
-    EMBER_UNARY_CASE(Floor) EMBER_UNARY_CASE(Ceil) EMBER_UNARY_CASE(Round)
+  case UnaryOp::NAME:          \
+    return unary_backward_typed<T, UnaryOp::NAME>(loop, a, b);
+    EMBER_UNARY_CASE(Neg)
+    EMBER_UNARY_CASE(Exp) EMBER_UNARY_CASE(Log) EMBER_UNARY_CASE(Log1p) EMBER_UNARY_CASE(Expm1) EMBER_UNARY_CASE(Sqrt)
+        EMBER_UNARY_CASE(Rsqrt) EMBER_UNARY_CASE(Abs) EMBER_UNARY_CASE(Sign) EMBER_UNARY_CASE(Relu)
+            EMBER_UNARY_CASE(Gelu) EMBER_UNARY_CASE(GeluTanh) EMBER_UNARY_CASE(Silu) EMBER_UNARY_CASE(Sigmoid)
+                EMBER_UNARY_CASE(Tanh) EMBER_UNARY_CASE(Clamp) EMBER_UNARY_CASE(PowScalar) EMBER_UNARY_CASE(LeakyRelu)
+                    EMBER_UNARY_CASE(Reciprocal) EMBER_UNARY_CASE(Square) EMBER_UNARY_CASE(Sin) EMBER_UNARY_CASE(Cos)
+                        EMBER_UNARY_CASE(Erf) EMBER_UNARY_CASE(Floor) EMBER_UNARY_CASE(Ceil) EMBER_UNARY_CASE(Round)
 #undef EMBER_UNARY_CASE
   }
 }
@@ -105,7 +107,8 @@ void unary_kernel(UnaryOp op, const StridedLoop& loop, double a, double b) {
 }
 
 void unary_backward_kernel(UnaryOp op, const StridedLoop& loop, double a, double b) {
-  EMBER_DISPATCH_FLOATING(loop.dtypes[0], unary_op_name(op), [&] { unary_backward_for_type<scalar_t>(op, loop, a, b); });
+  EMBER_DISPATCH_FLOATING(loop.dtypes[0], unary_op_name(op),
+                          [&] { unary_backward_for_type<scalar_t>(op, loop, a, b); });
 }
 
 void fill_kernel(const StridedLoop& loop, Scalar value) {

@@ -78,8 +78,8 @@ std::vector<uint8_t> read_file(const std::string& path) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       ::close(fd);
-      EMBER_FAIL("read_file: reading '", path, "' failed after ", done, " of ", bytes.size(), " bytes: ",
-                 n == 0 ? "unexpected end of file" : errno_text());
+      EMBER_FAIL("read_file: reading '", path, "' failed after ", done, " of ", bytes.size(),
+                 " bytes: ", n == 0 ? "unexpected end of file" : errno_text());
     }
     done += static_cast<size_t>(n);
   }

@@ -22,19 +22,28 @@ struct Formatter {
   std::string format(double v) const {
     char buffer[64];
     switch (mode) {
-      case Mode::Bool: return v != 0 ? "True" : "False";
-      case Mode::Integer: std::snprintf(buffer, sizeof(buffer), "%lld", static_cast<long long>(v)); break;
+      case Mode::Bool:
+        return v != 0 ? "True" : "False";
+      case Mode::Integer:
+        std::snprintf(buffer, sizeof(buffer), "%lld", static_cast<long long>(v));
+        break;
       case Mode::IntegerFloat:
-        if (std::isfinite(v)) std::snprintf(buffer, sizeof(buffer), "%.0f.", v);
-        else std::snprintf(buffer, sizeof(buffer), "%s", std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf"));
+        if (std::isfinite(v))
+          std::snprintf(buffer, sizeof(buffer), "%.0f.", v);
+        else
+          std::snprintf(buffer, sizeof(buffer), "%s", std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf"));
         break;
       case Mode::Fixed:
-        if (std::isfinite(v)) std::snprintf(buffer, sizeof(buffer), "%.4f", v);
-        else std::snprintf(buffer, sizeof(buffer), "%s", std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf"));
+        if (std::isfinite(v))
+          std::snprintf(buffer, sizeof(buffer), "%.4f", v);
+        else
+          std::snprintf(buffer, sizeof(buffer), "%s", std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf"));
         break;
       case Mode::Scientific:
-        if (std::isfinite(v)) std::snprintf(buffer, sizeof(buffer), "%.4e", v);
-        else std::snprintf(buffer, sizeof(buffer), "%s", std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf"));
+        if (std::isfinite(v))
+          std::snprintf(buffer, sizeof(buffer), "%.4e", v);
+        else
+          std::snprintf(buffer, sizeof(buffer), "%s", std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf"));
         break;
     }
     return buffer;
@@ -80,8 +89,10 @@ Formatter choose_formatter(const Tensor& t, const std::vector<double>& values) {
     min_abs = std::min(min_abs, std::fabs(v));
   }
   const bool wide_range = max_abs / min_abs > 1000.0 || max_abs > 1e8;
-  if (all_integer) f.mode = wide_range ? Formatter::Mode::Scientific : Formatter::Mode::IntegerFloat;
-  else f.mode = wide_range || min_abs < 1e-4 ? Formatter::Mode::Scientific : Formatter::Mode::Fixed;
+  if (all_integer)
+    f.mode = wide_range ? Formatter::Mode::Scientific : Formatter::Mode::IntegerFloat;
+  else
+    f.mode = wide_range || min_abs < 1e-4 ? Formatter::Mode::Scientific : Formatter::Mode::Fixed;
   for (double v : shown) f.width = std::max<int>(f.width, static_cast<int>(f.format(v).size()));
   return f;
 }
@@ -109,16 +120,20 @@ void print_rec(std::ostream& out, const Tensor& t, const Formatter& f, bool summ
     const int64_t per_line = std::max<int64_t>(1, (kLineWidth - indent) / (f.width + 2));
     for (size_t k = 0; k < shown.size(); ++k) {
       if (k > 0) out << (k % per_line == 0 ? ",\n" + std::string(indent + 1, ' ') : std::string(", "));
-      if (shown[k] < 0) out << " ...";
-      else out << f.padded(t.select(0, shown[k]).item<double>());
+      if (shown[k] < 0)
+        out << " ...";
+      else
+        out << f.padded(t.select(0, shown[k]).item<double>());
     }
   } else {
     // Rows of a matrix go on new lines; each further dim adds a blank line between blocks.
     std::string separator = "," + std::string(t.dim() - 1, '\n') + std::string(indent + 1, ' ');
     for (size_t k = 0; k < shown.size(); ++k) {
       if (k > 0) out << separator;
-      if (shown[k] < 0) out << "...";
-      else print_rec(out, t.select(0, shown[k]), f, summarize, indent + 1);
+      if (shown[k] < 0)
+        out << "...";
+      else
+        print_rec(out, t.select(0, shown[k]), f, summarize, indent + 1);
     }
   }
   out << "]";

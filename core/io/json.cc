@@ -74,13 +74,27 @@ void dump_string(std::ostringstream& out, const std::string& s) {
   out << '"';
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out << "\\\""; break;
-      case '\\': out << "\\\\"; break;
-      case '\n': out << "\\n"; break;
-      case '\r': out << "\\r"; break;
-      case '\t': out << "\\t"; break;
-      case '\b': out << "\\b"; break;
-      case '\f': out << "\\f"; break;
+      case '"':
+        out << "\\\"";
+        break;
+      case '\\':
+        out << "\\\\";
+        break;
+      case '\n':
+        out << "\\n";
+        break;
+      case '\r':
+        out << "\\r";
+        break;
+      case '\t':
+        out << "\\t";
+        break;
+      case '\b':
+        out << "\\b";
+        break;
+      case '\f':
+        out << "\\f";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -96,8 +110,12 @@ void dump_string(std::ostringstream& out, const std::string& s) {
 
 void dump_value(std::ostringstream& out, const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::Null: out << "null"; break;
-    case Value::Kind::Bool: out << (v.as_bool() ? "true" : "false"); break;
+    case Value::Kind::Null:
+      out << "null";
+      break;
+    case Value::Kind::Bool:
+      out << (v.as_bool() ? "true" : "false");
+      break;
     case Value::Kind::Number:
       if (v.is_integer()) {
         out << v.as_int();
@@ -107,7 +125,9 @@ void dump_value(std::ostringstream& out, const Value& v) {
         out << buf;
       }
       break;
-    case Value::Kind::String: dump_string(out, v.as_string()); break;
+    case Value::Kind::String:
+      dump_string(out, v.as_string());
+      break;
     case Value::Kind::Array: {
       out << '[';
       bool first = true;
@@ -154,7 +174,8 @@ class Parser {
   }
 
   void skip_space() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\r' || text_[pos_] == '\t'))
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\r' || text_[pos_] == '\t'))
       ++pos_;
   }
 
@@ -254,10 +275,14 @@ class Parser {
     for (int i = 0; i < 4; ++i) {
       char h = text_[pos_++];
       value <<= 4;
-      if (h >= '0' && h <= '9') value |= static_cast<uint32_t>(h - '0');
-      else if (h >= 'a' && h <= 'f') value |= static_cast<uint32_t>(h - 'a' + 10);
-      else if (h >= 'A' && h <= 'F') value |= static_cast<uint32_t>(h - 'A' + 10);
-      else fail("bad hex digit in \\u escape");
+      if (h >= '0' && h <= '9')
+        value |= static_cast<uint32_t>(h - '0');
+      else if (h >= 'a' && h <= 'f')
+        value |= static_cast<uint32_t>(h - 'a' + 10);
+      else if (h >= 'A' && h <= 'F')
+        value |= static_cast<uint32_t>(h - 'A' + 10);
+      else
+        fail("bad hex digit in \\u escape");
     }
     return value;
   }
@@ -277,14 +302,30 @@ class Parser {
       if (pos_ >= text_.size()) fail("unterminated escape");
       char e = text_[pos_++];
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u': {
           uint32_t cp = parse_hex4();
           if (cp >= 0xD800 && cp <= 0xDBFF) {
@@ -299,7 +340,8 @@ class Parser {
           append_utf8(out, cp);
           break;
         }
-        default: fail(std::string("invalid escape '\\") + e + "'");
+        default:
+          fail(std::string("invalid escape '\\") + e + "'");
       }
     }
     return out;

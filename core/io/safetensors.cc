@@ -18,14 +18,22 @@ constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // the reference implementat
 
 const char* safetensors_dtype(DType d) {
   switch (d) {
-    case kFloat32: return "F32";
-    case kFloat64: return "F64";
-    case kBFloat16: return "BF16";
-    case kFloat16: return "F16";
-    case kInt64: return "I64";
-    case kInt32: return "I32";
-    case kUInt8: return "U8";
-    case kBool: return "BOOL";
+    case kFloat32:
+      return "F32";
+    case kFloat64:
+      return "F64";
+    case kBFloat16:
+      return "BF16";
+    case kFloat16:
+      return "F16";
+    case kInt64:
+      return "I64";
+    case kInt32:
+      return "I32";
+    case kUInt8:
+      return "U8";
+    case kBool:
+      return "BOOL";
   }
   return "?";
 }
@@ -75,8 +83,8 @@ std::vector<uint8_t> serialize_safetensors(const NamedTensors& tensors,
     json::Value entry = json::Value::object();
     entry.set("dtype", json::Value::string(safetensors_dtype(c.dtype())));
     entry.set("shape", std::move(shape));
-    json::Value offsets = json::Value::array(
-        {json::Value::integer(static_cast<int64_t>(offset)), json::Value::integer(static_cast<int64_t>(offset + c.nbytes()))});
+    json::Value offsets = json::Value::array({json::Value::integer(static_cast<int64_t>(offset)),
+                                              json::Value::integer(static_cast<int64_t>(offset + c.nbytes()))});
     entry.set("data_offsets", std::move(offsets));
     header.set(name, std::move(entry));
     offset += c.nbytes();
@@ -152,8 +160,7 @@ SafetensorsFile parse_safetensors(const uint8_t* bytes, size_t size, const std::
     for (const json::Value& d : shape->items()) {
       EMBER_CHECK(d.is_integer() && d.as_int() >= 0, where, "shape entries must be non-negative integers");
       uint64_t dim = static_cast<uint64_t>(d.as_int());
-      EMBER_CHECK(dim == 0 || numel <= max_numel / dim, where, "shape overflows 2^62 bytes of ",
-                  dtype->as_string());
+      EMBER_CHECK(dim == 0 || numel <= max_numel / dim, where, "shape overflows 2^62 bytes of ", dtype->as_string());
       numel *= dim;
       e.shape.push_back(d.as_int());
     }
@@ -164,17 +171,16 @@ SafetensorsFile parse_safetensors(const uint8_t* bytes, size_t size, const std::
     e.end = static_cast<uint64_t>(offsets->items()[1].as_int());
     EMBER_CHECK(e.begin <= e.end, where, "data_offsets [", e.begin, ", ", e.end,
                 ") are reversed: the begin offset must not exceed the end offset");
-    EMBER_CHECK(e.end <= data_size, where, "data_offsets [", e.begin, ", ", e.end,
-                ") lie outside the data section of ", data_size, " bytes (truncated file?)");
+    EMBER_CHECK(e.end <= data_size, where, "data_offsets [", e.begin, ", ", e.end, ") lie outside the data section of ",
+                data_size, " bytes (truncated file?)");
     uint64_t expected = numel * element_size(e.dtype);
     EMBER_CHECK(e.end - e.begin == expected, where, "data_offsets span ", e.end - e.begin, " bytes but dtype ",
                 dtype->as_string(), " and shape ", shape_str(e.shape), " need ", expected);
     entries.push_back(std::move(e));
   }
   // The data section must be covered exactly once: no overlaps, no holes.
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
   uint64_t cursor = 0;
   for (const Entry& e : entries) {
     EMBER_CHECK(e.begin == cursor, "load_safetensors: '", source, "', tensor '", e.name, "': data starts at byte ",

@@ -57,14 +57,22 @@ uint64_t seed_from_environment() {
 
 const char* warp_op_name(WarpOp op) {
   switch (op) {
-    case WarpOp::Shfl: return "__shfl_sync";
-    case WarpOp::ShflUp: return "__shfl_up_sync";
-    case WarpOp::ShflDown: return "__shfl_down_sync";
-    case WarpOp::ShflXor: return "__shfl_xor_sync";
-    case WarpOp::Ballot: return "__ballot_sync";
-    case WarpOp::Any: return "__any_sync";
-    case WarpOp::All: return "__all_sync";
-    case WarpOp::Sync: return "__syncwarp";
+    case WarpOp::Shfl:
+      return "__shfl_sync";
+    case WarpOp::ShflUp:
+      return "__shfl_up_sync";
+    case WarpOp::ShflDown:
+      return "__shfl_down_sync";
+    case WarpOp::ShflXor:
+      return "__shfl_xor_sync";
+    case WarpOp::Ballot:
+      return "__ballot_sync";
+    case WarpOp::Any:
+      return "__any_sync";
+    case WarpOp::All:
+      return "__all_sync";
+    case WarpOp::Sync:
+      return "__syncwarp";
   }
   return "?";
 }
@@ -116,11 +124,11 @@ class BlockScheduler {
   std::vector<EmuThread> threads_;  // the first count_ are this block's (kept between blocks)
   unsigned count_ = 0;
   std::vector<unsigned> order_;
-  unsigned waiting_ = 0;  // threads suspended and not yet released (none after a pass: done)
+  unsigned waiting_ = 0;      // threads suspended and not yet released (none after a pass: done)
   unsigned in_warp_ops_ = 0;  // of those, the ones in a warp operation
   uint64_t phase_ = 0;
-  bool releasing_ = false;  // in the pass that resumes released threads
-  unsigned release_pos_ = 0;  // that pass's position in order_
+  bool releasing_ = false;          // in the pass that resumes released threads
+  unsigned release_pos_ = 0;        // that pass's position in order_
   fcontext_t scheduler_ = nullptr;  // where the running fiber jumps back to
   FiberStack running_stack_{};
   StackPool stacks_;
@@ -207,10 +215,12 @@ std::string BlockScheduler::describe(const EmuThread& t) const {
 std::string BlockScheduler::describe(const racecheck::Race& race) const {
   auto access = [](bool wrote) { return wrote ? "wrote" : "read"; };
   std::ostringstream out;
-  out << where() << ": shared-memory race: " << describe(threads_[race.later_thread]) << " "
-      << access(race.later_wrote) << " at " << racecheck::source_line(race.later_site) << " ";
-  if (race.dynamic_shared) out << "byte " << race.dynamic_offset << " of the dynamic shared memory";
-  else out << "a __shared__ variable";
+  out << where() << ": shared-memory race: " << describe(threads_[race.later_thread]) << " " << access(race.later_wrote)
+      << " at " << racecheck::source_line(race.later_site) << " ";
+  if (race.dynamic_shared)
+    out << "byte " << race.dynamic_offset << " of the dynamic shared memory";
+  else
+    out << "a __shared__ variable";
   out << " that " << describe(threads_[race.earlier_thread]) << " " << access(race.earlier_wrote) << " at "
       << racecheck::source_line(race.earlier_site)
       << ", with no __syncthreads between them (nor, in one warp, a warp operation of both)";
@@ -357,8 +367,10 @@ void BlockScheduler::make_running(EmuThread& t) {
 void BlockScheduler::resumed(transfer_t back) {
   // From the scheduler (which passes itself) or from a thread that handed over (which passes
   // itself): the context to keep is the scheduler's, or that thread's fiber.
-  if (back.data == this) scheduler_ = back.fctx;
-  else static_cast<EmuThread*>(back.data)->fiber = back.fctx;
+  if (back.data == this)
+    scheduler_ = back.fctx;
+  else
+    static_cast<EmuThread*>(back.data)->fiber = back.fctx;
 }
 
 void BlockScheduler::suspend_current() {
@@ -427,11 +439,14 @@ bool BlockScheduler::resolve_warp_group(EmuThread& first) {
     std::ostringstream out;
     out << where() << ": " << warp_op_name(first.op) << " at " << first.site << " with mask 0x" << std::hex
         << first.mask << std::dec << " names lane " << lane << " (" << describe(t) << "), which ";
-    if (t.state == kExited) out << "exited without reaching it";
-    else if (!t.warp_op) out << "waits at __syncthreads at " << t.site;
+    if (t.state == kExited)
+      out << "exited without reaching it";
+    else if (!t.warp_op)
+      out << "waits at __syncthreads at " << t.site;
     else if (t.op != first.op || std::strcmp(t.site, first.site) != 0)
       out << "waits in " << warp_op_name(t.op) << " at " << t.site;
-    else out << "passed the mask 0x" << std::hex << t.mask;
+    else
+      out << "passed the mask 0x" << std::hex << t.mask;
     failure_ = out.str();
     return false;
   }
@@ -446,21 +461,36 @@ bool BlockScheduler::resolve_warp_group(EmuThread& first) {
     const int segment = static_cast<int>(lane) & ~(w - 1);
     int source = static_cast<int>(lane);
     switch (t.op) {
-      case WarpOp::Shfl: source = segment + (t.arg & (w - 1)); break;
-      case WarpOp::ShflUp: source = static_cast<int>(lane) - t.arg >= segment ? static_cast<int>(lane) - t.arg : source; break;
-      case WarpOp::ShflDown: source = static_cast<int>(lane) + t.arg < segment + w ? static_cast<int>(lane) + t.arg : source; break;
+      case WarpOp::Shfl:
+        source = segment + (t.arg & (w - 1));
+        break;
+      case WarpOp::ShflUp:
+        source = static_cast<int>(lane) - t.arg >= segment ? static_cast<int>(lane) - t.arg : source;
+        break;
+      case WarpOp::ShflDown:
+        source = static_cast<int>(lane) + t.arg < segment + w ? static_cast<int>(lane) + t.arg : source;
+        break;
       case WarpOp::ShflXor: {
         const int other = static_cast<int>(lane) ^ t.arg;
         if (other < segment + w) source = other;  // a later segment gives the caller's own value
         break;
       }
-      default: break;
+      default:
+        break;
     }
     switch (t.op) {
-      case WarpOp::Ballot: t.result = ballot; break;
-      case WarpOp::Any: t.result = ballot != 0; break;
-      case WarpOp::All: t.result = ballot == members; break;
-      case WarpOp::Sync: t.result = 0; break;
+      case WarpOp::Ballot:
+        t.result = ballot;
+        break;
+      case WarpOp::Any:
+        t.result = ballot != 0;
+        break;
+      case WarpOp::All:
+        t.result = ballot == members;
+        break;
+      case WarpOp::Sync:
+        t.result = 0;
+        break;
       default:
         if (source < 0 || source >= static_cast<int>(lanes)) {
           t.result = t.value;  // no such lane in a partial warp
@@ -533,6 +563,5 @@ uint64_t warp_exchange(WarpOp op, unsigned mask, uint64_t value, int arg, int wi
 }
 
 void* dynamic_shared_memory() { return scheduler.dynamic_shared(); }
-
 
 }  // namespace ember::emu

@@ -17,7 +17,7 @@ struct Device {
   int index = 0;
   std::unique_ptr<DeviceHeap> heap;
   std::unique_ptr<Stream> default_stream;
-  std::vector<Stream*> streams;  // created with cudaStreamCreate (guarded by mutex)
+  std::vector<Stream*> streams;   // created with cudaStreamCreate (guarded by mutex)
   std::vector<bool> peer_access;  // peer_access[p]: this device's kernels may touch p's memory
   std::mutex mutex;
   cudaError_t sticky = cudaSuccess;  // a failed kernel or copy: every later sync reports it

@@ -87,7 +87,8 @@ template <auto Kernel, class... Args>
 cudaError_t launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, Args&&... args) {
   using Tuple = typename KernelParams<decltype(Kernel)>::Tuple;
   static_assert(std::tuple_size_v<Tuple> == sizeof...(Args), "EMBER_LAUNCH: wrong number of kernel arguments");
-  static_assert(KernelParams<decltype(Kernel)>::trivially_copyable, "EMBER_LAUNCH: kernel arguments must be trivially copyable");
+  static_assert(KernelParams<decltype(Kernel)>::trivially_copyable,
+                "EMBER_LAUNCH: kernel arguments must be trivially copyable");
   static_assert(sizeof(Tuple) <= kKernelArgumentBytes, "EMBER_LAUNCH: more than 4 KB of kernel arguments");
   auto packed = std::make_shared<const Tuple>(std::forward<Args>(args)...);
   KernelLaunch config;

@@ -47,7 +47,6 @@ size_t page_size() {
 
 size_t FiberStack::usable() const { return size - page_size(); }
 
-
 FiberStack StackPool::take() {
   if (!free_.empty()) {
     FiberStack s = free_.back();
@@ -57,7 +56,8 @@ FiberStack StackPool::take() {
   FiberStack s;
   s.size = kStackBytes + page_size();
   s.base = ::mmap(nullptr, s.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  EMBER_CHECK(s.base != MAP_FAILED, "cuda emulator: cannot map a ", s.size, "-byte fiber stack: ", std::strerror(errno));
+  EMBER_CHECK(s.base != MAP_FAILED, "cuda emulator: cannot map a ", s.size,
+              "-byte fiber stack: ", std::strerror(errno));
   ::mprotect(s.base, page_size(), PROT_NONE);  // guard page: a stack overflow faults
 #ifdef EMBER_EMU_ASAN
   s.fake_stack = new void*(nullptr);

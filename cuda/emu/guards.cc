@@ -16,7 +16,6 @@
 #include "cuda/emu/host_backtrace.h"
 #include "cuda/emu/memory.h"
 
-
 namespace ember::emu {
 
 namespace {
@@ -48,7 +47,8 @@ Registry& registry() {
 // Guards may be poisoned (AddressSanitizer): only these functions touch them, uninstrumented.
 __attribute__((no_sanitize_address)) void write_canary(char* begin, char* end) {
   char* p = begin;
-  for (; p < end && reinterpret_cast<uintptr_t>(p) % 8 != 0; ++p) *p = static_cast<char>(canary_byte(reinterpret_cast<uintptr_t>(p)));
+  for (; p < end && reinterpret_cast<uintptr_t>(p) % 8 != 0; ++p)
+    *p = static_cast<char>(canary_byte(reinterpret_cast<uintptr_t>(p)));
   for (; p + 8 <= end; p += 8) *reinterpret_cast<uint64_t*>(p) = kCanaryWord;
   for (; p < end; ++p) *p = static_cast<char>(canary_byte(reinterpret_cast<uintptr_t>(p)));
 }
@@ -59,7 +59,7 @@ __attribute__((no_sanitize_address)) bool changed(const char* p) {
 
 // The first and last changed bytes of the canary [begin, end), as offsets from `begin`.
 __attribute__((no_sanitize_address)) bool find_changes(const char* begin, const char* end, size_t* first,
-                                                      size_t* last) {
+                                                       size_t* last) {
   const char* p = begin;
   bool any = false;
   for (; p < end && reinterpret_cast<uintptr_t>(p) % 8 != 0 && !any; ++p) any = changed(p);
@@ -78,10 +78,12 @@ __attribute__((no_sanitize_address)) bool find_changes(const char* begin, const 
 std::string describe_overwrite(const std::string& context, const char* ptr, const Guard& g, size_t first, size_t last) {
   std::ostringstream out;
   out << context << " past the end of an allocation: ";
-  if (first == last) out << "byte +" << first;
-  else out << "bytes +" << first << " to +" << last;
-  out << " after the " << g.requested << " bytes requested at " << static_cast<const void*>(ptr) << " on cuda:" << g.device
-      << " (the checking mode's guard, EMBER_EMU_CHECK=1); the allocation was made at\n"
+  if (first == last)
+    out << "byte +" << first;
+  else
+    out << "bytes +" << first << " to +" << last;
+  out << " after the " << g.requested << " bytes requested at " << static_cast<const void*>(ptr)
+      << " on cuda:" << g.device << " (the checking mode's guard, EMBER_EMU_CHECK=1); the allocation was made at\n"
       << describe(g.made_at);
   return out.str();
 }
@@ -95,7 +97,6 @@ Stream* live_stream(int device, cudaStream_t stream) {
   const bool live = std::find(d->streams.begin(), d->streams.end(), stream) != d->streams.end();
   return live ? stream : d->default_stream.get();
 }
-
 
 }  // namespace
 

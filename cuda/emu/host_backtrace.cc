@@ -55,7 +55,8 @@ HostBacktrace capture_backtrace(int skip) {
   HostBacktrace trace;
   void* frames[HostBacktrace::kMaxFrames + 8];
   const int got = ::backtrace(frames, HostBacktrace::kMaxFrames + 8);
-  for (int i = skip + 1; i < got && trace.count < HostBacktrace::kMaxFrames; ++i) trace.frames[trace.count++] = frames[i];
+  for (int i = skip + 1; i < got && trace.count < HostBacktrace::kMaxFrames; ++i)
+    trace.frames[trace.count++] = frames[i];
   return trace;
 }
 
@@ -69,7 +70,8 @@ std::string describe(const HostBacktrace& trace) {
     std::string name, module = "?";
     if (::dladdr(reinterpret_cast<void*>(address), &info) != 0) {
       if (info.dli_fname != nullptr) module = info.dli_fname;
-      if (info.dli_sname != nullptr) name = demangle(info.dli_sname);
+      if (info.dli_sname != nullptr)
+        name = demangle(info.dli_sname);
       else if (info.dli_fname != nullptr) {
         // Offsets within a position-independent module; absolute addresses in one that is not.
         // The main program's name is its argv[0], which may be relative to a directory left since.

@@ -86,22 +86,30 @@ T warp_shuffle(WarpOp op, unsigned mask, T value, int arg, int width, const char
 #define gridDim (::ember::emu::current_block->grid_dim)
 
 #define __syncthreads() ::ember::emu::syncthreads(EMBER_EMU_SITE)
-#define __syncwarp(...) \
-  (void)::ember::emu::warp_exchange(::ember::emu::WarpOp::Sync, (__VA_ARGS__ + 0) ? (__VA_ARGS__ + 0) : 0xffffffffu, 0, 0, 32, EMBER_EMU_SITE)
-#define __shfl_sync(mask, var, lane, ...) \
-  ::ember::emu::warp_shuffle(::ember::emu::WarpOp::Shfl, mask, var, lane, (__VA_ARGS__ + 0) ? (__VA_ARGS__ + 0) : 32, EMBER_EMU_SITE)
-#define __shfl_up_sync(mask, var, delta, ...) \
-  ::ember::emu::warp_shuffle(::ember::emu::WarpOp::ShflUp, mask, var, delta, (__VA_ARGS__ + 0) ? (__VA_ARGS__ + 0) : 32, EMBER_EMU_SITE)
-#define __shfl_down_sync(mask, var, delta, ...) \
-  ::ember::emu::warp_shuffle(::ember::emu::WarpOp::ShflDown, mask, var, delta, (__VA_ARGS__ + 0) ? (__VA_ARGS__ + 0) : 32, EMBER_EMU_SITE)
-#define __shfl_xor_sync(mask, var, lane_mask, ...) \
-  ::ember::emu::warp_shuffle(::ember::emu::WarpOp::ShflXor, mask, var, lane_mask, (__VA_ARGS__ + 0) ? (__VA_ARGS__ + 0) : 32, EMBER_EMU_SITE)
+#define __syncwarp(...)                                                                                              \
+  (void)::ember::emu::warp_exchange(::ember::emu::WarpOp::Sync, (__VA_ARGS__ + 0) ? (__VA_ARGS__ + 0) : 0xffffffffu, \
+                                    0, 0, 32, EMBER_EMU_SITE)
+#define __shfl_sync(mask, var, lane, ...)                                                                             \
+  ::ember::emu::warp_shuffle(::ember::emu::WarpOp::Shfl, mask, var, lane, (__VA_ARGS__ + 0) ? (__VA_ARGS__ + 0) : 32, \
+                             EMBER_EMU_SITE)
+#define __shfl_up_sync(mask, var, delta, ...)                                \
+  ::ember::emu::warp_shuffle(::ember::emu::WarpOp::ShflUp, mask, var, delta, \
+                             (__VA_ARGS__ + 0) ? (__VA_ARGS__ + 0) : 32, EMBER_EMU_SITE)
+#define __shfl_down_sync(mask, var, delta, ...)                                \
+  ::ember::emu::warp_shuffle(::ember::emu::WarpOp::ShflDown, mask, var, delta, \
+                             (__VA_ARGS__ + 0) ? (__VA_ARGS__ + 0) : 32, EMBER_EMU_SITE)
+#define __shfl_xor_sync(mask, var, lane_mask, ...)                                \
+  ::ember::emu::warp_shuffle(::ember::emu::WarpOp::ShflXor, mask, var, lane_mask, \
+                             (__VA_ARGS__ + 0) ? (__VA_ARGS__ + 0) : 32, EMBER_EMU_SITE)
 #define __ballot_sync(mask, predicate) \
-  static_cast<unsigned>(::ember::emu::warp_exchange(::ember::emu::WarpOp::Ballot, mask, (predicate) ? 1 : 0, 0, 32, EMBER_EMU_SITE))
+  static_cast<unsigned>(               \
+      ::ember::emu::warp_exchange(::ember::emu::WarpOp::Ballot, mask, (predicate) ? 1 : 0, 0, 32, EMBER_EMU_SITE))
 #define __any_sync(mask, predicate) \
-  static_cast<int>(::ember::emu::warp_exchange(::ember::emu::WarpOp::Any, mask, (predicate) ? 1 : 0, 0, 32, EMBER_EMU_SITE))
+  static_cast<int>(                 \
+      ::ember::emu::warp_exchange(::ember::emu::WarpOp::Any, mask, (predicate) ? 1 : 0, 0, 32, EMBER_EMU_SITE))
 #define __all_sync(mask, predicate) \
-  static_cast<int>(::ember::emu::warp_exchange(::ember::emu::WarpOp::All, mask, (predicate) ? 1 : 0, 0, 32, EMBER_EMU_SITE))
+  static_cast<int>(                 \
+      ::ember::emu::warp_exchange(::ember::emu::WarpOp::All, mask, (predicate) ? 1 : 0, 0, 32, EMBER_EMU_SITE))
 
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
@@ -120,8 +128,7 @@ template <class T>
 inline T ember_emu_atomic_update(T* address, T value, bool take_max) {
   std::atomic_ref<T> ref(*address);
   T old = ref.load(std::memory_order_relaxed);
-  while ((take_max ? value > old : value < old) &&
-         !ref.compare_exchange_weak(old, value, std::memory_order_relaxed)) {
+  while ((take_max ? value > old : value < old) && !ref.compare_exchange_weak(old, value, std::memory_order_relaxed)) {
   }
   return old;
 }
@@ -150,17 +157,35 @@ inline float atomicExch(float* a, float v) { return ember_emu_atomic_exchange(a,
 // Intrinsics and fast math (the emulator computes them exactly; kernels must not rely on their
 // lower precision on a GPU either).
 template <class T>
-inline T __ldg(const T* p) { return *p; }
+inline T __ldg(const T* p) {
+  return *p;
+}
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 inline float __expf(float x) { return std::exp(x); }
 inline float __logf(float x) { return std::log(x); }
 inline float __fdividef(float a, float b) { return a / b; }
 inline float __saturatef(float x) { return std::min(1.0f, std::max(0.0f, x)); }
-inline int __float_as_int(float x) { int i; std::memcpy(&i, &x, 4); return i; }
-inline float __int_as_float(int i) { float x; std::memcpy(&x, &i, 4); return x; }
-inline unsigned __float_as_uint(float x) { unsigned i; std::memcpy(&i, &x, 4); return i; }
-inline float __uint_as_float(unsigned i) { float x; std::memcpy(&x, &i, 4); return x; }
+inline int __float_as_int(float x) {
+  int i;
+  std::memcpy(&i, &x, 4);
+  return i;
+}
+inline float __int_as_float(int i) {
+  float x;
+  std::memcpy(&x, &i, 4);
+  return x;
+}
+inline unsigned __float_as_uint(float x) {
+  unsigned i;
+  std::memcpy(&i, &x, 4);
+  return i;
+}
+inline float __uint_as_float(unsigned i) {
+  float x;
+  std::memcpy(&x, &i, 4);
+  return x;
+}
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __clz(unsigned x) { return x == 0 ? 32 : __builtin_clz(x); }

@@ -22,8 +22,10 @@ thread_local RunningKernel running_kernel;
 void (*poison_hook)(const void* ptr, size_t bytes, bool poisoned) = nullptr;
 
 void apply_poisoning(const void* ptr, size_t bytes, bool poisoned) {
-  if (poisoned) EMBER_EMU_POISON(ptr, bytes);
-  else EMBER_EMU_UNPOISON(ptr, bytes);
+  if (poisoned)
+    EMBER_EMU_POISON(ptr, bytes);
+  else
+    EMBER_EMU_UNPOISON(ptr, bytes);
 }
 
 void poison(const void* ptr, size_t bytes, bool poisoned) {
@@ -37,7 +39,6 @@ namespace {
 constexpr size_t kRedzone = 256;  // after every allocation: an overrun lands in it, not a neighbour
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
-
 
 std::string heap_name(int device) { return device < 0 ? "pinned host memory" : "cuda:" + std::to_string(device); }
 
@@ -61,11 +62,12 @@ DeviceHeap::DeviceHeap(int device, size_t capacity, size_t alignment)
   if (aligned != p) ::munmap(p, static_cast<size_t>(aligned - static_cast<char*>(p)));
   ::munmap(aligned + reserved_, kHuge - static_cast<size_t>(aligned - static_cast<char*>(p)));
   const int device_protection = device < 0 ? PROT_READ | PROT_WRITE : PROT_NONE;
-  base_ = static_cast<char*>(
-      ::mmap(aligned, reserved_, device_protection, MAP_SHARED | MAP_FIXED | MAP_NORESERVE, fd, 0));
-  alias_ = device < 0 ? base_
-                      : static_cast<char*>(::mmap(nullptr, reserved_, PROT_READ | PROT_WRITE,
-                                                  MAP_SHARED | MAP_NORESERVE, fd, 0));
+  base_ =
+      static_cast<char*>(::mmap(aligned, reserved_, device_protection, MAP_SHARED | MAP_FIXED | MAP_NORESERVE, fd, 0));
+  alias_ =
+      device < 0
+          ? base_
+          : static_cast<char*>(::mmap(nullptr, reserved_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0));
   const int error = errno;
   ::close(fd);
   EMBER_CHECK(base_ == aligned && alias_ != MAP_FAILED, "cuda emulator: cannot map ", heap_name(device), ": ",
@@ -194,7 +196,8 @@ void on_fault(int signal_number, siginfo_t* info, void* context) {
   const char* address = static_cast<const char*>(info->si_addr);
   int owner = -1;
   for (int i = 0; i < heap_range_count.load(); ++i)
-    if (address >= heap_ranges[i].base && address < heap_ranges[i].base + heap_ranges[i].size) owner = heap_ranges[i].device;
+    if (address >= heap_ranges[i].base && address < heap_ranges[i].base + heap_ranges[i].size)
+      owner = heap_ranges[i].device;
   const RunningKernel& k = running_kernel;
   const bool in_kernel = fault_report != nullptr && k.device >= 0;
   if (owner < 0 && !in_kernel) {
@@ -225,8 +228,9 @@ void on_fault(int signal_number, siginfo_t* info, void* context) {
                   "(cudaDeviceEnablePeerAccess, or copy the data to cuda:%d first)",
                   name, k.device, owner, at, k.device);
   } else if (k.device >= 0) {
-    std::snprintf(text, sizeof(text), "cuda emulator: kernel '%s' on cuda:%d accessed cuda:%d memory at %p outside any allocation",
-                  name, k.device, owner, at);
+    std::snprintf(text, sizeof(text),
+                  "cuda emulator: kernel '%s' on cuda:%d accessed cuda:%d memory at %p outside any allocation", name,
+                  k.device, owner, at);
   } else {
     std::snprintf(text, sizeof(text),
                   "cuda emulator: host code accessed device memory of cuda:%d at %p. Device memory is not readable "

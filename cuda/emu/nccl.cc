@@ -54,11 +54,12 @@ std::string check_buffer(const void* ptr, size_t bytes, int device, const char* 
   for (Device* d : devices()) {
     if (!d->heap->contains(ptr)) continue;
     if (d->index != device)
-      return std::string(name) + " is memory of cuda:" + std::to_string(d->index) + ", but the rank is on cuda:" +
-             std::to_string(device);
+      return std::string(name) + " is memory of cuda:" + std::to_string(d->index) +
+             ", but the rank is on cuda:" + std::to_string(device);
     return std::string(name) + ": " + at + " are not inside one live allocation of cuda:" + std::to_string(device);
   }
-  return std::string(name) + " (" + at + ") is not device memory: NCCL reads and writes buffers of the "
+  return std::string(name) + " (" + at +
+         ") is not device memory: NCCL reads and writes buffers of the "
          "communicator's device";
 }
 
@@ -79,8 +80,10 @@ bool is_reduction(Kind kind) { return kind == Kind::AllReduce || kind == Kind::R
 ncclResult_t submit(Call call, ncclComm_t comm) {
   const char* name = kind_name(call.kind);
   std::shared_ptr<RankState> state = state_of(comm);
-  if (!state) return fail(ncclInvalidArgument, std::string(name) + ": comm is not a live communicator (null, or "
-                                                   "destroyed or aborted already)");
+  if (!state)
+    return fail(ncclInvalidArgument, std::string(name) +
+                                         ": comm is not a live communicator (null, or "
+                                         "destroyed or aborted already)");
   const RankPlace& p = state->place();
   const std::string where = std::string(name) + " on " + place_text(p) + ": ";
   if (element_size(call.type) == 0)
@@ -90,12 +93,13 @@ ncclResult_t submit(Call call, ncclComm_t comm) {
     return fail(ncclInvalidArgument, where + "invalid reduction op " + std::to_string(call.op));
   const bool has_root = call.kind == Kind::Broadcast || call.kind == Kind::Reduce || !is_collective(call.kind);
   if (has_root && (call.root < 0 || call.root >= p.nranks))
-    return fail(ncclInvalidArgument, where + (is_collective(call.kind) ? "root " : "peer ") + std::to_string(call.root) +
-                                         " is not a rank of the communicator");
+    return fail(ncclInvalidArgument, where + (is_collective(call.kind) ? "root " : "peer ") +
+                                         std::to_string(call.root) + " is not a rank of the communicator");
   if (call.stream == nullptr) call.stream = device_at(p.device)->default_stream.get();
   if (call.stream->device() != p.device)
     return fail(ncclInvalidArgument, where + "the stream belongs to cuda:" + std::to_string(call.stream->device()));
-  const size_t ways = call.kind == Kind::AllGather || call.kind == Kind::ReduceScatter ? static_cast<size_t>(p.nranks) : 1;
+  const size_t ways =
+      call.kind == Kind::AllGather || call.kind == Kind::ReduceScatter ? static_cast<size_t>(p.nranks) : 1;
   if (call.count > std::numeric_limits<size_t>::max() / 2 / element_size(call.type) / ways)
     return fail(ncclInvalidArgument, where + "count " + std::to_string(call.count) + " is too large");
   if (ncclResult_t e = state->async_error(); e != ncclSuccess)
@@ -109,12 +113,13 @@ ncclResult_t submit(Call call, ncclComm_t comm) {
   // NCCL drops empty collectives without meeting the other ranks; empty sends and receives still meet.
   if (is_collective(call.kind) && call.count == 0) return ncclSuccess;
   const size_t sb = send_bytes(call, p.rank, p.nranks), rb = recv_bytes(call, p.rank, p.nranks);
-  for (const std::string& problem : {check_buffer(call.send, sb, p.device, "sendbuff"),
-                                     check_buffer(call.recv, rb, p.device, "recvbuff")})
+  for (const std::string& problem :
+       {check_buffer(call.send, sb, p.device, "sendbuff"), check_buffer(call.recv, rb, p.device, "recvbuff")})
     if (!problem.empty()) return fail(ncclInvalidArgument, where + problem);
   if (!overlap_allowed(call, p.rank, sb, rb))
-    return fail(ncclInvalidArgument, where + "sendbuff and recvbuff overlap, but not in the in-place layout (the "
-                                             "results would be undefined on a GPU)");
+    return fail(ncclInvalidArgument, where +
+                                         "sendbuff and recvbuff overlap, but not in the in-place layout (the "
+                                         "results would be undefined on a GPU)");
   if (group.depth > 0) {
     group.calls.emplace_back(state, call);
     return ncclSuccess;
@@ -122,8 +127,7 @@ ncclResult_t submit(Call call, ncclComm_t comm) {
   // One thread queuing ungrouped operations for two ranks of one communicator deadlocks in NCCL
   // (the first call may wait for its peers, which this thread has not queued yet).
   Driven& last = driven[state->key()];
-  if (std::shared_ptr<RankState> other = last.state.lock();
-      other && other != state && !other->finished(last.ticket))
+  if (std::shared_ptr<RankState> other = last.state.lock(); other && other != state && !other->finished(last.ticket))
     return fail(ncclInvalidUsage, where + "this thread already queued an operation of rank " +
                                       std::to_string(other->place().rank) +
                                       " of the same communicator that has not completed; one thread that drives "
@@ -238,7 +242,8 @@ ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
 
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
   std::shared_ptr<RankState> state = state_of(comm);
-  if (!state || device == nullptr) return fail(ncclInvalidArgument, "ncclCommCuDevice: comm is not a live communicator");
+  if (!state || device == nullptr)
+    return fail(ncclInvalidArgument, "ncclCommCuDevice: comm is not a live communicator");
   *device = state->place().device;
   return ncclSuccess;
 }
@@ -252,15 +257,24 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
 
 const char* ncclGetErrorString(ncclResult_t result) {
   switch (result) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error (see ncclGetLastError)";
-    case ncclSystemError: return "unhandled system error (see ncclGetLastError)";
-    case ncclInternalError: return "internal error";
-    case ncclInvalidArgument: return "invalid argument (see ncclGetLastError)";
-    case ncclInvalidUsage: return "invalid usage (see ncclGetLastError)";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    default: return "unknown result code";
+    case ncclSuccess:
+      return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (see ncclGetLastError)";
+    case ncclSystemError:
+      return "unhandled system error (see ncclGetLastError)";
+    case ncclInternalError:
+      return "internal error";
+    case ncclInvalidArgument:
+      return "invalid argument (see ncclGetLastError)";
+    case ncclInvalidUsage:
+      return "invalid usage (see ncclGetLastError)";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error";
+    case ncclInProgress:
+      return "NCCL operation in progress";
+    default:
+      return "unknown result code";
   }
 }
 
@@ -282,8 +296,8 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
   return submit({Kind::Broadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, stream}, comm);
 }
 
-ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
   return submit({Kind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, stream}, comm);
 }
 

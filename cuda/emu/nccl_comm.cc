@@ -38,8 +38,10 @@ RankState::RankState(std::shared_ptr<Segment> segment, RankPlace place)
 uint64_t RankState::launch(std::vector<Call> calls) {
   for (Call& call : calls) {
     const size_t peer = static_cast<size_t>(call.root);
-    if (is_collective(call.kind)) call.seq = collectives_++;
-    else call.seq = call.kind == Kind::Send ? sends_[peer]++ : receives_[peer]++;
+    if (is_collective(call.kind))
+      call.seq = collectives_++;
+    else
+      call.seq = call.kind == Kind::Send ? sends_[peer]++ : receives_[peer]++;
   }
   uint64_t ticket;
   {

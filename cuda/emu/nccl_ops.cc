@@ -18,13 +18,20 @@ namespace ember::emu::nccl {
 
 const char* kind_name(Kind kind) {
   switch (kind) {
-    case Kind::AllReduce: return "ncclAllReduce";
-    case Kind::Broadcast: return "ncclBroadcast";
-    case Kind::Reduce: return "ncclReduce";
-    case Kind::AllGather: return "ncclAllGather";
-    case Kind::ReduceScatter: return "ncclReduceScatter";
-    case Kind::Send: return "ncclSend";
-    case Kind::Recv: return "ncclRecv";
+    case Kind::AllReduce:
+      return "ncclAllReduce";
+    case Kind::Broadcast:
+      return "ncclBroadcast";
+    case Kind::Reduce:
+      return "ncclReduce";
+    case Kind::AllGather:
+      return "ncclAllGather";
+    case Kind::ReduceScatter:
+      return "ncclReduceScatter";
+    case Kind::Send:
+      return "ncclSend";
+    case Kind::Recv:
+      return "ncclRecv";
   }
   return "?";
 }
@@ -205,7 +212,8 @@ class CollectiveTask : public Task {
                       send_at(static_cast<size_t>(d) * call_.count + offset()), bytes);
         return;
       }
-      default: return;
+      default:
+        return;
     }
   }
 
@@ -235,7 +243,8 @@ class CollectiveTask : public Task {
           std::memcpy(recv_at(static_cast<size_t>(q) * call_.count + offset()), segment_.staging(q, b), bytes);
         return;
       }
-      default: return;
+      default:
+        return;
     }
   }
 
@@ -261,7 +270,8 @@ class PointToPointTask : public Task {
   bool step() override {
     if (!started_) {
       if (!buffers_live()) return true;
-      base_ = sending_ ? channel_.written.load(std::memory_order_acquire) : channel_.read.load(std::memory_order_acquire);
+      base_ =
+          sending_ ? channel_.written.load(std::memory_order_acquire) : channel_.read.load(std::memory_order_acquire);
       started_ = true;
     }
     return sending_ ? send_step() : receive_step();
@@ -281,8 +291,7 @@ class PointToPointTask : public Task {
       ChunkHeader& header = segment_.chunk_header(from(), to(), index);
       header = {call_.seq, call_.count, call_.type, static_cast<uint32_t>(chunk_length())};
       if (chunk_length() > 0) {
-        std::memcpy(segment_.chunk_data(from(), to(), index), send_view_ + chunk_offset(),
-                    chunk_length());
+        std::memcpy(segment_.chunk_data(from(), to(), index), send_view_ + chunk_offset(), chunk_length());
       }
       channel_.written.store(index + 1, std::memory_order_release);
       segment_.notify();
@@ -307,13 +316,13 @@ class PointToPointTask : public Task {
         return true;
       }
       if (header.message != call_.seq || header.bytes != chunk_length()) {
-        failure_ = "send/recv out of step between rank " + std::to_string(from()) + " and rank " + std::to_string(to()) +
-                   ": expected message #" + std::to_string(call_.seq) + ", found #" + std::to_string(header.message);
+        failure_ = "send/recv out of step between rank " + std::to_string(from()) + " and rank " +
+                   std::to_string(to()) + ": expected message #" + std::to_string(call_.seq) + ", found #" +
+                   std::to_string(header.message);
         return true;
       }
       if (chunk_length() > 0) {
-        std::memcpy(recv_view_ + chunk_offset(), segment_.chunk_data(from(), to(), index),
-                    chunk_length());
+        std::memcpy(recv_view_ + chunk_offset(), segment_.chunk_data(from(), to(), index), chunk_length());
       }
       channel_.read.store(index + 1, std::memory_order_release);
       segment_.notify();
@@ -336,20 +345,28 @@ class PointToPointTask : public Task {
 size_t send_bytes(const Call& call, int rank, int nranks) {
   const size_t bytes = call.count * element_size(call.type);
   switch (call.kind) {
-    case Kind::Broadcast: return rank == call.root ? bytes : 0;
-    case Kind::ReduceScatter: return bytes * static_cast<size_t>(nranks);
-    case Kind::Recv: return 0;
-    default: return bytes;
+    case Kind::Broadcast:
+      return rank == call.root ? bytes : 0;
+    case Kind::ReduceScatter:
+      return bytes * static_cast<size_t>(nranks);
+    case Kind::Recv:
+      return 0;
+    default:
+      return bytes;
   }
 }
 
 size_t recv_bytes(const Call& call, int rank, int nranks) {
   const size_t bytes = call.count * element_size(call.type);
   switch (call.kind) {
-    case Kind::Reduce: return rank == call.root ? bytes : 0;
-    case Kind::AllGather: return bytes * static_cast<size_t>(nranks);
-    case Kind::Send: return 0;
-    default: return bytes;
+    case Kind::Reduce:
+      return rank == call.root ? bytes : 0;
+    case Kind::AllGather:
+      return bytes * static_cast<size_t>(nranks);
+    case Kind::Send:
+      return 0;
+    default:
+      return bytes;
   }
 }
 

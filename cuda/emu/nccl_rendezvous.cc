@@ -155,7 +155,8 @@ int receive_memory(const std::string& name, std::chrono::steady_clock::time_poin
   if (!same_user(s, &uid))
     return *error = "@" + name + " is held by a process of another user (uid " + std::to_string(uid) + ")", -1;
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     pollfd p{s, POLLIN, 0};
     const int ready = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
     if (ready < 0 && errno == EINTR) continue;
@@ -172,9 +173,10 @@ int receive_memory(const std::string& name, std::chrono::steady_clock::time_poin
     return *error = "the communicator's memory arrived without its descriptor: too many open files (ulimit -n)", -1;
   const cmsghdr* c = n > 0 ? CMSG_FIRSTHDR(&message.header) : nullptr;
   if (c == nullptr || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
-    *error = "the rank that created the communicator stopped serving it before this rank joined: every rank of "
-             "this unique id has joined already (an id from ncclGetUniqueId serves one communicator), or that rank "
-             "failed or exited";
+    *error =
+        "the rank that created the communicator stopped serving it before this rank joined: every rank of "
+        "this unique id has joined already (an id from ncclGetUniqueId serves one communicator), or that rank "
+        "failed or exited";
     return -1;
   }
   int fd = -1;

@@ -224,8 +224,10 @@ std::shared_ptr<Segment> Segment::attach(const std::string& name, int nranks, in
   s->set_layout();
   *result = ncclInvalidUsage;
   if (nranks != s->nranks()) {
-    *error = "rank " + std::to_string(rank) + " passed nranks " + std::to_string(nranks) + " to ncclCommInitRank, "
-             "but the communicator was created with nranks " + std::to_string(s->nranks());
+    *error = "rank " + std::to_string(rank) + " passed nranks " + std::to_string(nranks) +
+             " to ncclCommInitRank, "
+             "but the communicator was created with nranks " +
+             std::to_string(s->nranks());
     s->fail(ncclInvalidUsage, *error);
     return nullptr;
   }
@@ -267,8 +269,8 @@ ncclResult_t Segment::wait_joined(std::string* error) {
     for (int a = 0; a < nranks_; ++a)
       for (int b = a + 1; b < nranks_; ++b)
         if (rank_slot(a).device == rank_slot(b).device)
-          fail(ncclInvalidUsage, "ranks " + std::to_string(a) + " and " + std::to_string(b) + " both use cuda:" +
-                                     std::to_string(rank_slot(a).device) +
+          fail(ncclInvalidUsage, "ranks " + std::to_string(a) + " and " + std::to_string(b) +
+                                     " both use cuda:" + std::to_string(rank_slot(a).device) +
                                      " (NCCL: \"Duplicate GPU detected\"): call cudaSetDevice with each rank's own "
                                      "device (e.g. its local rank) before ncclCommInitRank");
   }
@@ -297,17 +299,15 @@ std::string Segment::absence(int rank, ncclResult_t* result) {
 
 uint64_t Segment::key() const { return control().key; }
 
-RankSlot& Segment::rank_slot(int rank) {
-  return reinterpret_cast<RankSlot*>(base_ + ranks_offset_)[rank];
-}
+RankSlot& Segment::rank_slot(int rank) { return reinterpret_cast<RankSlot*>(base_ + ranks_offset_)[rank]; }
 
 char* Segment::staging(int rank, int buffer) {
   return base_ + staging_offset_ + (static_cast<size_t>(rank) * 2 + static_cast<size_t>(buffer)) * chunk_bytes_;
 }
 
 char* Segment::channel_base(int from, int to) {
-  return base_ + channels_offset_ + (static_cast<size_t>(from) * static_cast<size_t>(nranks_) + static_cast<size_t>(to)) *
-                                        channel_stride_;
+  return base_ + channels_offset_ +
+         (static_cast<size_t>(from) * static_cast<size_t>(nranks_) + static_cast<size_t>(to)) * channel_stride_;
 }
 
 Channel& Segment::channel(int from, int to) { return *reinterpret_cast<Channel*>(channel_base(from, to)); }

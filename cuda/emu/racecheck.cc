@@ -34,9 +34,9 @@ struct Cell {
 };
 
 struct Word {
-  uintptr_t key = 0;          // address / 4
-  uint32_t generation = 0;    // the block it belongs to: another block's is an empty slot
-  uint8_t next_victim = 0;    // the cell to replace when all four hold live accesses
+  uintptr_t key = 0;        // address / 4
+  uint32_t generation = 0;  // the block it belongs to: another block's is an empty slot
+  uint8_t next_victim = 0;  // the cell to replace when all four hold live accesses
   std::array<Cell, kCells> cells;
 };
 
@@ -69,8 +69,10 @@ std::vector<Range> thread_local_segments() {
   std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
   std::vector<Range> merged;  // modules' segments are packed, with alignment gaps only
   for (const Range& r : ranges) {
-    if (!merged.empty() && r.begin <= merged.back().end + 64) merged.back().end = std::max(merged.back().end, r.end);
-    else merged.push_back(r);
+    if (!merged.empty() && r.begin <= merged.back().end + 64)
+      merged.back().end = std::max(merged.back().end, r.end);
+    else
+      merged.push_back(r);
   }
   return merged;
 }
@@ -154,7 +156,14 @@ struct BlockRecord {
         continue;
       }
       if ((c.bytes & bytes) == 0 || !(c.write || write) || ordered_in_warp(c, thread)) continue;
-      race = {true, c.thread, thread, c.write, write, c.site, site, dynamic.contains(address),
+      race = {true,
+              c.thread,
+              thread,
+              c.write,
+              write,
+              c.site,
+              site,
+              dynamic.contains(address),
               dynamic.contains(address) ? address - dynamic.begin : 0};
       return;
     }

@@ -175,11 +175,21 @@ void note_sanitizer_report(const char*) {
     if (got < 0 && errno == EINTR) continue;
     if (got != static_cast<ssize_t>(sizeof(m))) ::_exit(0);  // the host process has ended
     switch (m.kind) {
-      case MessageKind::Launch: threads->add(m.value); break;
-      case MessageKind::Poison: apply_poisoning(m.address, m.bytes, true); break;
-      case MessageKind::Unpoison: apply_poisoning(m.address, m.bytes, false); break;
-      case MessageKind::PeerOn: heaps[static_cast<size_t>(m.value)]->set_accessible(true); break;
-      case MessageKind::PeerOff: heaps[static_cast<size_t>(m.value)]->set_accessible(false); break;
+      case MessageKind::Launch:
+        threads->add(m.value);
+        break;
+      case MessageKind::Poison:
+        apply_poisoning(m.address, m.bytes, true);
+        break;
+      case MessageKind::Unpoison:
+        apply_poisoning(m.address, m.bytes, false);
+        break;
+      case MessageKind::PeerOn:
+        heaps[static_cast<size_t>(m.value)]->set_accessible(true);
+        break;
+      case MessageKind::PeerOff:
+        heaps[static_cast<size_t>(m.value)]->set_accessible(false);
+        break;
     }
   }
 }
@@ -213,11 +223,14 @@ std::vector<Runner*>& runners() {
 std::atomic<bool> forked_away{false};
 
 std::string describe_end(const Runner& r, int status, bool reaped) {
-  std::string what = "cuda emulator: the kernel runner of cuda:" + std::to_string(r.device) + " (pid " +
-                     std::to_string(r.pid) + ") ";
-  if (!reaped) what += "ended";
-  else if (WIFSIGNALED(status)) what += std::string("was killed by signal ") + ::strsignal(WTERMSIG(status));
-  else what += "exited with status " + std::to_string(WEXITSTATUS(status)) + " (a sanitizer's report above says why)";
+  std::string what =
+      "cuda emulator: the kernel runner of cuda:" + std::to_string(r.device) + " (pid " + std::to_string(r.pid) + ") ";
+  if (!reaped)
+    what += "ended";
+  else if (WIFSIGNALED(status))
+    what += std::string("was killed by signal ") + ::strsignal(WTERMSIG(status));
+  else
+    what += "exited with status " + std::to_string(WEXITSTATUS(status)) + " (a sanitizer's report above says why)";
   return what + "; cuda:" + std::to_string(r.device) + " runs nothing more";
 }
 
@@ -230,15 +243,14 @@ void watch(Runner* r) {
   const bool reaped = ::waitpid(r->pid, &status, 0) == r->pid;
   const char* fault = r->shared->fault.text;
   const bool faulted = fault[0] != '\0';
-  std::string why = faulted ? std::string(fault, ::strnlen(fault, sizeof(FaultReport::text)))
-                            : describe_end(*r, status, reaped);
+  std::string why =
+      faulted ? std::string(fault, ::strnlen(fault, sizeof(FaultReport::text))) : describe_end(*r, status, reaped);
   const SanitizerAccess& a = r->shared->sanitizer;
   if (a.address != nullptr && a.device >= 0) {
     // AddressSanitizer's report (above) names an address; a guard names what was made there.
-    const std::string guard = describe_guard_access(
-        a.address, a.bytes,
-        "cuda emulator: kernel '" + std::string(a.kernel) + "' on cuda:" + std::to_string(a.device) +
-            (a.write ? " wrote" : " read"));
+    const std::string guard = describe_guard_access(a.address, a.bytes,
+                                                    "cuda emulator: kernel '" + std::string(a.kernel) + "' on cuda:" +
+                                                        std::to_string(a.device) + (a.write ? " wrote" : " read"));
     if (!guard.empty()) {
       std::fprintf(stderr, "%s\n", guard.c_str());
       why = guard + why;
@@ -325,8 +337,10 @@ std::string run_on_runner(const KernelLaunch& launch) {
   while ((state = slot.state.load(std::memory_order_acquire)) == kQueued) futex_wait(&slot.state, kQueued);
   std::string failure;
   std::lock_guard<std::mutex> lock(r.mutex);
-  if (state == kDone) failure.assign(slot.failure, slot.failure_bytes);
-  else failure = r.death;
+  if (state == kDone)
+    failure.assign(slot.failure, slot.failure_bytes);
+  else
+    failure = r.death;
   slot.state.store(kFree);
   r.free_slots.push_back(index);
   r.slot_freed.notify_one();
@@ -335,7 +349,8 @@ std::string run_on_runner(const KernelLaunch& launch) {
 
 void set_runner_peer_access(int device, int peer, bool enabled) {
   Runner& r = *runners().at(static_cast<size_t>(device));
-  if (!forked_away.load() && !r.dead.load()) r.send({enabled ? MessageKind::PeerOn : MessageKind::PeerOff, peer, nullptr, 0});
+  if (!forked_away.load() && !r.dead.load())
+    r.send({enabled ? MessageKind::PeerOn : MessageKind::PeerOff, peer, nullptr, 0});
 }
 
 bool forked_from_device_owner() { return forked_away.load(std::memory_order_relaxed); }

@@ -31,11 +31,16 @@ size_t parse_bytes(const char* text) {
   char* end = nullptr;
   double value = std::strtod(text, &end);
   double scale = 1;
-  if (*end == 'K' || *end == 'k') scale = 1024.0, ++end;
-  else if (*end == 'M' || *end == 'm') scale = 1024.0 * 1024, ++end;
-  else if (*end == 'G' || *end == 'g') scale = 1024.0 * 1024 * 1024, ++end;
-  EMBER_CHECK(end != text && *end == '\0' && value > 0, "EMBER_EMULATED_GPU_MEMORY: expected a size such as 512M "
-              "or 4G, got '", text, "'");
+  if (*end == 'K' || *end == 'k')
+    scale = 1024.0, ++end;
+  else if (*end == 'M' || *end == 'm')
+    scale = 1024.0 * 1024, ++end;
+  else if (*end == 'G' || *end == 'g')
+    scale = 1024.0 * 1024 * 1024, ++end;
+  EMBER_CHECK(end != text && *end == '\0' && value > 0,
+              "EMBER_EMULATED_GPU_MEMORY: expected a size such as 512M "
+              "or 4G, got '",
+              text, "'");
   return static_cast<size_t>(value * scale);
 }
 
@@ -88,8 +93,9 @@ cudaError_t initialised() {
   if (device_at(current_device) == nullptr) return fail(cudaErrorInvalidDevice);
   if (forked_from_device_owner()) {
     // Its streams' workers and the runners are the parent's (CUDA refuses a forked child too).
-    record_failure(current_device, "cuda emulator: this process is a fork of the one that started the emulated "
-                                   "devices; a forked child cannot use them (start workers by executing the program)",
+    record_failure(current_device,
+                   "cuda emulator: this process is a fork of the one that started the emulated "
+                   "devices; a forked child cannot use them (start workers by executing the program)",
                    cudaErrorInitializationError);
     return fail(cudaErrorInitializationError);
   }
@@ -215,8 +221,9 @@ cudaError_t enqueue_kernel(KernelLaunch launch, cudaStream_t stream, std::shared
     if (sticky_of(launch.device) != cudaSuccess) return std::string();  // a failed device runs nothing more
     std::string failure = run_on_runner(launch);
     if (failure.empty() && any_guards())
-      failure = check_guards(reachable_heaps(launch.device),
-                             "kernel '" + std::string(launch.name) + "' on cuda:" + std::to_string(launch.device) + " wrote");
+      failure =
+          check_guards(reachable_heaps(launch.device),
+                       "kernel '" + std::string(launch.name) + "' on cuda:" + std::to_string(launch.device) + " wrote");
     return failure;
   });
   return cudaSuccess;
@@ -350,9 +357,7 @@ cudaError_t cudaHostGetDevicePointer(void** device_ptr, void* host_ptr, unsigned
   return cudaSuccess;
 }
 
-cudaError_t cudaFreeHost(void* ptr) {
-  return pinned_memory().release(ptr) ? cudaSuccess : fail(cudaErrorInvalidValue);
-}
+cudaError_t cudaFreeHost(void* ptr) { return pinned_memory().release(ptr) ? cudaSuccess : fail(cudaErrorInvalidValue); }
 
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   if (cudaError_t e = initialised(); e != cudaSuccess) return e;
@@ -378,7 +383,8 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   const void* const src_view = host_view(src);
   if (actual == cudaMemcpyHostToDevice && !is_pinned(src, bytes)) {
     // Pageable memory is staged at once, so the caller may reuse its buffer on return (as in CUDA).
-    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
+    auto staged =
+        std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
     s->enqueue([dst_view, staged] {
       std::memcpy(dst_view, staged->data(), staged->size());
       return std::string();
@@ -546,4 +552,3 @@ cudaError_t cudaGetLastError() {
 }
 
 cudaError_t cudaPeekAtLastError() { return last_error; }
-

@@ -99,8 +99,8 @@ template <class Fold>
 struct ChannelReduce {
   ChannelGeometry geometry;
   Fold fold;
-  int64_t chunk = 0;                        // values of a channel per split (grid.y)
-  typename Fold::Acc* partials = nullptr;   // [splits, C] when split
+  int64_t chunk = 0;                       // values of a channel per split (grid.y)
+  typename Fold::Acc* partials = nullptr;  // [splits, C] when split
 };
 
 template <class Fold>
@@ -139,16 +139,18 @@ __global__ void __launch_bounds__(kBlockThreads) channel_reduce_kernel(const __g
     for (int w = 1; w < kWarps; ++w) Fold::merge(acc, warp_results[w][tid]);
     const int64_t c = static_cast<int64_t>(blockIdx.x) * tile + tid;
     if (c < g.channels) {
-      if (gridDim.y == 1) r.fold.finish(c, acc);
-      else r.partials[static_cast<int64_t>(blockIdx.y) * g.channels + c] = acc;
+      if (gridDim.y == 1)
+        r.fold.finish(c, acc);
+      else
+        r.partials[static_cast<int64_t>(blockIdx.y) * g.channels + c] = acc;
     }
   }
 }
 
 // The second pass of a split reduction: a thread per channel merges its splits in order.
 template <class Fold>
-__global__ void __launch_bounds__(kBlockThreads) channel_merge_kernel(const __grid_constant__ ChannelReduce<Fold> r,
-                                                                      int splits) {
+__global__ void __launch_bounds__(kBlockThreads)
+    channel_merge_kernel(const __grid_constant__ ChannelReduce<Fold> r, int splits) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= r.geometry.channels) return;
   typename Fold::Acc acc = r.partials[c];
@@ -167,8 +169,10 @@ void reduce_channels(const ChannelGeometry& g, const Fold& fold, Device device, 
   const int64_t by_occupancy = std::max<int64_t>(1, kTargetBlocks / tiles);
   int64_t splits = std::min<int64_t>({by_work, by_occupancy, 65535});
   ChannelReduce<Fold> r{g, fold, (g.per_channel + splits - 1) / splits, nullptr};
-  if (r.chunk > 0) splits = (g.per_channel + r.chunk - 1) / r.chunk;
-  else splits = 1;
+  if (r.chunk > 0)
+    splits = (g.per_channel + r.chunk - 1) / r.chunk;
+  else
+    splits = 1;
   DeviceGuard guard(device.index);
   Tensor partials;  // freed at return: its stream's later work runs after both kernels
   if (splits > 1) {
@@ -266,9 +270,9 @@ ElementGeometry element_geometry(const Tensor& x) {
 
 // scale_shift[c] = scale, scale_shift[C + c] = shift.
 template <typename C>
-__global__ void __launch_bounds__(kBlockThreads) affine_coefficients_kernel(const C* mean, const C* invstd,
-                                                                           const C* weight, const C* bias,
-                                                                           int64_t channels, C* scale_shift) {
+__global__ void __launch_bounds__(kBlockThreads)
+    affine_coefficients_kernel(const C* mean, const C* invstd, const C* weight, const C* bias, int64_t channels,
+                               C* scale_shift) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= channels) return;
   const formula::BatchNormAffine<C> affine = formula::batch_norm_affine<C>(
@@ -278,8 +282,8 @@ __global__ void __launch_bounds__(kBlockThreads) affine_coefficients_kernel(cons
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kBlockThreads) apply_kernel(const ElementGeometry g, const T* x,
-                                                             const ComputeType<T>* scale_shift, bool relu, T* y) {
+__global__ void __launch_bounds__(kBlockThreads)
+    apply_kernel(const ElementGeometry g, const T* x, const ComputeType<T>* scale_shift, bool relu, T* y) {
   using C = ComputeType<T>;
   for (const int64_t m : grid_stride(g.numel)) {
     const int64_t c = g.channel(m);
@@ -290,9 +294,9 @@ __global__ void __launch_bounds__(kBlockThreads) apply_kernel(const ElementGeome
 
 // kab[c], kab[C + c], kab[2C + c] = k, a, b of formula::batch_norm_input_grad.
 template <typename C>
-__global__ void __launch_bounds__(kBlockThreads) input_grad_coefficients_kernel(
-    const C* mean, const C* invstd, const C* weight, const C* sum_dy, const C* sum_dy_xmu, int64_t count,
-    int64_t channels, C* kab) {
+__global__ void __launch_bounds__(kBlockThreads)
+    input_grad_coefficients_kernel(const C* mean, const C* invstd, const C* weight, const C* sum_dy,
+                                   const C* sum_dy_xmu, int64_t count, int64_t channels, C* kab) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= channels) return;
   const formula::BatchNormInputGrad<C> coefficients = formula::batch_norm_input_grad<C>(
@@ -303,9 +307,9 @@ __global__ void __launch_bounds__(kBlockThreads) input_grad_coefficients_kernel(
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kBlockThreads) input_grad_kernel(const ElementGeometry g, const T* dy, const T* x,
-                                                                  const T* relu_output,
-                                                                  const ComputeType<T>* kab, T* dx) {
+__global__ void __launch_bounds__(kBlockThreads)
+    input_grad_kernel(const ElementGeometry g, const T* dy, const T* x, const T* relu_output, const ComputeType<T>* kab,
+                      T* dx) {
   using C = ComputeType<T>;
   for (const int64_t m : grid_stride(g.numel)) {
     const int64_t c = g.channel(m);
@@ -401,9 +405,9 @@ std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_o
   Tensor sum_dy = empty({g.channels}, options), sum_dy_xmu = empty({g.channels}, options);
   EMBER_DISPATCH_FLOATING(ops.x.dtype(), "batch_norm backward", [&] {
     using C = ComputeType<scalar_t>;
-    const GradSumsFold<scalar_t> fold{ops.dy.data_ptr<scalar_t>(), ops.x.data_ptr<scalar_t>(),
-                                      data_or_null<scalar_t>(ops.relu_output), mean.data_ptr<C>(),
-                                      sum_dy.data_ptr<C>(), sum_dy_xmu.data_ptr<C>()};
+    const GradSumsFold<scalar_t> fold{
+        ops.dy.data_ptr<scalar_t>(), ops.x.data_ptr<scalar_t>(), data_or_null<scalar_t>(ops.relu_output),
+        mean.data_ptr<C>(),          sum_dy.data_ptr<C>(),       sum_dy_xmu.data_ptr<C>()};
     reduce_channels(g, fold, ops.x.device(), "batch_norm_backward_reduce");
   });
   return {sum_dy, sum_dy_xmu};
@@ -429,13 +433,13 @@ Tensor batch_norm_backward_input_kernel(const Tensor& grad_output, const Tensor&
       using C = ComputeType<scalar_t>;
       constexpr auto coefficients = &input_grad_coefficients_kernel<C>;
       EMBER_LAUNCH(coefficients, dim3(blocks_for(channels)), dim3(kBlockThreads), 0, stream, mean.data_ptr<C>(),
-                   invstd.data_ptr<C>(), data_or_null<C>(weight), sum_dy.data_ptr<C>(), sum_dy_xmu.data_ptr<C>(),
-                   count, channels, kab.data_ptr<C>());
+                   invstd.data_ptr<C>(), data_or_null<C>(weight), sum_dy.data_ptr<C>(), sum_dy_xmu.data_ptr<C>(), count,
+                   channels, kab.data_ptr<C>());
       check_launch("batch_norm backward");
       constexpr auto input_grad = &input_grad_kernel<scalar_t>;
-      EMBER_LAUNCH(input_grad, dim3(grid_for(g.numel)), dim3(kBlockThreads), 0, stream, g,
-                   ops.dy.data_ptr<scalar_t>(), ops.x.data_ptr<scalar_t>(), data_or_null<scalar_t>(ops.relu_output),
-                   kab.data_ptr<C>(), dx.data_ptr<scalar_t>());
+      EMBER_LAUNCH(input_grad, dim3(grid_for(g.numel)), dim3(kBlockThreads), 0, stream, g, ops.dy.data_ptr<scalar_t>(),
+                   ops.x.data_ptr<scalar_t>(), data_or_null<scalar_t>(ops.relu_output), kab.data_ptr<C>(),
+                   dx.data_ptr<scalar_t>());
       check_launch("batch_norm backward");
     });
   }

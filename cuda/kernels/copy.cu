@@ -23,8 +23,8 @@ struct alignas(16) Chunk {
 };
 
 // Bytes [0, bytes) of src to dst, both 16-byte aligned: whole chunks, then the tail byte by byte.
-__global__ void __launch_bounds__(kBlockThreads) copy_contiguous_kernel(char* __restrict__ dst,
-                                                                        const char* __restrict__ src, int64_t bytes) {
+__global__ void __launch_bounds__(kBlockThreads)
+    copy_contiguous_kernel(char* __restrict__ dst, const char* __restrict__ src, int64_t bytes) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t chunks = bytes / static_cast<int64_t>(sizeof(Chunk));
@@ -57,14 +57,30 @@ struct CastTo {
     const char* in = data[1] + off[1];
     D value{};
     switch (source) {
-      case kFloat32: value = formula::cast<D>(*reinterpret_cast<const float*>(in)); break;
-      case kFloat64: value = formula::cast<D>(*reinterpret_cast<const double*>(in)); break;
-      case kBFloat16: value = formula::cast<D>(*reinterpret_cast<const BFloat16*>(in)); break;
-      case kFloat16: value = formula::cast<D>(*reinterpret_cast<const Half*>(in)); break;
-      case kInt64: value = formula::cast<D>(*reinterpret_cast<const int64_t*>(in)); break;
-      case kInt32: value = formula::cast<D>(*reinterpret_cast<const int32_t*>(in)); break;
-      case kUInt8: value = formula::cast<D>(*reinterpret_cast<const uint8_t*>(in)); break;
-      case kBool: value = formula::cast<D>(*reinterpret_cast<const bool*>(in)); break;
+      case kFloat32:
+        value = formula::cast<D>(*reinterpret_cast<const float*>(in));
+        break;
+      case kFloat64:
+        value = formula::cast<D>(*reinterpret_cast<const double*>(in));
+        break;
+      case kBFloat16:
+        value = formula::cast<D>(*reinterpret_cast<const BFloat16*>(in));
+        break;
+      case kFloat16:
+        value = formula::cast<D>(*reinterpret_cast<const Half*>(in));
+        break;
+      case kInt64:
+        value = formula::cast<D>(*reinterpret_cast<const int64_t*>(in));
+        break;
+      case kInt32:
+        value = formula::cast<D>(*reinterpret_cast<const int32_t*>(in));
+        break;
+      case kUInt8:
+        value = formula::cast<D>(*reinterpret_cast<const uint8_t*>(in));
+        break;
+      case kBool:
+        value = formula::cast<D>(*reinterpret_cast<const bool*>(in));
+        break;
     }
     *reinterpret_cast<D*>(data[0] + off[0]) = value;
   }
@@ -86,10 +102,14 @@ void copy_kernel(const StridedLoop& loop) {
     const int64_t element = static_cast<int64_t>(element_size(loop.dtypes[0]));
     if (contiguous_and_aligned(loop, element)) return copy_contiguous(loop, element);
     switch (element) {
-      case 1: return launch_elementwise<2>(loop, MoveWords<uint8_t>{}, "copy_");
-      case 2: return launch_elementwise<2>(loop, MoveWords<uint16_t>{}, "copy_");
-      case 4: return launch_elementwise<2>(loop, MoveWords<uint32_t>{}, "copy_");
-      default: return launch_elementwise<2>(loop, MoveWords<uint64_t>{}, "copy_");
+      case 1:
+        return launch_elementwise<2>(loop, MoveWords<uint8_t>{}, "copy_");
+      case 2:
+        return launch_elementwise<2>(loop, MoveWords<uint16_t>{}, "copy_");
+      case 4:
+        return launch_elementwise<2>(loop, MoveWords<uint32_t>{}, "copy_");
+      default:
+        return launch_elementwise<2>(loop, MoveWords<uint64_t>{}, "copy_");
     }
   }
   EMBER_DISPATCH_ALL(loop.dtypes[0], "copy_",

@@ -14,7 +14,7 @@ namespace ember::cuda {
 namespace {
 
 constexpr int kTileM = 64, kTileN = 64, kTileK = 16;
-constexpr int kThreads = 256;  // 16 x 16 threads, each 4 x 4 outputs
+constexpr int kThreads = 256;                       // 16 x 16 threads, each 4 x 4 outputs
 constexpr int kLoads = kTileM * kTileK / kThreads;  // elements of each operand a thread stages per slice
 static_assert(kTileM * kTileK == kTileN * kTileK, "A and B slices are staged with the same loop");
 
@@ -49,8 +49,8 @@ __global__ void __launch_bounds__(kThreads) gemm_tile_kernel(const __grid_consta
         const int64_t row = row0 + mm, depth = k0 + kk;
         Acc v = Acc(0);
         if (row < s.m && depth < s.k)
-          v = static_cast<Acc>(static_cast<ComputeType<T>>(s.trans_a ? a_mat[depth * s.lda + row]
-                                                                      : a_mat[row * s.lda + depth]));
+          v = static_cast<Acc>(
+              static_cast<ComputeType<T>>(s.trans_a ? a_mat[depth * s.lda + row] : a_mat[row * s.lda + depth]));
         tile_a[kk][mm] = v;
       }
       EMBER_UNROLL
@@ -61,8 +61,8 @@ __global__ void __launch_bounds__(kThreads) gemm_tile_kernel(const __grid_consta
         const int64_t col = col0 + nn, depth = k0 + kk;
         Acc v = Acc(0);
         if (col < s.n && depth < s.k)
-          v = static_cast<Acc>(static_cast<ComputeType<T>>(s.trans_b ? b_mat[col * s.ldb + depth]
-                                                                      : b_mat[depth * s.ldb + col]));
+          v = static_cast<Acc>(
+              static_cast<ComputeType<T>>(s.trans_b ? b_mat[col * s.ldb + depth] : b_mat[depth * s.ldb + col]));
         tile_b[kk][nn] = v;
       }
       __syncthreads();
@@ -102,7 +102,8 @@ __global__ void __launch_bounds__(kThreads) gemm_tile_kernel(const __grid_consta
 
 template <typename T, typename Acc>
 void launch_gemm(const GemmArgs& g) {
-  const dim3 grid(static_cast<unsigned>((g.n + kTileN - 1) / kTileN), static_cast<unsigned>((g.m + kTileM - 1) / kTileM),
+  const dim3 grid(static_cast<unsigned>((g.n + kTileN - 1) / kTileN),
+                  static_cast<unsigned>((g.m + kTileM - 1) / kTileM),
                   static_cast<unsigned>(std::min<int64_t>(g.batch, 65535)));
   constexpr auto kernel = &gemm_tile_kernel<T, Acc>;
   EMBER_LAUNCH(kernel, grid, dim3(kThreads), 0, current_stream().handle(), g);
@@ -112,15 +113,20 @@ void launch_gemm(const GemmArgs& g) {
 }  // namespace
 
 void ember_gemm(const GemmArgs& g) {
-  EMBER_CHECK((g.n + kTileN - 1) / kTileN <= 0x7fffffff && (g.m + kTileM - 1) / kTileM <= 65535, "matmul: ",
-              g.m, " x ", g.n, " is more than a CUDA grid of 64 x 64 tiles holds (at most 65535 x 2^31 - 1)");
+  EMBER_CHECK((g.n + kTileN - 1) / kTileN <= 0x7fffffff && (g.m + kTileM - 1) / kTileM <= 65535, "matmul: ", g.m, " x ",
+              g.n, " is more than a CUDA grid of 64 x 64 tiles holds (at most 65535 x 2^31 - 1)");
   DeviceGuard guard(g.device.index);
   switch (g.dtype) {
-    case kFloat32: return launch_gemm<float, float>(g);
-    case kFloat64: return launch_gemm<double, double>(g);
-    case kBFloat16: return launch_gemm<BFloat16, float>(g);
-    case kFloat16: return launch_gemm<Half, float>(g);
-    default: detail::unsupported_dtype("matmul", g.dtype);
+    case kFloat32:
+      return launch_gemm<float, float>(g);
+    case kFloat64:
+      return launch_gemm<double, double>(g);
+    case kBFloat16:
+      return launch_gemm<BFloat16, float>(g);
+    case kFloat16:
+      return launch_gemm<Half, float>(g);
+    default:
+      detail::unsupported_dtype("matmul", g.dtype);
   }
 }
 

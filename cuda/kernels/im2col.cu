@@ -9,8 +9,8 @@ namespace ember::cuda {
 namespace {
 
 template <typename T>
-__global__ void __launch_bounds__(kBlockThreads) im2col_kernel(const __grid_constant__ ConvGeometry g,
-                                                               const T* __restrict__ input, T* __restrict__ col) {
+__global__ void __launch_bounds__(kBlockThreads)
+    im2col_kernel(const __grid_constant__ ConvGeometry g, const T* __restrict__ input, T* __restrict__ col) {
   const int64_t pixels = g.out_h * g.out_w, window = g.kernel_h * g.kernel_w;
   const int64_t total = g.images * g.channels * window * pixels;
   for (const int64_t i : grid_stride(total)) {
@@ -25,8 +25,8 @@ __global__ void __launch_bounds__(kBlockThreads) im2col_kernel(const __grid_cons
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kBlockThreads) col2im_kernel(const __grid_constant__ ConvGeometry g,
-                                                               const T* __restrict__ col, T* __restrict__ image) {
+__global__ void __launch_bounds__(kBlockThreads)
+    col2im_kernel(const __grid_constant__ ConvGeometry g, const T* __restrict__ col, T* __restrict__ image) {
   using C = ComputeType<T>;
   const int64_t pixels = g.out_h * g.out_w, window = g.kernel_h * g.kernel_w;
   const int64_t total = g.images * g.channels * g.height * g.width;

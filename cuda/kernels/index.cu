@@ -80,10 +80,10 @@ __device__ __forceinline__ void for_each_in_range(const IndexLoop& loop, const i
 }
 
 template <typename Word>
-__global__ void __launch_bounds__(kBlockThreads) gather_elements(Word* out, const Word* input, const int64_t* index,
-                                                                const __grid_constant__ IndexLoop loop,
-                                                                unsigned* bad_index) {
-  for_each_in_range(loop, index, bad_index, [&](const int64_t (&off)[3], int64_t at) { out[off[kOther]] = input[at]; });
+__global__ void __launch_bounds__(kBlockThreads)
+    gather_elements(Word* out, const Word* input, const int64_t* index, const __grid_constant__ IndexLoop loop,
+                    unsigned* bad_index) {
+  for_each_in_range(loop, index, bad_index, [&](const int64_t(&off)[3], int64_t at) { out[off[kOther]] = input[at]; });
 }
 
 // The bits of an 8-bit integer or a 16-bit float (ember::BFloat16 and Half keep theirs in `bits`).
@@ -100,8 +100,10 @@ __device__ __forceinline__ T from_bits(unsigned word) {
 
 template <typename T>
 __device__ __forceinline__ unsigned to_bits(T value) {
-  if constexpr (sizeof(T) == 1) return value;
-  else return value.bits;
+  if constexpr (sizeof(T) == 1)
+    return value;
+  else
+    return value.bits;
 }
 
 // *address += value, atomically, rounded to T as the CPU rounds each addition. 8- and 16-bit
@@ -133,11 +135,11 @@ __device__ __forceinline__ void atomic_accumulate(T* address, T value) {
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kBlockThreads) scatter_add_elements(T* out, const T* src, const int64_t* index,
-                                                                     const __grid_constant__ IndexLoop loop,
-                                                                     unsigned* bad_index) {
+__global__ void __launch_bounds__(kBlockThreads)
+    scatter_add_elements(T* out, const T* src, const int64_t* index, const __grid_constant__ IndexLoop loop,
+                         unsigned* bad_index) {
   for_each_in_range(loop, index, bad_index,
-                    [&](const int64_t (&off)[3], int64_t at) { atomic_accumulate(out + at, src[off[kOther]]); });
+                    [&](const int64_t(&off)[3], int64_t at) { atomic_accumulate(out + at, src[off[kOther]]); });
 }
 
 // The CPU's error for the first index outside [0, limit) in row-major order, from a host copy.
@@ -148,7 +150,7 @@ std::string first_bad_index(const char* op, const Tensor& index, int64_t dim, in
     if (value < 0 || value >= limit)
       return detail::concat(op, ": index ", value, " is out of bounds for dimension ", dim, " with size ", limit);
   return detail::concat(op, ": an index was out of bounds for dimension ", dim, " with size ", limit,
-                " (the index tensor has been overwritten since)");
+                        " (the index tensor has been overwritten since)");
 }
 
 DeferredCheck begin_check(Device device) {
@@ -162,8 +164,7 @@ void submit_check(DeferredCheck check, const char* op, const Tensor& index, int6
 }
 
 template <typename Word>
-void launch_gather(const Tensor& out, const Tensor& input, const Tensor& index, const IndexLoop& loop,
-                   unsigned* bad) {
+void launch_gather(const Tensor& out, const Tensor& input, const Tensor& index, const IndexLoop& loop, unsigned* bad) {
   EMBER_LAUNCH(gather_elements<Word>, dim3(grid_for(loop.numel)), dim3(kBlockThreads), 0, current_stream().handle(),
                static_cast<Word*>(out.data_ptr()), static_cast<const Word*>(input.data_ptr()),
                index.data_ptr<int64_t>(), loop, bad);
@@ -177,10 +178,18 @@ void gather_kernel(const Tensor& out, const Tensor& input, int64_t dim, const Te
   const IndexLoop loop = index_loop(input, out, index, dim, "gather");
   DeferredCheck check = begin_check(input.device());
   switch (input.element_size()) {
-    case 1: launch_gather<uint8_t>(out, input, index, loop, check.flag()); break;
-    case 2: launch_gather<uint16_t>(out, input, index, loop, check.flag()); break;
-    case 4: launch_gather<uint32_t>(out, input, index, loop, check.flag()); break;
-    default: launch_gather<uint64_t>(out, input, index, loop, check.flag()); break;
+    case 1:
+      launch_gather<uint8_t>(out, input, index, loop, check.flag());
+      break;
+    case 2:
+      launch_gather<uint16_t>(out, input, index, loop, check.flag());
+      break;
+    case 4:
+      launch_gather<uint32_t>(out, input, index, loop, check.flag());
+      break;
+    default:
+      launch_gather<uint64_t>(out, input, index, loop, check.flag());
+      break;
   }
   check_launch("gather");
   submit_check(std::move(check), "gather", index, dim, loop.dim_size);

@@ -27,16 +27,16 @@ struct DeviceLoop {
   // Byte offsets of linear element i (innermost dim fastest) in each operand.
   __device__ __forceinline__ void offsets(int64_t i, int64_t (&off)[N]) const {
     if (ndim == 1) {
-EMBER_UNROLL
+      EMBER_UNROLL
       for (int k = 0; k < N; ++k) off[k] = i * strides[k][0];
       return;
     }
-EMBER_UNROLL
+    EMBER_UNROLL
     for (int k = 0; k < N; ++k) off[k] = 0;
     for (int d = 0; d < ndim; ++d) {
       const int64_t index = i % sizes[d];
       i /= sizes[d];
-EMBER_UNROLL
+      EMBER_UNROLL
       for (int k = 0; k < N; ++k) off[k] += index * strides[k][d];
     }
   }
@@ -92,8 +92,8 @@ __device__ __forceinline__ GridStride grid_stride(int64_t total) {
 
 // Calls op(loop.data, offsets) for every element; op is a functor with a __device__ operator().
 template <int N, class Op>
-__global__ void __launch_bounds__(kBlockThreads) elementwise_kernel(const __grid_constant__ DeviceLoop<N> loop,
-                                                                    const Op op) {
+__global__ void __launch_bounds__(kBlockThreads)
+    elementwise_kernel(const __grid_constant__ DeviceLoop<N> loop, const Op op) {
   for (const int64_t i : grid_stride(loop.numel)) {
     int64_t off[N];
     loop.offsets(i, off);

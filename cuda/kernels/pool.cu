@@ -31,8 +31,8 @@ __device__ __forceinline__ PlaneIndex split(int64_t i, int64_t rows, int64_t col
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kBlockThreads) max_pool_kernel(const T* x, T* y, int64_t* indices, int64_t total,
-                                                                const __grid_constant__ Planes g) {
+__global__ void __launch_bounds__(kBlockThreads)
+    max_pool_kernel(const T* x, T* y, int64_t* indices, int64_t total, const __grid_constant__ Planes g) {
   using C = ComputeType<T>;
   const PoolParams& p = g.p;
   for (const int64_t o : grid_stride(total)) {
@@ -62,9 +62,9 @@ __global__ void __launch_bounds__(kBlockThreads) max_pool_kernel(const T* x, T* 
 // lies under output (i + pad - k dilation) / stride, so walking k downwards visits those outputs
 // in row-major order, and the sum rounds to T after each term, as the CPU's scatter_add does.
 template <typename T>
-__global__ void __launch_bounds__(kBlockThreads) max_pool_backward_kernel(const T* dy, const int64_t* indices, T* dx,
-                                                                         int64_t total,
-                                                                         const __grid_constant__ Planes g) {
+__global__ void __launch_bounds__(kBlockThreads)
+    max_pool_backward_kernel(const T* dy, const int64_t* indices, T* dx, int64_t total,
+                             const __grid_constant__ Planes g) {
   using C = ComputeType<T>;
   const PoolParams& p = g.p;
   for (const int64_t i : grid_stride(total)) {
@@ -86,8 +86,8 @@ __global__ void __launch_bounds__(kBlockThreads) max_pool_backward_kernel(const 
 
 // Sums in double, divides in double, then rounds through the compute type, as the CPU does.
 template <typename T>
-__global__ void __launch_bounds__(kBlockThreads) avg_pool_kernel(const T* x, T* y, int64_t total,
-                                                                const __grid_constant__ Planes g) {
+__global__ void __launch_bounds__(kBlockThreads)
+    avg_pool_kernel(const T* x, T* y, int64_t total, const __grid_constant__ Planes g) {
   using C = ComputeType<T>;
   const PoolParams& p = g.p;
   for (const int64_t o : grid_stride(total)) {
@@ -104,8 +104,8 @@ __global__ void __launch_bounds__(kBlockThreads) avg_pool_kernel(const T* x, T* 
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kBlockThreads) avg_pool_backward_kernel(const T* dy, T* dx, int64_t total,
-                                                                         const __grid_constant__ Planes g) {
+__global__ void __launch_bounds__(kBlockThreads)
+    avg_pool_backward_kernel(const T* dy, T* dx, int64_t total, const __grid_constant__ Planes g) {
   using C = ComputeType<T>;
   const PoolParams& p = g.p;
   for (const int64_t i : grid_stride(total)) {
@@ -127,8 +127,8 @@ __global__ void __launch_bounds__(kBlockThreads) avg_pool_backward_kernel(const 
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kBlockThreads) adaptive_avg_pool_kernel(const T* x, T* y, int64_t total,
-                                                                         const __grid_constant__ Planes g) {
+__global__ void __launch_bounds__(kBlockThreads)
+    adaptive_avg_pool_kernel(const T* x, T* y, int64_t total, const __grid_constant__ Planes g) {
   using C = ComputeType<T>;
   const int64_t oh = g.p.out_h, ow = g.p.out_w;
   for (const int64_t o : grid_stride(total)) {
@@ -144,8 +144,8 @@ __global__ void __launch_bounds__(kBlockThreads) adaptive_avg_pool_kernel(const 
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kBlockThreads) adaptive_avg_pool_backward_kernel(const T* dy, T* dx, int64_t total,
-                                                                                  const __grid_constant__ Planes g) {
+__global__ void __launch_bounds__(kBlockThreads)
+    adaptive_avg_pool_backward_kernel(const T* dy, T* dx, int64_t total, const __grid_constant__ Planes g) {
   using C = ComputeType<T>;
   const int64_t oh = g.p.out_h, ow = g.p.out_w;
   for (const int64_t i : grid_stride(total)) {
@@ -199,8 +199,8 @@ Tensor max_pool2d_backward_kernel(const Tensor& grad_output, const Tensor& indic
   const Planes g{input_shape[2], input_shape[3], p};
   EMBER_DISPATCH_FLOATING(dy.dtype(), "max_pool2d backward", [&] {
     EMBER_LAUNCH(max_pool_backward_kernel<scalar_t>, dim3(grid_for(total)), dim3(kBlockThreads), 0,
-                 current_stream().handle(), dy.data_ptr<scalar_t>(), index.data_ptr<int64_t>(),
-                 dx.data_ptr<scalar_t>(), total, g);
+                 current_stream().handle(), dy.data_ptr<scalar_t>(), index.data_ptr<int64_t>(), dx.data_ptr<scalar_t>(),
+                 total, g);
   });
   check_launch("max_pool2d backward");
   return dx;

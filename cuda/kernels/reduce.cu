@@ -53,7 +53,8 @@ __device__ __forceinline__ T shuffle_down(T value, int delta) {
 }
 
 template <typename T, typename Out, ReduceOp Op>
-__global__ void __launch_bounds__(kBlockThreads) reduce_block_kernel(const __grid_constant__ ReduceLoop loop, double p) {
+__global__ void __launch_bounds__(kBlockThreads)
+    reduce_block_kernel(const __grid_constant__ ReduceLoop loop, double p) {
   using R = formula::Reducer<T, Op>;
   using Acc = typename R::Acc;
   using C = typename R::C;
@@ -80,7 +81,8 @@ __global__ void __launch_bounds__(kBlockThreads) reduce_block_kernel(const __gri
 }
 
 template <typename T, typename Out, ReduceOp Op>
-__global__ void __launch_bounds__(kBlockThreads) reduce_thread_kernel(const __grid_constant__ ReduceLoop loop, double p) {
+__global__ void __launch_bounds__(kBlockThreads)
+    reduce_thread_kernel(const __grid_constant__ ReduceLoop loop, double p) {
   using R = formula::Reducer<T, Op>;
   using C = typename R::C;
   R r;
@@ -117,20 +119,31 @@ template <typename T, typename Out>
 void reduce_for_type(ReduceOp op, const ReduceLoop& loop, double p) {
   const char* name = reduce_op_name(op);
   switch (op) {
-    case ReduceOp::Sum: return reduce_typed<T, Out, ReduceOp::Sum>(loop, p, name);
-    case ReduceOp::Mean: return reduce_typed<T, Out, ReduceOp::Mean>(loop, p, name);
-    case ReduceOp::Prod: return reduce_typed<T, Out, ReduceOp::Prod>(loop, p, name);
-    case ReduceOp::Amax: return reduce_typed<T, Out, ReduceOp::Amax>(loop, p, name);
-    case ReduceOp::Amin: return reduce_typed<T, Out, ReduceOp::Amin>(loop, p, name);
+    case ReduceOp::Sum:
+      return reduce_typed<T, Out, ReduceOp::Sum>(loop, p, name);
+    case ReduceOp::Mean:
+      return reduce_typed<T, Out, ReduceOp::Mean>(loop, p, name);
+    case ReduceOp::Prod:
+      return reduce_typed<T, Out, ReduceOp::Prod>(loop, p, name);
+    case ReduceOp::Amax:
+      return reduce_typed<T, Out, ReduceOp::Amax>(loop, p, name);
+    case ReduceOp::Amin:
+      return reduce_typed<T, Out, ReduceOp::Amin>(loop, p, name);
     case ReduceOp::Norm:
-      if constexpr (std::is_floating_point_v<ComputeType<T>>) return reduce_typed<T, Out, ReduceOp::Norm>(loop, p, name);
-      else detail::unsupported_dtype("norm", dtype_of<T>());
+      if constexpr (std::is_floating_point_v<ComputeType<T>>)
+        return reduce_typed<T, Out, ReduceOp::Norm>(loop, p, name);
+      else
+        detail::unsupported_dtype("norm", dtype_of<T>());
     case ReduceOp::Var:
-      if constexpr (std::is_floating_point_v<ComputeType<T>>) return reduce_typed<T, Out, ReduceOp::Var>(loop, p, name);
-      else detail::unsupported_dtype("var", dtype_of<T>());
+      if constexpr (std::is_floating_point_v<ComputeType<T>>)
+        return reduce_typed<T, Out, ReduceOp::Var>(loop, p, name);
+      else
+        detail::unsupported_dtype("var", dtype_of<T>());
     case ReduceOp::Std:
-      if constexpr (std::is_floating_point_v<ComputeType<T>>) return reduce_typed<T, Out, ReduceOp::Std>(loop, p, name);
-      else detail::unsupported_dtype("std", dtype_of<T>());
+      if constexpr (std::is_floating_point_v<ComputeType<T>>)
+        return reduce_typed<T, Out, ReduceOp::Std>(loop, p, name);
+      else
+        detail::unsupported_dtype("std", dtype_of<T>());
   }
 }
 
@@ -154,8 +167,8 @@ __device__ __forceinline__ void arg_warp_merge(bool is_max, C& best, int64_t& in
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kBlockThreads) arg_reduce_block_kernel(const __grid_constant__ ReduceLoop loop,
-                                                                        bool is_max) {
+__global__ void __launch_bounds__(kBlockThreads)
+    arg_reduce_block_kernel(const __grid_constant__ ReduceLoop loop, bool is_max) {
   using C = ComputeType<T>;
   __shared__ C warp_values[kWarps];
   __shared__ int64_t warp_indices[kWarps];
@@ -202,10 +215,14 @@ void reduce_kernel(ReduceOp op, const ReduceLoop& loop, double p) {
   }
   EMBER_CHECK(loop.out_dtype == kInt64, reduce_op_name(op), ": unsupported output dtype ", dtype_name(loop.out_dtype));
   switch (loop.in_dtype) {
-    case kInt32: return reduce_for_type<int32_t, int64_t>(op, loop, p);
-    case kUInt8: return reduce_for_type<uint8_t, int64_t>(op, loop, p);
-    case kBool: return reduce_for_type<bool, int64_t>(op, loop, p);
-    default: detail::unsupported_dtype(reduce_op_name(op), loop.in_dtype);
+    case kInt32:
+      return reduce_for_type<int32_t, int64_t>(op, loop, p);
+    case kUInt8:
+      return reduce_for_type<uint8_t, int64_t>(op, loop, p);
+    case kBool:
+      return reduce_for_type<bool, int64_t>(op, loop, p);
+    default:
+      detail::unsupported_dtype(reduce_op_name(op), loop.in_dtype);
   }
 }
 

@@ -91,8 +91,8 @@ __device__ __forceinline__ double share_total(const T* in, const RowShare& s, Co
 }
 
 template <typename T>
-__device__ __forceinline__ void write_share(const T* in, T* out, const RowShare& s, ComputeType<T> shift,
-                                            double total, bool log) {
+__device__ __forceinline__ void write_share(const T* in, T* out, const RowShare& s, ComputeType<T> shift, double total,
+                                            bool log) {
   using C = ComputeType<T>;
   if (log) {
     const C log_total = static_cast<C>(formula::libm::log(total));
@@ -155,8 +155,8 @@ __global__ void __launch_bounds__(kBlockThreads) softmax_columns_kernel(const Ro
 }
 
 template <typename T, int kGroup>
-__global__ void __launch_bounds__(kBlockThreads) softmax_backward_rows_kernel(const Rows rows, const T* g, const T* y,
-                                                                             T* dx, bool log) {
+__global__ void __launch_bounds__(kBlockThreads)
+    softmax_backward_rows_kernel(const Rows rows, const T* g, const T* y, T* dx, bool log) {
   __shared__ double sum_scratch[kWarps];
   constexpr int kRowsPerBlock = kBlockThreads / kGroup;
   const RowShare share{rows.size, rows.inner, threadIdx.x % kGroup, kGroup};
@@ -170,8 +170,8 @@ __global__ void __launch_bounds__(kBlockThreads) softmax_backward_rows_kernel(co
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kBlockThreads) softmax_backward_columns_kernel(const Rows rows, const T* g,
-                                                                                const T* y, T* dx, bool log) {
+__global__ void __launch_bounds__(kBlockThreads)
+    softmax_backward_columns_kernel(const Rows rows, const T* g, const T* y, T* dx, bool log) {
   const RowShare share{rows.size, rows.inner, 0, 1};
   for (const int64_t r : grid_stride(rows.count())) {
     const int64_t base = rows.base(r);
@@ -230,8 +230,8 @@ Tensor softmax_kernel(const Tensor& input, int64_t dim, bool log) {
 Tensor softmax_backward_kernel(const Tensor& grad_output, const Tensor& output, int64_t dim, bool log) {
   NoGradGuard no_grad;
   const char* name = log ? "log_softmax backward" : "softmax backward";
-  EMBER_CHECK(grad_output.sizes() == output.sizes(), name, ": expected a gradient of shape ",
-              shape_str(output.sizes()), ", got ", shape_str(grad_output.sizes()));
+  EMBER_CHECK(grad_output.sizes() == output.sizes(), name, ": expected a gradient of shape ", shape_str(output.sizes()),
+              ", got ", shape_str(grad_output.sizes()));
   // Mixed dtypes meet in the output's compute dtype, as on the CPU.
   const DType dtype = grad_output.dtype() == output.dtype() ? output.dtype() : compute_dtype(output.dtype());
   const Tensor g = grad_output.to(dtype).contiguous(), y = output.to(dtype).contiguous();

@@ -35,13 +35,15 @@ struct UnaryBackward {
 }  // namespace
 
 void unary_kernel(UnaryOp op, const StridedLoop& loop, double a, double b) {
-  EMBER_DISPATCH_ALL(loop.dtypes[0], unary_op_name(op),
-                     [&] { launch_elementwise<2>(loop, Unary<scalar_t>{op, a, b}, unary_op_name(op)); });
+  EMBER_DISPATCH_ALL(loop.dtypes[0], unary_op_name(op), [&] {
+    launch_elementwise<2>(loop, Unary<scalar_t>{op, a, b}, unary_op_name(op));
+  });
 }
 
 void unary_backward_kernel(UnaryOp op, const StridedLoop& loop, double a, double b) {
-  EMBER_DISPATCH_FLOATING(loop.dtypes[0], unary_op_name(op),
-                          [&] { launch_elementwise<4>(loop, UnaryBackward<scalar_t>{op, a, b}, unary_op_name(op)); });
+  EMBER_DISPATCH_FLOATING(loop.dtypes[0], unary_op_name(op), [&] {
+    launch_elementwise<4>(loop, UnaryBackward<scalar_t>{op, a, b}, unary_op_name(op));
+  });
 }
 
 }  // namespace ember::cuda

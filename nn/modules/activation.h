@@ -8,13 +8,13 @@
 namespace ember::nn {
 
 // Defines a parameterless activation module `Name` computing `expr` of `input`.
-#define EMBER_ACTIVATION(Name, expr)                                  \
-  class Name##Impl : public Cloneable<Name##Impl> {                   \
-   public:                                                            \
-    Name##Impl() : Cloneable(#Name) {}                                \
-    void reset() override {}                                          \
-    Tensor forward(const Tensor& input) override { return expr; }     \
-  };                                                                  \
+#define EMBER_ACTIVATION(Name, expr)                              \
+  class Name##Impl : public Cloneable<Name##Impl> {               \
+   public:                                                        \
+    Name##Impl() : Cloneable(#Name) {}                            \
+    void reset() override {}                                      \
+    Tensor forward(const Tensor& input) override { return expr; } \
+  };                                                              \
   EMBER_MODULE(Name)
 
 EMBER_ACTIVATION(ReLU, input.relu());

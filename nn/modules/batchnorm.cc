@@ -88,8 +88,8 @@ Tensor BatchNormImplBase<Derived>::forward_relu(const Tensor& input) {
 template <typename Derived>
 Tensor BatchNormImplBase<Derived>::run(const Tensor& input, bool relu) {
   EMBER_CHECK(input.dim() >= min_dim_ && input.dim() <= max_dim_, this->type_name(), ": expected ",
-              min_dim_ == max_dim_ ? std::to_string(min_dim_) + "-D" :
-                                     std::to_string(min_dim_) + "-D or " + std::to_string(max_dim_) + "-D",
+              min_dim_ == max_dim_ ? std::to_string(min_dim_) + "-D"
+                                   : std::to_string(min_dim_) + "-D or " + std::to_string(max_dim_) + "-D",
               " input, got ", shape_str(input.sizes()));
   EMBER_CHECK(input.size(1) == options.num_features(), this->type_name(), ": expected ", options.num_features(),
               " channels in dim 1, got input ", shape_str(input.sizes()));
@@ -128,8 +128,10 @@ template <typename Derived>
 std::string BatchNormImplBase<Derived>::extra_repr() const {
   std::ostringstream s;
   s << options.num_features() << ", eps=" << options.eps() << ", momentum=";
-  if (options.momentum()) s << *options.momentum();
-  else s << "None";
+  if (options.momentum())
+    s << *options.momentum();
+  else
+    s << "None";
   s << ", affine=" << (options.affine() ? "True" : "False")
     << ", track_running_stats=" << (options.track_running_stats() ? "True" : "False");
   return s.str();

@@ -82,15 +82,13 @@ class BatchNormImplBase : public Cloneable<Derived> {
 
 class BatchNorm1dImpl : public BatchNormImplBase<BatchNorm1dImpl> {
  public:
-  explicit BatchNorm1dImpl(const BatchNormOptions& options)
-      : BatchNormImplBase(options, "BatchNorm1d", 2, 3) {}
+  explicit BatchNorm1dImpl(const BatchNormOptions& options) : BatchNormImplBase(options, "BatchNorm1d", 2, 3) {}
 };
 EMBER_MODULE(BatchNorm1d);
 
 class BatchNorm2dImpl : public BatchNormImplBase<BatchNorm2dImpl> {
  public:
-  explicit BatchNorm2dImpl(const BatchNormOptions& options)
-      : BatchNormImplBase(options, "BatchNorm2d", 4, 4) {}
+  explicit BatchNorm2dImpl(const BatchNormOptions& options) : BatchNormImplBase(options, "BatchNorm2d", 4, 4) {}
 };
 EMBER_MODULE(BatchNorm2d);
 

@@ -39,8 +39,10 @@ void SequentialImpl::push_back(std::string name, std::shared_ptr<Module> module)
   const std::string last = dot == std::string::npos ? name : name.substr(dot + 1);
   EMBER_CHECK(parent.find_child(last) == nullptr, "Sequential: entry ", index, " is named '", name,
               "', but entries named '", name, ".*' exist already; a name cannot be both an entry and a prefix");
-  if (&parent == this) register_module(last, module);
-  else static_cast<ModuleDictImpl&>(parent).insert(last, module);
+  if (&parent == this)
+    register_module(last, module);
+  else
+    static_cast<ModuleDictImpl&>(parent).insert(last, module);
   names_.push_back(std::move(name));
   modules_.push_back(std::move(module));
 }
@@ -53,8 +55,10 @@ Module& SequentialImpl::group_for(const std::string& prefix, const std::string& 
     std::shared_ptr<Module> child = parent->find_child(part);
     if (child == nullptr) {
       auto group = std::make_shared<ModuleDictImpl>();
-      if (parent == this) register_module(part, group);
-      else static_cast<ModuleDictImpl*>(parent)->insert(part, group);
+      if (parent == this)
+        register_module(part, group);
+      else
+        static_cast<ModuleDictImpl*>(parent)->insert(part, group);
       groups_.push_back(group.get());
       child = group;
     } else {
@@ -97,8 +101,7 @@ const std::shared_ptr<Module>& SequentialImpl::operator[](size_t index) const {
 }
 
 const std::string& SequentialImpl::name(size_t index) const {
-  EMBER_CHECK(index < names_.size(), "Sequential: index ", index, " is out of range for ", names_.size(),
-              " modules");
+  EMBER_CHECK(index < names_.size(), "Sequential: index ", index, " is out of range for ", names_.size(), " modules");
   return names_[index];
 }
 

@@ -23,8 +23,8 @@ Conv2dImpl::Conv2dImpl(const Conv2dOptions& options_in) : Cloneable("Conv2d"), o
 
 void Conv2dImpl::reset() {
   const Size2 k = options.kernel_size();
-  weight = register_parameter(
-      "weight", empty({options.out_channels(), options.in_channels() / options.groups(), k.h, k.w}));
+  weight =
+      register_parameter("weight", empty({options.out_channels(), options.in_channels() / options.groups(), k.h, k.w}));
   bias = options.bias() ? register_parameter("bias", empty({options.out_channels()})) : Tensor();
   reset_parameters();
 }

@@ -10,8 +10,10 @@
 namespace ember::nn {
 
 LinearImpl::LinearImpl(const LinearOptions& options_in) : Cloneable("Linear"), options(options_in) {
-  EMBER_CHECK(options.in_features() > 0 && options.out_features() > 0, "Linear: in_features and out_features must be "
-              "positive, got ", options.in_features(), " and ", options.out_features());
+  EMBER_CHECK(options.in_features() > 0 && options.out_features() > 0,
+              "Linear: in_features and out_features must be "
+              "positive, got ",
+              options.in_features(), " and ", options.out_features());
   reset();
 }
 
@@ -37,8 +39,8 @@ Tensor LinearImpl::forward(const Tensor& input) {
 }
 
 std::string LinearImpl::extra_repr() const {
-  return "in_features=" + std::to_string(options.in_features()) + ", out_features=" +
-         std::to_string(options.out_features()) + ", bias=" + (options.bias() ? "True" : "False");
+  return "in_features=" + std::to_string(options.in_features()) +
+         ", out_features=" + std::to_string(options.out_features()) + ", bias=" + (options.bias() ? "True" : "False");
 }
 
 std::string FlattenImpl::extra_repr() const {

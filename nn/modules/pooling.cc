@@ -15,9 +15,10 @@ Tensor MaxPool2dImpl::forward(const Tensor& input) {
 }
 
 std::string MaxPool2dImpl::extra_repr() const {
-  return "kernel_size=" + size_str(options.kernel_size()) + ", stride=" +
-         size_str(options.stride().value_or(options.kernel_size())) + ", padding=" + size_str(options.padding()) +
-         ", dilation=" + size_str(options.dilation()) + ", ceil_mode=" + (options.ceil_mode() ? "True" : "False");
+  return "kernel_size=" + size_str(options.kernel_size()) +
+         ", stride=" + size_str(options.stride().value_or(options.kernel_size())) +
+         ", padding=" + size_str(options.padding()) + ", dilation=" + size_str(options.dilation()) +
+         ", ceil_mode=" + (options.ceil_mode() ? "True" : "False");
 }
 
 Tensor AvgPool2dImpl::forward(const Tensor& input) {
@@ -26,8 +27,9 @@ Tensor AvgPool2dImpl::forward(const Tensor& input) {
 }
 
 std::string AvgPool2dImpl::extra_repr() const {
-  return "kernel_size=" + size_str(options.kernel_size()) + ", stride=" +
-         size_str(options.stride().value_or(options.kernel_size())) + ", padding=" + size_str(options.padding());
+  return "kernel_size=" + size_str(options.kernel_size()) +
+         ", stride=" + size_str(options.stride().value_or(options.kernel_size())) +
+         ", padding=" + size_str(options.padding());
 }
 
 std::string AdaptiveAvgPool2dImpl::extra_repr() const { return "output_size=" + size_str(output_size); }

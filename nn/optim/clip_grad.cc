@@ -33,8 +33,8 @@ double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
     total = stack(norms).norm(norm_type);
   }
   const double total_value = total.item<double>();
-  EMBER_CHECK(!error_if_nonfinite || std::isfinite(total_value), "clip_grad_norm_: the total norm of order ",
-              norm_type, " of the gradients is non-finite (", total_value,
+  EMBER_CHECK(!error_if_nonfinite || std::isfinite(total_value), "clip_grad_norm_: the total norm of order ", norm_type,
+              " of the gradients is non-finite (", total_value,
               "), so it cannot be clipped; pass error_if_nonfinite = false to scale them by it anyway");
   // In the norm's dtype, like PyTorch's tensor arithmetic (1e-6 keeps a zero norm from dividing by 0).
   const Tensor coef = (max_norm / (total + 1e-6)).clamp_max(1.0);

@@ -35,8 +35,8 @@ StateDict LRScheduler::state_dict() const {
 void LRScheduler::load_state_dict(const StateDict& state) {
   const std::string where = name_ + ".load_state_dict";
   const json::Value& kind = json_member(state.json, "scheduler", where);
-  EMBER_CHECK(kind.is_string() && kind.as_string() == name_, where, ": expected the state of a ", name_,
-              ", got ", kind.dump());
+  EMBER_CHECK(kind.is_string() && kind.as_string() == name_, where, ": expected the state of a ", name_, ", got ",
+              kind.dump());
   const int64_t epoch = json_int(state.json, "last_epoch", where);
   EMBER_CHECK(epoch >= 0, where, ": expected last_epoch >= 0, got ", epoch);
   std::vector<double> base_lrs = json_numbers(state.json, "base_lrs", where);

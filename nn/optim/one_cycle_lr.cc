@@ -34,10 +34,7 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps,
 
 OneCycleLR::OneCycleLR(Optimizer& optimizer, std::vector<double> max_lrs, int64_t total_steps,
                        OneCycleLROptions options)
-    : LRScheduler("OneCycleLR", optimizer),
-      max_lrs_(std::move(max_lrs)),
-      total_steps_(total_steps),
-      options_(options) {
+    : LRScheduler("OneCycleLR", optimizer), max_lrs_(std::move(max_lrs)), total_steps_(total_steps), options_(options) {
   EMBER_CHECK(max_lrs_.size() == num_groups(), "OneCycleLR: expected ", num_groups(),
               " max_lr values (one per parameter group), got ", max_lrs_.size());
   check_config();
@@ -54,15 +51,16 @@ void OneCycleLR::check_config() const {
   EMBER_CHECK(pct >= 0.0 && pct <= 1.0, "OneCycleLR: invalid pct_start: expected in [0, 1], got ", pct);
   if (options_.cycle_momentum()) {
     for (const ParamGroup& group : optimizer().param_groups()) {
-      EMBER_CHECK(group.options().has_momentum(), "OneCycleLR: cycle_momentum needs an optimizer with a momentum "
-                  "(SGD's momentum or Adam's beta1), got ", group.options().type_name());
+      EMBER_CHECK(group.options().has_momentum(),
+                  "OneCycleLR: cycle_momentum needs an optimizer with a momentum "
+                  "(SGD's momentum or Adam's beta1), got ",
+                  group.options().type_name());
     }
   }
 }
 
 std::vector<double> OneCycleLR::compute_lrs(int64_t epoch) {
-  EMBER_CHECK(epoch <= total_steps_, "OneCycleLR: tried to step ", epoch, " times, but total_steps is ",
-              total_steps_);
+  EMBER_CHECK(epoch <= total_steps_, "OneCycleLR: tried to step ", epoch, " times, but total_steps is ", total_steps_);
   const double total = static_cast<double>(total_steps_);
   const double pct_start = options_.pct_start();
   std::vector<Phase> phases;
@@ -80,8 +78,8 @@ std::vector<double> OneCycleLR::compute_lrs(int64_t epoch) {
   size_t phase = 0;
   while (phase + 1 < phases.size() && step > phases[phase].end_step) start_step = phases[phase++].end_step;
   const Phase& p = phases[phase];
-  EMBER_CHECK(p.end_step != start_step, "OneCycleLR: phase ", phase, " of the schedule is empty (pct_start ",
-              pct_start, ", total_steps ", total_steps_, ")");
+  EMBER_CHECK(p.end_step != start_step, "OneCycleLR: phase ", phase, " of the schedule is empty (pct_start ", pct_start,
+              ", total_steps ", total_steps_, ")");
   const double pct = (step - start_step) / (p.end_step - start_step);
 
   std::vector<double> lrs;
@@ -120,9 +118,9 @@ void OneCycleLR::load_config(const json::Value& object) {
   std::vector<double> max_lrs = json_numbers(object, "max_lrs", where);
   EMBER_CHECK(max_lrs.size() == num_groups(), where, ": expected ", num_groups(), " max_lrs, got ", max_lrs.size());
   const json::Value& anneal_strategy = json_member(object, "anneal_strategy", where);
-  EMBER_CHECK(anneal_strategy.is_string() &&
-                  (anneal_strategy.as_string() == "cos" || anneal_strategy.as_string() == "linear"),
-              where, ": expected \"anneal_strategy\" \"cos\" or \"linear\", got ", anneal_strategy.dump());
+  EMBER_CHECK(
+      anneal_strategy.is_string() && (anneal_strategy.as_string() == "cos" || anneal_strategy.as_string() == "linear"),
+      where, ": expected \"anneal_strategy\" \"cos\" or \"linear\", got ", anneal_strategy.dump());
   max_lrs_ = std::move(max_lrs);
   total_steps_ = json_int(object, "total_steps", where);
   options_.pct_start(json_number(object, "pct_start", where))

@@ -31,8 +31,7 @@ class OneCycleLR : public LRScheduler {
  public:
   OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps, OneCycleLROptions options = {});
   // One max_lr per parameter group.
-  OneCycleLR(Optimizer& optimizer, std::vector<double> max_lrs, int64_t total_steps,
-             OneCycleLROptions options = {});
+  OneCycleLR(Optimizer& optimizer, std::vector<double> max_lrs, int64_t total_steps, OneCycleLROptions options = {});
   const OneCycleLROptions& options() const { return options_; }
   int64_t total_steps() const { return total_steps_; }
 

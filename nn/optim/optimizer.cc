@@ -26,8 +26,8 @@ void Optimizer::add_param_group(const ParamGroup& group) {
   ParamGroup added = group;
   if (!added.has_options()) added.set_options(defaults_->clone());
   const OptimizerOptions& options = added.options();
-  EMBER_CHECK(std::string(options.type_name()) == defaults_->type_name(), name_, ": parameter group ",
-              groups_.size(), " has ", options.type_name(), ", expected ", defaults_->type_name());
+  EMBER_CHECK(std::string(options.type_name()) == defaults_->type_name(), name_, ": parameter group ", groups_.size(),
+              " has ", options.type_name(), ", expected ", defaults_->type_name());
   options.validate(name_.c_str());
 
   std::unordered_set<const TensorImpl*> seen;
@@ -41,8 +41,7 @@ void Optimizer::add_param_group(const ParamGroup& group) {
     EMBER_CHECK(p.defined(), where, " is undefined");
     EMBER_CHECK(p.is_floating_point(), where, ": expected a floating-point tensor, got ", dtype_name(p.dtype()));
     EMBER_CHECK(p.is_leaf(), where, ": can't optimize a non-leaf tensor (it has a grad_fn)");
-    EMBER_CHECK(seen.insert(p.unsafe_impl()).second, where,
-                ": appears more than once across the parameter groups");
+    EMBER_CHECK(seen.insert(p.unsafe_impl()).second, where, ": appears more than once across the parameter groups");
   }
   groups_.push_back(std::move(added));
 }

@@ -64,9 +64,8 @@ void SGD::step() {
         // The first step writes the whole buffer (it becomes the gradient), so it starts uninitialised.
         buffer = args.first_step ? empty(p.sizes(), p.options()) : it->second;
       }
-      update_param_in_place(p, [&](const Tensor& data, const Tensor& grad) {
-        fused_sgd_update_(data, grad, buffer, args);
-      });
+      update_param_in_place(
+          p, [&](const Tensor& data, const Tensor& grad) { fused_sgd_update_(data, grad, buffer, args); });
       if (args.first_step) st.tensors["momentum_buffer"] = buffer;
       ++st.step;
     }

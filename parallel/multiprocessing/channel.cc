@@ -65,8 +65,7 @@ void send_message(int socket, const Message& message, const char* op) {
       if (n <= 0) {
         const int err = errno;
         close(spill);
-        EMBER_FAIL(op, ": cannot write a ", message.bytes.size(), "-byte message to a memfd (", errno_text(err),
-                   ")");
+        EMBER_FAIL(op, ": cannot write a ", message.bytes.size(), "-byte message to a memfd (", errno_text(err), ")");
       }
       done += static_cast<size_t>(n);
     }
@@ -109,7 +108,8 @@ std::optional<Message> receive_message(int socket, int timeout_ms, const char* o
   for (;;) {
     int wait = -1;
     if (timeout_ms >= 0) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       wait = static_cast<int>(std::max<int64_t>(0, left.count()));
     }
     pollfd p{socket, POLLIN, 0};
@@ -142,7 +142,8 @@ std::optional<Message> receive_message(int socket, int timeout_ms, const char* o
     }
     if ((msg.msg_flags & MSG_CTRUNC) != 0) {
       close_fds(out.fds);
-      EMBER_FAIL(op, ": a message arrived without its shared-memory descriptors: this process has too many "
+      EMBER_FAIL(op,
+                 ": a message arrived without its shared-memory descriptors: this process has too many "
                  "open files (see ulimit -n; it holds one per shared segment it maps)");
     }
     EMBER_CHECK((msg.msg_flags & MSG_TRUNC) == 0 && n >= 1, op, ": a malformed message (", n, " bytes)");
@@ -292,8 +293,8 @@ Tensor Reader::tensor() {
   } else {
     const uint64_t nbytes = u64();
     out = empty(sizes, dtype);
-    EMBER_CHECK(nbytes == static_cast<uint64_t>(out.numel()) * element_size(dtype), op_,
-                ": a malformed tensor (", nbytes, " bytes for ", out.numel(), " elements)");
+    EMBER_CHECK(nbytes == static_cast<uint64_t>(out.numel()) * element_size(dtype), op_, ": a malformed tensor (",
+                nbytes, " bytes for ", out.numel(), " elements)");
     raw(out.data_ptr(), nbytes);
   }
   if (requires_grad) out.requires_grad_(true);

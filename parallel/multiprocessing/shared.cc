@@ -67,22 +67,22 @@ std::string known_names(const Map& map) {
 
 Tensor Shared::tensor(const std::string& name) const {
   auto it = tensors_.find(name);
-  EMBER_CHECK(it != tensors_.end(), "Shared.tensor: no tensor named '", name, "' was shared (shared: ",
-              known_names(tensors_), ")");
+  EMBER_CHECK(it != tensors_.end(), "Shared.tensor: no tensor named '", name,
+              "' was shared (shared: ", known_names(tensors_), ")");
   return it->second;
 }
 
 Queue Shared::queue(const std::string& name) const {
   auto it = queues_.find(name);
-  EMBER_CHECK(it != queues_.end(), "Shared.queue: no queue named '", name, "' was shared (shared: ",
-              known_names(queues_), ")");
+  EMBER_CHECK(it != queues_.end(), "Shared.queue: no queue named '", name,
+              "' was shared (shared: ", known_names(queues_), ")");
   return it->second;
 }
 
 const std::string& Shared::get(const std::string& name) const {
   auto it = strings_.find(name);
-  EMBER_CHECK(it != strings_.end(), "Shared.get: no setting named '", name, "' was shared (shared: ",
-              known_names(strings_), ")");
+  EMBER_CHECK(it != strings_.end(), "Shared.get: no setting named '", name,
+              "' was shared (shared: ", known_names(strings_), ")");
   return it->second;
 }
 

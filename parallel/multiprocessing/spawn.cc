@@ -276,8 +276,7 @@ void check_fork_allowed() {
               "spawn: the fork start method is refused once the process has used CUDA: a forked child cannot "
               "re-initialize CUDA. Use the default start method, which re-executes the program");
   const int threads = thread_count();
-  EMBER_CHECK(threads <= 1, "spawn: the fork start method needs a single-threaded process, but this one runs ",
-              threads,
+  EMBER_CHECK(threads <= 1, "spawn: the fork start method needs a single-threaded process, but this one runs ", threads,
               " threads (OpenMP's team after a parallel op, data-loader workers, ...); a forked copy would have "
               "only the calling thread and could deadlock on locks the others held. Use the default start "
               "method, which re-executes the program");
@@ -315,8 +314,9 @@ Workers start(int n, EntryFn fn, const Shared& shared, const SpawnOptions& optio
   EMBER_CHECK(n >= 1, "spawn: expected at least 1 worker, got ", n);
   EMBER_CHECK(fn != nullptr, "spawn: the entry function is null");
   const std::string name = entry_name(fn);
-  EMBER_CHECK(!name.empty(), "spawn: the entry function is not registered; add EMBER_SPAWN_ENTRY(fn) beside its "
-                             "definition so that a re-executed worker can find it");
+  EMBER_CHECK(!name.empty(),
+              "spawn: the entry function is not registered; add EMBER_SPAWN_ENTRY(fn) beside its "
+              "definition so that a re-executed worker can find it");
   dispatch_if_worker(name);
   const bool fork_only = options.start_method == StartMethod::kFork;
   if (fork_only) check_fork_allowed();

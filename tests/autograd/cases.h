@@ -13,10 +13,10 @@ namespace ember::testing {
 void add_elementwise_cases(std::vector<GradCase>& cases);  // unary, binary, where
 void add_inplace_cases(std::vector<GradCase>& cases);      // in-place ops rebasing history
 void add_reduction_cases(std::vector<GradCase>& cases);
-void add_view_cases(std::vector<GradCase>& cases);         // views, split family, cat/stack
-void add_linalg_cases(std::vector<GradCase>& cases);       // matmul forms, copies and casts
-void add_nn_cases(std::vector<GradCase>& cases);           // layers of autograd/functional.h
-void add_loss_cases(std::vector<GradCase>& cases);         // losses, embedding, gather/scatter_add
+void add_view_cases(std::vector<GradCase>& cases);    // views, split family, cat/stack
+void add_linalg_cases(std::vector<GradCase>& cases);  // matmul forms, copies and casts
+void add_nn_cases(std::vector<GradCase>& cases);      // layers of autograd/functional.h
+void add_loss_cases(std::vector<GradCase>& cases);    // losses, embedding, gather/scatter_add
 
 // Random shapes from a fixed seed, so a failure names a shape that reproduces. Sizes come from
 // {1, 2, 3, 5}: size-1 dims (broadcasting, squeezing) and odd sizes (no power-of-two luck).

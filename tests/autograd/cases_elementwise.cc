@@ -53,7 +53,7 @@ std::vector<UnaryCase> unary_cases() {
       {"pow.fractional", [](const Tensor& x) { return x.pow(2.5); }, 0.2, 2},
       {"pow.negative", [](const Tensor& x) { return x.pow(-1.5); }, 0.3, 2},
       {"pow.half", [](const Tensor& x) { return x.pow(0.5); }, 0.2, 2},  // forward takes sqrt
-      {"pow.two", [](const Tensor& x) { return x.pow(2); }, -2, 2},       // forward takes x * x
+      {"pow.two", [](const Tensor& x) { return x.pow(2); }, -2, 2},      // forward takes x * x
       {"pow.zero", [](const Tensor& x) { return x.pow(0.0) + x; }, -2, 2},
       {"leaky_relu", [](const Tensor& x) { return x.leaky_relu(0.1); }, -2, 2, {0}},
       {"reciprocal", [](const Tensor& x) { return x.reciprocal(); }, 0.3, 2},
@@ -135,42 +135,54 @@ void add_binary(std::vector<GradCase>& cases) {
       cases.push_back({.name = "binary." + op.name + "." + pair.name, .fn = fn, .inputs = {pair.a, pair.b}});
     }
   }
-  auto unary_input = [](double low, double high) { return std::vector<InputSpec>{{.shape = {2, 3}, .low = low, .high = high}}; };
-  cases.push_back({.name = "binary.add.scalar", .fn = [](const Inputs& x) { return 2.0 + x[0] + 1; },
+  auto unary_input = [](double low, double high) {
+    return std::vector<InputSpec>{{.shape = {2, 3}, .low = low, .high = high}};
+  };
+  cases.push_back({.name = "binary.add.scalar",
+                   .fn = [](const Inputs& x) { return 2.0 + x[0] + 1; },
                    .inputs = unary_input(-1, 1)});
-  cases.push_back({.name = "binary.sub.scalar", .fn = [](const Inputs& x) { return (2.0 - x[0]) - 0.5; },
+  cases.push_back({.name = "binary.sub.scalar",
+                   .fn = [](const Inputs& x) { return (2.0 - x[0]) - 0.5; },
                    .inputs = unary_input(-1, 1)});
-  cases.push_back({.name = "binary.mul.scalar", .fn = [](const Inputs& x) { return -3.0 * x[0] * 0.5; },
+  cases.push_back({.name = "binary.mul.scalar",
+                   .fn = [](const Inputs& x) { return -3.0 * x[0] * 0.5; },
                    .inputs = unary_input(-1, 1)});
-  cases.push_back({.name = "binary.div.scalar", .fn = [](const Inputs& x) { return 3.0 / x[0] / 4.0; },
+  cases.push_back({.name = "binary.div.scalar",
+                   .fn = [](const Inputs& x) { return 3.0 / x[0] / 4.0; },
                    .inputs = unary_input(0.5, 2)});
   cases.push_back({.name = "binary.pow.scalar_base",
                    .fn = [](const Inputs& x) { return ember::pow(scalar_tensor(2.5, kFloat64), x[0]); },
                    .inputs = unary_input(-2, 2)});
   // A float32 operand promotes to float64; its gradient must come back as float32.
-  cases.push_back({.name = "binary.mul.mixed_precision", .fn = [](const Inputs& x) { return x[0] * x[1]; },
+  cases.push_back({.name = "binary.mul.mixed_precision",
+                   .fn = [](const Inputs& x) { return x[0] * x[1]; },
                    .inputs = {{.shape = {3, 4}, .dtype = kFloat32}, {.shape = {4}}}});
   // alpha scales in the promoted dtype; scaling the float32 operand in float32 first would round.
-  cases.push_back({.name = "binary.add.mixed_precision", .fn = [](const Inputs& x) { return x[0].add(x[1], 3); },
+  cases.push_back({.name = "binary.add.mixed_precision",
+                   .fn = [](const Inputs& x) { return x[0].add(x[1], 3); },
                    .inputs = {{.shape = {2, 3}}, {.shape = {2, 1}, .dtype = kFloat32}}});
-  cases.push_back({.name = "binary.sub.mixed_precision", .fn = [](const Inputs& x) { return x[0].sub(x[1], -0.3); },
+  cases.push_back({.name = "binary.sub.mixed_precision",
+                   .fn = [](const Inputs& x) { return x[0].sub(x[1], -0.3); },
                    .inputs = {{.shape = {3}, .dtype = kFloat32}, {.shape = {2, 3}}}});
 }
 
 void add_where(std::vector<GradCase>& cases) {
   // The condition comes from a third input; it gets no gradient (allow_unused reads it as zeros).
   auto fn = [](const Inputs& x) { return ember::where(positive(x[2]), x[0], x[1]); };
-  cases.push_back({.name = "where", .fn = fn,
-                   .inputs = {{.shape = {3, 4}}, {.shape = {3, 4}}, {.shape = {3, 4}, .avoid = {0}}}});
-  cases.push_back({.name = "where.broadcast", .fn = fn,
-                   .inputs = {{.shape = {3, 1}}, {.shape = {4}, .layout = Layout::Strided},
-                              {.shape = {2, 3, 4}, .avoid = {0}}}});
+  cases.push_back(
+      {.name = "where", .fn = fn, .inputs = {{.shape = {3, 4}}, {.shape = {3, 4}}, {.shape = {3, 4}, .avoid = {0}}}});
+  cases.push_back(
+      {.name = "where.broadcast",
+       .fn = fn,
+       .inputs = {{.shape = {3, 1}}, {.shape = {4}, .layout = Layout::Strided}, {.shape = {2, 3, 4}, .avoid = {0}}}});
   // A 0-dim CPU condition and operand with operands on the case's device.
-  cases.push_back({.name = "where.host_scalar", .fn = fn,
-                   .inputs = {{.shape = {}, .on_host = true}, {.shape = {2, 3}},
-                              {.shape = {2, 1}, .avoid = {0}}}});
-  cases.push_back({.name = "where.host_condition", .fn = fn,
-                   .inputs = {{.shape = {3}}, {.shape = {}, .on_host = true}, {.shape = {}, .avoid = {0}, .on_host = true}}});
+  cases.push_back({.name = "where.host_scalar",
+                   .fn = fn,
+                   .inputs = {{.shape = {}, .on_host = true}, {.shape = {2, 3}}, {.shape = {2, 1}, .avoid = {0}}}});
+  cases.push_back(
+      {.name = "where.host_condition",
+       .fn = fn,
+       .inputs = {{.shape = {3}}, {.shape = {}, .on_host = true}, {.shape = {}, .avoid = {0}, .on_host = true}}});
   cases.push_back({.name = "where.one_sided",
                    .fn = [](const Inputs& x) { return ember::where(positive(x[0]), x[0].exp(), zeros({}, kFloat64)); },
                    .inputs = {{.shape = {5, 3}, .layout = Layout::Transposed, .avoid = {0}}}});

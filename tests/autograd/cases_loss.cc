@@ -46,16 +46,23 @@ std::vector<ClassificationCase> classification_cases() {
       {"smoothing", logits, {1, 0, 4, 2}, false, -100, 0.1},
       {"smoothing.weight.ignore_index", transposed, {4, -100, 0, 4}, true, -100, 0.25},
       {"spatial", {.shape = {2, 5, 2, 3}, .low = -2, .high = 2}, {0, 4, 4, 1, 2, 3, 1, 1, 0, 2, 3, 4}, true, 3},
-      {"spatial.channels_last.smoothing", {.shape = {2, 2, 3, 5}, .low = -2, .high = 2},
-       {0, 4, -100, 1, 2, 3, 1, 1, 0, 2, 3, 4}, false, -100, 0.2, true},
+      {"spatial.channels_last.smoothing",
+       {.shape = {2, 2, 3, 5}, .low = -2, .high = 2},
+       {0, 4, -100, 1, 2, 3, 1, 1, 0, 2, 3, 4},
+       false,
+       -100,
+       0.2,
+       true},
       {"large_logits", {.shape = {3, 5}, .low = 20, .high = 40, .layout = Layout::Strided}, {4, 0, 2}},
   };
 }
 
 Shape target_shape(const ClassificationCase& c) {
   Shape shape = c.logits.shape;
-  if (c.channels_last) shape.pop_back();
-  else shape.erase(shape.begin() + 1);
+  if (c.channels_last)
+    shape.pop_back();
+  else
+    shape.erase(shape.begin() + 1);
   return shape;
 }
 
@@ -65,8 +72,8 @@ void add_classification(std::vector<GradCase>& cases) {
       const Shape targets = target_shape(c);
       auto logits = [c](const Inputs& x) { return c.channels_last ? x[0].permute({0, 3, 1, 2}) : x[0]; };
       auto ce = [c, r, targets, logits](const Inputs& x) {
-        return cross_entropy(logits(x), labels(c.targets, targets, x[0]), c.weight ? x[1] : Tensor(), r,
-                             c.ignore_index, c.label_smoothing);
+        return cross_entropy(logits(x), labels(c.targets, targets, x[0]), c.weight ? x[1] : Tensor(), r, c.ignore_index,
+                             c.label_smoothing);
       };
       std::vector<InputSpec> inputs = {c.logits};
       if (c.weight) inputs.push_back(kClassWeight5);
@@ -92,7 +99,8 @@ void add_regression(std::vector<GradCase>& cases) {
     const std::string name = reduction_name(r);
     auto mse = [r](const Inputs& x) { return mse_loss(x[0], x[1], r); };
     cases.push_back({.name = "loss.mse_loss." + name, .fn = mse, .inputs = {{.shape = {3, 4}}, {.shape = {3, 4}}}});
-    cases.push_back({.name = "loss.mse_loss.noncontiguous." + name, .fn = mse,
+    cases.push_back({.name = "loss.mse_loss.noncontiguous." + name,
+                     .fn = mse,
                      .inputs = {{.shape = {2, 3, 2}, .layout = Layout::Transposed},
                                 {.shape = {2, 3, 2}, .layout = Layout::Expanded}}});
     // Input, target, weight and pos_weight all carry gradients. The loss is smooth; its pieces
@@ -102,23 +110,28 @@ void add_regression(std::vector<GradCase>& cases) {
     auto bce = [r](const Inputs& x) { return binary_cross_entropy_with_logits(x[0], x[1], {}, {}, r); };
     cases.push_back({.name = "loss.bce_with_logits." + name, .fn = bce, .inputs = {logits, probabilities}});
     auto weighted = [r](const Inputs& x) { return binary_cross_entropy_with_logits(x[0], x[1], x[2], {}, r); };
-    cases.push_back({.name = "loss.bce_with_logits.weight." + name, .fn = weighted,
+    cases.push_back({.name = "loss.bce_with_logits.weight." + name,
+                     .fn = weighted,
                      .inputs = {logits, probabilities, {.shape = {3, 1}, .low = 0.2, .high = 2}}});
     auto positive = [r](const Inputs& x) { return binary_cross_entropy_with_logits(x[0], x[1], {}, x[2], r); };
-    cases.push_back({.name = "loss.bce_with_logits.pos_weight." + name, .fn = positive,
+    cases.push_back({.name = "loss.bce_with_logits.pos_weight." + name,
+                     .fn = positive,
                      .inputs = {logits, probabilities, {.shape = {4}, .low = 0.5, .high = 3}}});
     auto both = [r](const Inputs& x) { return binary_cross_entropy_with_logits(x[0], x[1], x[2], x[3], r); };
     InputSpec transposed = logits, strided = probabilities;
     transposed.layout = Layout::Transposed;
     strided.layout = Layout::Strided;
-    cases.push_back({.name = "loss.bce_with_logits.weight.pos_weight." + name, .fn = both,
-                     .inputs = {transposed, strided, {.shape = {4}, .low = 0.2, .high = 2},
+    cases.push_back({.name = "loss.bce_with_logits.weight.pos_weight." + name,
+                     .fn = both,
+                     .inputs = {transposed,
+                                strided,
+                                {.shape = {4}, .low = 0.2, .high = 2},
                                 {.shape = {3, 4}, .low = 0.5, .high = 3, .layout = Layout::Expanded}}});
   }
-  cases.push_back({.name = "loss.bce_with_logits.large_logits",
-                   .fn = [](const Inputs& x) { return binary_cross_entropy_with_logits(x[0], x[1]); },
-                   .inputs = {{.shape = {2, 3}, .low = -30, .high = 30, .avoid = {0}},
-                              {.shape = {2, 3}, .low = 0, .high = 1}}});
+  cases.push_back(
+      {.name = "loss.bce_with_logits.large_logits",
+       .fn = [](const Inputs& x) { return binary_cross_entropy_with_logits(x[0], x[1]); },
+       .inputs = {{.shape = {2, 3}, .low = -30, .high = 30, .avoid = {0}}, {.shape = {2, 3}, .low = 0, .high = 1}}});
 }
 
 // Index lists repeat rows, so the backward must add (not assign) their gradients.
@@ -131,31 +144,40 @@ void add_embedding(std::vector<GradCase>& cases) {
   cases.push_back({.name = "embedding.vector", .fn = embed({2, 2, 2, 4, 0}, {5}), .inputs = {table}});
   cases.push_back({.name = "embedding.zero_dim_index", .fn = embed({5}, {}), .inputs = {table}});
   cases.push_back({.name = "embedding.int32", .fn = embed({6, 0, 6}, {3, 1}, kInt32), .inputs = {table}});
-  cases.push_back({.name = "embedding.transposed_weight", .fn = embed({4, 1, 4, 2}, {4}),
+  cases.push_back({.name = "embedding.transposed_weight",
+                   .fn = embed({4, 1, 4, 2}, {4}),
                    .inputs = {{.shape = {5, 4}, .layout = Layout::Transposed}}});
   // The padding row's own gradient is zero by definition, which finite differences cannot see;
   // multiplying its lookups by 0 makes the function agree (functional_test checks the row).
   // This checks that padding_idx leaves every other row's gradient as it was.
-  cases.push_back({.name = "embedding.padding_idx", .fn = [](const Inputs& x) {
-                     Tensor indices = labels({2, 0, 2, 5, 2, 1}, {3, 2}, x[0]);
-                     Tensor keep = (indices != full_like(indices, 2)).to(kFloat64);
-                     return embedding(x[0], indices, 2) * keep.unsqueeze(-1);
-                   },
+  cases.push_back({.name = "embedding.padding_idx",
+                   .fn =
+                       [](const Inputs& x) {
+                         Tensor indices = labels({2, 0, 2, 5, 2, 1}, {3, 2}, x[0]);
+                         Tensor keep = (indices != full_like(indices, 2)).to(kFloat64);
+                         return embedding(x[0], indices, 2) * keep.unsqueeze(-1);
+                       },
                    .inputs = {{.shape = {6, 2}, .layout = Layout::Strided}}});
 }
 
 void add_gather_scatter(std::vector<GradCase>& cases) {
-  cases.push_back({.name = "index.gather.dim1", .fn = [](const Inputs& x) {
-                     return gather(x[0], 1, labels({0, 2, 2, 1, 1, 1}, {3, 2}, x[0]));
-                   },
+  cases.push_back({.name = "index.gather.dim1",
+                   .fn =
+                       [](const Inputs& x) {
+                         return gather(x[0], 1, labels({0, 2, 2, 1, 1, 1}, {3, 2}, x[0]));
+                       },
                    .inputs = {{.shape = {3, 4}, .layout = Layout::Transposed}}});
-  cases.push_back({.name = "index.gather.dim0.smaller_index", .fn = [](const Inputs& x) {
-                     return gather(x[0], 0, labels({3, 0, 3, 3}, {2, 2}, x[0]));
-                   },
+  cases.push_back({.name = "index.gather.dim0.smaller_index",
+                   .fn =
+                       [](const Inputs& x) {
+                         return gather(x[0], 0, labels({3, 0, 3, 3}, {2, 2}, x[0]));
+                       },
                    .inputs = {{.shape = {4, 3}, .layout = Layout::Strided}}});
-  cases.push_back({.name = "index.scatter_add", .fn = [](const Inputs& x) {
-                     return scatter_add(x[0], 0, labels({1, 0, 1, 1, 2, 1}, {2, 3}, x[0]), x[1]);
-                   },
+  cases.push_back({.name = "index.scatter_add",
+                   .fn =
+                       [](const Inputs& x) {
+                         return scatter_add(x[0], 0, labels({1, 0, 1, 1, 2, 1}, {2, 3}, x[0]), x[1]);
+                       },
                    .inputs = {{.shape = {3, 3}}, {.shape = {2, 4}, .layout = Layout::Transposed}}});
 }
 

@@ -23,17 +23,20 @@ Tensor ramp(const Shape& shape, const Tensor& like) {
 
 void add_linear(std::vector<GradCase>& cases) {
   auto with_bias = [](const Inputs& x) { return linear(x[0], x[1], x[2]); };
-  cases.push_back({.name = "linear.matrix", .fn = with_bias,
-                   .inputs = {{.shape = {3, 4}}, {.shape = {5, 4}}, {.shape = {5}}}});
-  cases.push_back({.name = "linear.no_bias", .fn = [](const Inputs& x) { return linear(x[0], x[1]); },
+  cases.push_back(
+      {.name = "linear.matrix", .fn = with_bias, .inputs = {{.shape = {3, 4}}, {.shape = {5, 4}}, {.shape = {5}}}});
+  cases.push_back({.name = "linear.no_bias",
+                   .fn = [](const Inputs& x) { return linear(x[0], x[1]); },
                    .inputs = {{.shape = {2, 3}}, {.shape = {1, 3}}}});
-  cases.push_back({.name = "linear.vector", .fn = with_bias,
-                   .inputs = {{.shape = {4}}, {.shape = {3, 4}}, {.shape = {3}}}});
-  cases.push_back({.name = "linear.batched.noncontiguous", .fn = with_bias,
+  cases.push_back(
+      {.name = "linear.vector", .fn = with_bias, .inputs = {{.shape = {4}}, {.shape = {3, 4}}, {.shape = {3}}}});
+  cases.push_back({.name = "linear.batched.noncontiguous",
+                   .fn = with_bias,
                    .inputs = {{.shape = {2, 3, 5}, .layout = Layout::Transposed},
                               {.shape = {3, 5}, .layout = Layout::Strided},
                               {.shape = {3}, .layout = Layout::Strided}}});
-  cases.push_back({.name = "linear.expanded_input", .fn = with_bias,
+  cases.push_back({.name = "linear.expanded_input",
+                   .fn = with_bias,
                    .inputs = {{.shape = {3, 2, 4}, .layout = Layout::Expanded},
                               {.shape = {5, 4}, .layout = Layout::Transposed},
                               {.shape = {5}}}});
@@ -57,22 +60,45 @@ void add_conv(std::vector<GradCase>& cases) {
       {.name = "basic", .input = {2, 3, 5, 4}, .weight = {2, 3, 3, 3}},
       {.name = "padding", .input = {1, 2, 5, 5}, .weight = {3, 2, 3, 3}, .padding = 1},
       {.name = "stride2_padding1", .input = {2, 2, 7, 6}, .weight = {2, 2, 3, 3}, .stride = 2, .padding = 1},
-      {.name = "asymmetric", .input = {1, 3, 6, 7}, .weight = {2, 3, 2, 3}, .stride = {2, 1}, .padding = {0, 2},
+      {.name = "asymmetric",
+       .input = {1, 3, 6, 7},
+       .weight = {2, 3, 2, 3},
+       .stride = {2, 1},
+       .padding = {0, 2},
        .dilation = {1, 2}},
-      {.name = "dilation2.no_bias", .input = {1, 2, 7, 7}, .weight = {2, 2, 3, 3}, .bias = false, .padding = 2,
+      {.name = "dilation2.no_bias",
+       .input = {1, 2, 7, 7},
+       .weight = {2, 2, 3, 3},
+       .bias = false,
+       .padding = 2,
        .dilation = 2},
       {.name = "groups2", .input = {2, 4, 5, 5}, .weight = {6, 2, 3, 3}, .padding = 1, .groups = 2},
-      {.name = "depthwise.no_bias", .input = {1, 3, 5, 4}, .weight = {3, 1, 3, 3}, .bias = false, .stride = 2,
-       .padding = 1, .groups = 3},
+      {.name = "depthwise.no_bias",
+       .input = {1, 3, 5, 4},
+       .weight = {3, 1, 3, 3},
+       .bias = false,
+       .stride = 2,
+       .padding = 1,
+       .groups = 3},
       {.name = "pointwise", .input = {2, 5, 3, 3}, .weight = {3, 5, 1, 1}},
       {.name = "kernel_covers_input", .input = {1, 1, 2, 3}, .weight = {1, 1, 3, 3}, .padding = 1},
       {.name = "stride_exceeds_kernel", .input = {1, 2, 7, 8}, .weight = {2, 2, 2, 2}, .stride = 3},
-      {.name = "channels_last", .input = {2, 3, 5, 5}, .weight = {4, 3, 3, 3}, .padding = 1,
+      {.name = "channels_last",
+       .input = {2, 3, 5, 5},
+       .weight = {4, 3, 3, 3},
+       .padding = 1,
        .input_channels_last = true},
       {.name = "transposed", .input = {1, 3, 4, 5}, .weight = {2, 3, 3, 2}, .layout = Layout::Transposed},
-      {.name = "strided.groups3", .input = {2, 3, 4, 5}, .weight = {3, 1, 2, 2}, .stride = {1, 2}, .groups = 3,
+      {.name = "strided.groups3",
+       .input = {2, 3, 4, 5},
+       .weight = {3, 1, 2, 2},
+       .stride = {1, 2},
+       .groups = 3,
        .layout = Layout::Strided},
-      {.name = "expanded_batch", .input = {3, 2, 4, 4}, .weight = {2, 2, 3, 3}, .padding = 1,
+      {.name = "expanded_batch",
+       .input = {3, 2, 4, 4},
+       .weight = {2, 2, 3, 3},
+       .padding = 1,
        .layout = Layout::Expanded},
   };
   for (const ConvCase& c : convs) {
@@ -90,12 +116,16 @@ void add_conv(std::vector<GradCase>& cases) {
   }
   // Constant operands: only the other gradients are asked for.
   cases.push_back({.name = "conv.constant_weight",
-                   .fn = [](const Inputs& x) { return conv2d(x[0], ramp({2, 3, 3, 3}, x[0]), x[1], 1, 1); },
+                   .fn =
+                       [](const Inputs& x) {
+                         return conv2d(x[0], ramp({2, 3, 3, 3}, x[0]), x[1], 1, 1);
+                       },
                    .inputs = {{.shape = {1, 3, 4, 5}}, {.shape = {2}}}});
   cases.push_back({.name = "conv.bias_only",
-                   .fn = [](const Inputs& x) {
-                     return conv2d(ramp({2, 2, 4, 4}, x[0]), ramp({3, 2, 2, 2}, x[0]), x[0], 2);
-                   },
+                   .fn =
+                       [](const Inputs& x) {
+                         return conv2d(ramp({2, 2, 4, 4}, x[0]), ramp({3, 2, 2, 2}, x[0]), x[0], 2);
+                       },
                    .inputs = {{.shape = {3}}}});
 }
 
@@ -104,7 +134,8 @@ void add_conv(std::vector<GradCase>& cases) {
 void add_pool(std::vector<GradCase>& cases) {
   auto pooled = [&cases](const std::string& name, Shape shape, Layout layout, bool cl, auto pool) {
     auto fn = [cl, pool](const Inputs& x) { return pool(cl ? channels_last(x[0]) : x[0]); };
-    cases.push_back({.name = "pool." + name, .fn = fn,
+    cases.push_back({.name = "pool." + name,
+                     .fn = fn,
                      .inputs = {{.shape = cl ? nhwc(shape) : shape, .layout = layout, .distinct = true}}});
   };
   const Layout plain = Layout::Contiguous;
@@ -113,14 +144,16 @@ void add_pool(std::vector<GradCase>& cases) {
   pooled("max.dilation2", {1, 2, 7, 7}, plain, false, [](const Tensor& x) { return max_pool2d(x, 3, 1, 1, 2); });
   pooled("max.ceil_mode", {2, 1, 5, 7}, plain, false,
          [](const Tensor& x) { return max_pool2d(x, 2, 2, 0, 1, /*ceil_mode=*/true); });
-  pooled("max.rectangular", {1, 3, 5, 6}, plain, false,
-         [](const Tensor& x) { return max_pool2d(x, {2, 3}, Size2{1, 2}, {1, 0}); });
+  pooled("max.rectangular", {1, 3, 5, 6}, plain, false, [](const Tensor& x) {
+    return max_pool2d(x, {2, 3}, Size2{1, 2}, {1, 0});
+  });
   pooled("max.channels_last", {2, 3, 5, 5}, plain, true, [](const Tensor& x) { return max_pool2d(x, 3, 2); });
   pooled("max.stride_exceeds_kernel", {1, 2, 7, 8}, plain, false, [](const Tensor& x) { return max_pool2d(x, 2, 3); });
   pooled("max.transposed", {1, 2, 5, 4}, Layout::Transposed, false,
          [](const Tensor& x) { return max_pool2d(x, 2, 1); });
-  pooled("max.with_indices.strided", {2, 2, 4, 5}, Layout::Strided, false,
-         [](const Tensor& x) { return max_pool2d_with_indices(x, {3, 2}, Size2{1, 1}, {1, 1}).first; });
+  pooled("max.with_indices.strided", {2, 2, 4, 5}, Layout::Strided, false, [](const Tensor& x) {
+    return max_pool2d_with_indices(x, {3, 2}, Size2{1, 1}, {1, 1}).first;
+  });
   pooled("avg.k2", {2, 3, 4, 6}, plain, false, [](const Tensor& x) { return avg_pool2d(x, 2); });
   pooled("avg.k3_s2_p1.include_pad", {1, 2, 7, 5}, plain, false,
          [](const Tensor& x) { return avg_pool2d(x, 3, 2, 1); });
@@ -128,18 +161,22 @@ void add_pool(std::vector<GradCase>& cases) {
          [](const Tensor& x) { return avg_pool2d(x, 3, 2, 1, false, /*count_include_pad=*/false); });
   pooled("avg.ceil_mode.include_pad", {1, 2, 6, 7}, plain, false,
          [](const Tensor& x) { return avg_pool2d(x, 3, 2, 1, /*ceil_mode=*/true); });
-  pooled("avg.ceil_mode.exclude_pad", {2, 1, 5, 6}, plain, false,
-         [](const Tensor& x) { return avg_pool2d(x, {2, 3}, Size2{2, 2}, {1, 1}, true, false); });
+  pooled("avg.ceil_mode.exclude_pad", {2, 1, 5, 6}, plain, false, [](const Tensor& x) {
+    return avg_pool2d(x, {2, 3}, Size2{2, 2}, {1, 1}, true, false);
+  });
   pooled("avg.channels_last", {2, 3, 5, 4}, plain, true, [](const Tensor& x) { return avg_pool2d(x, 2, 1); });
   pooled("avg.stride_exceeds_kernel", {2, 1, 7, 8}, plain, false, [](const Tensor& x) { return avg_pool2d(x, 2, 3); });
   pooled("avg.strided", {1, 2, 5, 5}, Layout::Strided, false, [](const Tensor& x) { return avg_pool2d(x, 3, 2, 1); });
-  pooled("adaptive.overlapping", {2, 2, 5, 7}, plain, false,
-         [](const Tensor& x) { return adaptive_avg_pool2d(x, {3, 2}); });
+  pooled("adaptive.overlapping", {2, 2, 5, 7}, plain, false, [](const Tensor& x) {
+    return adaptive_avg_pool2d(x, {3, 2});
+  });
   pooled("adaptive.global", {2, 3, 4, 5}, plain, false, [](const Tensor& x) { return adaptive_avg_pool2d(x, 1); });
-  pooled("adaptive.upsampling", {1, 2, 3, 2}, plain, false,
-         [](const Tensor& x) { return adaptive_avg_pool2d(x, {4, 5}); });
-  pooled("adaptive.channels_last", {2, 3, 6, 5}, plain, true,
-         [](const Tensor& x) { return adaptive_avg_pool2d(x, {4, 3}); });
+  pooled("adaptive.upsampling", {1, 2, 3, 2}, plain, false, [](const Tensor& x) {
+    return adaptive_avg_pool2d(x, {4, 5});
+  });
+  pooled("adaptive.channels_last", {2, 3, 6, 5}, plain, true, [](const Tensor& x) {
+    return adaptive_avg_pool2d(x, {4, 3});
+  });
   pooled("adaptive.transposed", {3, 2, 5, 3}, Layout::Transposed, false,
          [](const Tensor& x) { return adaptive_avg_pool2d(x, 2); });
 }
@@ -175,17 +212,24 @@ void add_batch_norm(std::vector<GradCase>& cases) {
       {.name = "expanded", .input = {3, 2, 2, 2}, .layout = Layout::Expanded},
       {.name = "eval.affine", .input = {2, 3, 2, 2}, .training = false},
       {.name = "eval.no_affine", .input = {3, 4}, .training = false, .weight = false, .bias = false},
-      {.name = "eval.channels_last", .input = {2, 3, 2, 3}, .training = false, .leaf_order = {0, 2, 3, 1},
+      {.name = "eval.channels_last",
+       .input = {2, 3, 2, 3},
+       .training = false,
+       .leaf_order = {0, 2, 3, 1},
        .from_leaf = {0, 3, 1, 2}},
-      {.name = "eval.sequence_first", .input = {2, 3, 4}, .training = false, .leaf_order = {2, 0, 1},
+      {.name = "eval.sequence_first",
+       .input = {2, 3, 4},
+       .training = false,
+       .leaf_order = {2, 0, 1},
        .from_leaf = {1, 2, 0}},
-      {.name = "eval.transposed.single_sample", .input = {1, 2, 3, 3}, .training = false,
-       .layout = Layout::Transposed},
+      {.name = "eval.transposed.single_sample", .input = {1, 2, 3, 3}, .training = false, .layout = Layout::Transposed},
   };
   // A constant input: only the affine parameters' gradients are asked for.
-  cases.push_back({.name = "norm.batch_norm.train.constant_input", .fn = [](const Inputs& x) {
-                     return batch_norm(ramp({3, 2, 5}, x[0]), {}, {}, x[0], x[1], /*training=*/true);
-                   },
+  cases.push_back({.name = "norm.batch_norm.train.constant_input",
+                   .fn =
+                       [](const Inputs& x) {
+                         return batch_norm(ramp({3, 2, 5}, x[0]), {}, {}, x[0], x[1], /*training=*/true);
+                       },
                    .inputs = {{.shape = {2}}, {.shape = {2}}}});
   // Each case also as batch_norm_relu, the fused BN -> ReLU (its mask comes from the saved output).
   for (bool relu : {false, true}) {
@@ -196,7 +240,8 @@ void add_batch_norm(std::vector<GradCase>& cases) {
       auto fn = [c, channels, relu](const Inputs& x) {
         Tensor input = c.from_leaf.empty() ? x[0] : x[0].permute(c.from_leaf);
         Tensor weight = c.weight ? x[1] : Tensor(), bias = c.bias ? x[c.weight ? 2 : 1] : Tensor();
-        auto [mean, var] = c.track_running || !c.training ? running_stats(channels, input) : std::pair<Tensor, Tensor>();
+        auto [mean, var] =
+            c.track_running || !c.training ? running_stats(channels, input) : std::pair<Tensor, Tensor>();
         auto normalize = relu ? batch_norm_relu : batch_norm;
         return normalize(input, mean, var, weight, bias, c.training, 0.1, 1e-5, nullptr);
       };
@@ -216,19 +261,25 @@ void add_layer_norm(std::vector<GradCase>& cases) {
       return layer_norm(x[0], normalized, weight ? x[1] : Tensor(), bias ? x[weight ? 2 : 1] : Tensor());
     };
   };
-  cases.push_back({.name = "norm.layer_norm.last_dim", .fn = norm({5}, true, true),
+  cases.push_back({.name = "norm.layer_norm.last_dim",
+                   .fn = norm({5}, true, true),
                    .inputs = {{.shape = {3, 5}}, {.shape = {5}}, {.shape = {5}}}});
-  cases.push_back({.name = "norm.layer_norm.last_two_dims", .fn = norm({3, 4}, true, true),
-                   .inputs = {{.shape = {2, 3, 4}}, {.shape = {3, 4}, .layout = Layout::Transposed},
-                              {.shape = {3, 4}}}});
-  cases.push_back({.name = "norm.layer_norm.no_affine.transposed", .fn = norm({3}, false, false),
+  cases.push_back(
+      {.name = "norm.layer_norm.last_two_dims",
+       .fn = norm({3, 4}, true, true),
+       .inputs = {{.shape = {2, 3, 4}}, {.shape = {3, 4}, .layout = Layout::Transposed}, {.shape = {3, 4}}}});
+  cases.push_back({.name = "norm.layer_norm.no_affine.transposed",
+                   .fn = norm({3}, false, false),
                    .inputs = {{.shape = {2, 5, 3}, .layout = Layout::Transposed}}});
-  cases.push_back({.name = "norm.layer_norm.weight_only.strided", .fn = norm({5}, true, false),
-                   .inputs = {{.shape = {3, 5}, .layout = Layout::Strided},
-                              {.shape = {5}, .layout = Layout::Strided}}});
-  cases.push_back({.name = "norm.layer_norm.bias_only.all_dims", .fn = norm({2, 3}, false, true),
+  cases.push_back(
+      {.name = "norm.layer_norm.weight_only.strided",
+       .fn = norm({5}, true, false),
+       .inputs = {{.shape = {3, 5}, .layout = Layout::Strided}, {.shape = {5}, .layout = Layout::Strided}}});
+  cases.push_back({.name = "norm.layer_norm.bias_only.all_dims",
+                   .fn = norm({2, 3}, false, true),
                    .inputs = {{.shape = {2, 3}}, {.shape = {2, 3}}}});
-  cases.push_back({.name = "norm.layer_norm.expanded", .fn = norm({4}, true, true),
+  cases.push_back({.name = "norm.layer_norm.expanded",
+                   .fn = norm({4}, true, true),
                    .inputs = {{.shape = {3, 4}, .layout = Layout::Expanded}, {.shape = {4}}, {.shape = {4}}}});
 }
 
@@ -242,9 +293,11 @@ void add_dropout(std::vector<GradCase>& cases) {
     };
   };
   cases.push_back({.name = "dropout.train", .fn = drop(0.3, true), .inputs = {{.shape = {4, 5}}}});
-  cases.push_back({.name = "dropout.train.transposed", .fn = drop(0.5, true),
+  cases.push_back({.name = "dropout.train.transposed",
+                   .fn = drop(0.5, true),
                    .inputs = {{.shape = {3, 2, 5}, .layout = Layout::Transposed}}});
-  cases.push_back({.name = "dropout.train.expanded", .fn = drop(0.4, true),
+  cases.push_back({.name = "dropout.train.expanded",
+                   .fn = drop(0.4, true),
                    .inputs = {{.shape = {3, 4}, .layout = Layout::Expanded}}});
   cases.push_back({.name = "dropout.eval", .fn = drop(0.5, false), .inputs = {{.shape = {2, 3}}}});
   cases.push_back({.name = "dropout.p0", .fn = drop(0.0, true), .inputs = {{.shape = {3}}}});
@@ -273,10 +326,10 @@ void add_activations(std::vector<GradCase>& cases) {
     cases.push_back({.name = "activation." + a.name + ".channels_last",
                      .fn = [f = a.fn](const Inputs& x) { return f(channels_last(x[0])); },
                      .inputs = {{.shape = {2, 3, 2, 3}, .low = -3, .high = 3, .avoid = a.avoid}}});
-    cases.push_back({.name = "activation." + a.name + ".expanded",
-                     .fn = [f = a.fn](const Inputs& x) { return f(x[0]); },
-                     .inputs = {{.shape = {3, 2, 5}, .low = -3, .high = 3, .layout = Layout::Expanded,
-                                 .avoid = a.avoid}}});
+    cases.push_back(
+        {.name = "activation." + a.name + ".expanded",
+         .fn = [f = a.fn](const Inputs& x) { return f(x[0]); },
+         .inputs = {{.shape = {3, 2, 5}, .low = -3, .high = 3, .layout = Layout::Expanded, .avoid = a.avoid}}});
   }
 }
 

@@ -34,8 +34,8 @@ std::vector<DimChoice> dim_choices() {
 }
 
 // skip_size_one: over a single element the unbiased var is 0/0 and std's derivative 1/(2 * 0).
-void add_family(std::vector<GradCase>& cases, const std::string& name, const Reduction& reduction,
-                InputSpec input = {}, bool skip_size_one = false) {
+void add_family(std::vector<GradCase>& cases, const std::string& name, const Reduction& reduction, InputSpec input = {},
+                bool skip_size_one = false) {
   input.shape = {3, 1, 4, 5};
   for (const DimChoice& choice : dim_choices()) {
     if (skip_size_one && choice.name == "size_one_dim") continue;
@@ -51,15 +51,19 @@ void add_prod_with_zeros(std::vector<GradCase>& cases) {
   auto along_dim1 = [](const Inputs& x) { return x[0].prod({1}); };
   auto all = [](const Inputs& x) { return x[0].prod(); };
   // Rows of a [3, 4] input: row 0 one zero, row 1 two zeros, row 2 none.
-  cases.push_back({.name = "reduce.prod.zeros_per_row", .fn = along_dim1,
+  cases.push_back({.name = "reduce.prod.zeros_per_row",
+                   .fn = along_dim1,
                    .inputs = {{.shape = {3, 4}, .low = 0.5, .high = 1.5, .zeros_at = {1, 4, 6}}}});
-  cases.push_back({.name = "reduce.prod.one_zero", .fn = all,
+  cases.push_back({.name = "reduce.prod.one_zero",
+                   .fn = all,
                    .inputs = {{.shape = {2, 3}, .low = -1.5, .high = 1.5, .zeros_at = {4}}}});
-  cases.push_back({.name = "reduce.prod.two_zeros", .fn = all,
+  cases.push_back({.name = "reduce.prod.two_zeros",
+                   .fn = all,
                    .inputs = {{.shape = {2, 3}, .low = -1.5, .high = 1.5, .zeros_at = {0, 5}}}});
-  cases.push_back({.name = "reduce.prod.zero_keepdim", .fn = [](const Inputs& x) { return x[0].prod({0}, true); },
-                   .inputs = {{.shape = {3, 2}, .low = 0.5, .high = 1.5, .layout = Layout::Transposed,
-                               .zeros_at = {2}}}});
+  cases.push_back(
+      {.name = "reduce.prod.zero_keepdim",
+       .fn = [](const Inputs& x) { return x[0].prod({0}, true); },
+       .inputs = {{.shape = {3, 2}, .low = 0.5, .high = 1.5, .layout = Layout::Transposed, .zeros_at = {2}}}});
 }
 
 void add_max_min_dim(std::vector<GradCase>& cases) {
@@ -72,8 +76,10 @@ void add_max_min_dim(std::vector<GradCase>& cases) {
           return values;
         };
         std::string name = "reduce." + op + "_dim." + std::to_string(dim) + (keepdim ? ".keepdim" : "");
-        cases.push_back({.name = name, .fn = fn,
-                         .inputs = {{.shape = {3, 5, 2}, .layout = dim == 1 ? Layout::Transposed : Layout::Contiguous}}});
+        cases.push_back(
+            {.name = name,
+             .fn = fn,
+             .inputs = {{.shape = {3, 5, 2}, .layout = dim == 1 ? Layout::Transposed : Layout::Contiguous}}});
       }
     }
     // Over all elements.
@@ -90,10 +96,13 @@ void add_reduction_cases(std::vector<GradCase>& cases) {
   add_family(cases, "mean", [](const Tensor& x, const Dims& d, bool k) { return x.mean(d, k); });
   add_family(cases, "prod", [](const Tensor& x, const Dims& d, bool k) { return x.prod(d, k); },
              {.low = 0.5, .high = 1.5});
-  add_family(cases, "var", [](const Tensor& x, const Dims& d, bool k) { return x.var(d, true, k); }, {}, true);
+  add_family(
+      cases, "var", [](const Tensor& x, const Dims& d, bool k) { return x.var(d, true, k); }, {}, true);
   add_family(cases, "var.biased", [](const Tensor& x, const Dims& d, bool k) { return x.var(d, false, k); });
-  add_family(cases, "std.biased", [](const Tensor& x, const Dims& d, bool k) { return x.std(d, false, k); }, {}, true);
-  add_family(cases, "std", [](const Tensor& x, const Dims& d, bool k) { return x.std(d, true, k); }, {}, true);
+  add_family(
+      cases, "std.biased", [](const Tensor& x, const Dims& d, bool k) { return x.std(d, false, k); }, {}, true);
+  add_family(
+      cases, "std", [](const Tensor& x, const Dims& d, bool k) { return x.std(d, true, k); }, {}, true);
   add_family(cases, "norm.p1", [](const Tensor& x, const Dims& d, bool k) { return x.norm(1.0, d, k); },
              {.avoid = {0}});
   add_family(cases, "norm.p2", [](const Tensor& x, const Dims& d, bool k) { return x.norm(2.0, d, k); });
@@ -111,13 +120,15 @@ void add_reduction_cases(std::vector<GradCase>& cases) {
   // gradients must come back to the CPU for the CPU graph's backward (a model's loss adding a
   // weight penalty computed on the CPU).
   cases.push_back({.name = "reduce.host_graph",
-                   .fn = [](const Inputs& x) {
-                     Tensor penalty = (x[1] * x[1]).sum() + x[1].norm(2.0);
-                     return (x[0] * penalty).mean({1}) + x[1].amax() * x[0].amax();
-                   },
+                   .fn =
+                       [](const Inputs& x) {
+                         Tensor penalty = (x[1] * x[1]).sum() + x[1].norm(2.0);
+                         return (x[0] * penalty).mean({1}) + x[1].amax() * x[0].amax();
+                       },
                    .inputs = {{.shape = {2, 3}, .distinct = true}, {.shape = {5}, .distinct = true, .on_host = true}}});
   // 0-dim inputs reduce to themselves.
-  cases.push_back({.name = "reduce.sum.zero_dim", .fn = [](const Inputs& x) { return x[0].sum() * x[0].mean(); },
+  cases.push_back({.name = "reduce.sum.zero_dim",
+                   .fn = [](const Inputs& x) { return x[0].sum() * x[0].mean(); },
                    .inputs = {{.shape = {}}}});
 }
 

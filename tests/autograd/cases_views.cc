@@ -31,7 +31,10 @@ void add_views(std::vector<GradCase>& cases) {
   add(cases, "select.index_operator", [](const Inputs& x) { return x[0][1]; }, {t34});
   add(cases, "expand", [](const Inputs& x) { return x[0].expand({2, 3, 4}); }, {{.shape = {3, 1}}});
   add(cases, "expand.zero_dim", [](const Inputs& x) { return x[0].expand({2, 2}); }, {{.shape = {}}});
-  add(cases, "expand.keep_size", [](const Inputs& x) { return x[0].expand({5, -1, 2}); },
+  add(cases, "expand.keep_size",
+      [](const Inputs& x) {
+        return x[0].expand({5, -1, 2});
+      },
       {{.shape = {3, 1}, .layout = Layout::Transposed}});
   add(cases, "expand_as", [](const Inputs& x) { return x[0].expand_as(x[1]) * x[1]; }, {{.shape = {4}}, m34});
   add(cases, "squeeze", [](const Inputs& x) { return x[0].squeeze(); }, {{.shape = {3, 1, 4, 1}}});
@@ -45,8 +48,8 @@ void add_views(std::vector<GradCase>& cases) {
   add(cases, "chain", [](const Inputs& x) { return x[0].t().slice(0, 0, 4, 2).select(1, 2).unsqueeze(0); }, {m34});
   // One tensor viewed two ways: the two gradients meet at the same leaf.
   add(cases, "diamond", [](const Inputs& x) { return x[0] * 2.0 + x[0].t(); }, {{.shape = {3, 3}}});
-  add(cases, "overlapping_slices",
-      [](const Inputs& x) { return x[0].narrow(0, 0, 3) * x[0].narrow(0, 1, 3); }, {{.shape = {4, 2}}});
+  add(cases, "overlapping_slices", [](const Inputs& x) { return x[0].narrow(0, 0, 3) * x[0].narrow(0, 1, 3); },
+      {{.shape = {4, 2}}});
 }
 
 void add_splits(std::vector<GradCase>& cases) {
@@ -84,27 +87,49 @@ void add_splits(std::vector<GradCase>& cases) {
 }
 
 void add_cat_stack(std::vector<GradCase>& cases) {
-  auto cat_case = [&](const std::string& name, std::function<Tensor(const Inputs&)> fn,
-                      std::vector<InputSpec> inputs) {
+  auto cat_case = [&](const std::string& name, std::function<Tensor(const Inputs&)> fn, std::vector<InputSpec> inputs) {
     cases.push_back({.name = "cat." + name, .fn = std::move(fn), .inputs = std::move(inputs)});
   };
-  cat_case("dim1", [](const Inputs& x) { return cat({x[0], x[1], x[2]}, 1); },
+  cat_case("dim1",
+           [](const Inputs& x) {
+             return cat({x[0], x[1], x[2]}, 1);
+           },
            {{.shape = {2, 3}}, {.shape = {2, 1}}, {.shape = {2, 4}, .layout = Layout::Transposed}});
-  cat_case("negative_dim", [](const Inputs& x) { return cat({x[0], x[1]}, -3); },
+  cat_case("negative_dim",
+           [](const Inputs& x) {
+             return cat({x[0], x[1]}, -3);
+           },
            {{.shape = {1, 2, 3}, .layout = Layout::Strided}, {.shape = {3, 2, 3}, .layout = Layout::Expanded}});
   cat_case("same_tensor_twice", [](const Inputs& x) { return cat({x[0], x[0].exp()}, 0); }, {{.shape = {2, 2}}});
-  cat_case("skips_empty", [](const Inputs& x) { return cat({x[0], zeros({0}, kFloat64), x[1]}, 0); },
+  cat_case("skips_empty",
+           [](const Inputs& x) {
+             return cat({x[0], zeros({0}, kFloat64), x[1]}, 0);
+           },
            {{.shape = {2, 3}}, {.shape = {1, 3}}});
-  cat_case("mixed_precision", [](const Inputs& x) { return cat({x[0], x[1]}, 0); },
+  cat_case("mixed_precision",
+           [](const Inputs& x) {
+             return cat({x[0], x[1]}, 0);
+           },
            {{.shape = {2, 3}, .dtype = kFloat32}, {.shape = {1, 3}}});
-  cat_case("with_constant", [](const Inputs& x) { return cat({ones({2, 2}, TensorOptions(kFloat64).device(x[0].device())), x[0]}, 1); },
+  cat_case("with_constant",
+           [](const Inputs& x) {
+             return cat({ones({2, 2}, TensorOptions(kFloat64).device(x[0].device())), x[0]}, 1);
+           },
            {{.shape = {2, 3}}});
-  cases.push_back({.name = "stack.dim0", .fn = [](const Inputs& x) { return stack({x[0], x[1]}, 0); },
+  cases.push_back({.name = "stack.dim0",
+                   .fn =
+                       [](const Inputs& x) {
+                         return stack({x[0], x[1]}, 0);
+                       },
                    .inputs = {{.shape = {3, 2}}, {.shape = {3, 2}, .layout = Layout::Transposed}}});
-  cases.push_back({.name = "stack.last_dim", .fn = [](const Inputs& x) { return stack({x[0], x[1], x[0]}, -1); },
+  cases.push_back({.name = "stack.last_dim",
+                   .fn =
+                       [](const Inputs& x) {
+                         return stack({x[0], x[1], x[0]}, -1);
+                       },
                    .inputs = {{.shape = {2, 3}, .layout = Layout::Strided}, {.shape = {2, 3}}}});
-  cases.push_back({.name = "stack.single", .fn = [](const Inputs& x) { return stack({x[0]}, 1); },
-                   .inputs = {{.shape = {4}}}});
+  cases.push_back(
+      {.name = "stack.single", .fn = [](const Inputs& x) { return stack({x[0]}, 1); }, .inputs = {{.shape = {4}}}});
 }
 
 }  // namespace

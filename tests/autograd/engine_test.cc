@@ -18,8 +18,8 @@ using V = std::vector<double>;
 
 TEST_CASE("engine: a tensor used twice gets the sum of both paths", "[engine]") {
   Tensor x = leaf({0.5, -1.0, 2.0});
-  Tensor a = x * x;        // da/dx = 2x
-  Tensor y = a * a + a;    // dy/da = 2a + 1
+  Tensor a = x * x;      // da/dx = 2x
+  Tensor y = a * a + a;  // dy/da = 2a + 1
   y.sum().backward();
   V expected;
   for (double v : {0.5, -1.0, 2.0}) expected.push_back((2 * v * v + 1) * 2 * v);
@@ -282,7 +282,8 @@ TEST_CASE("autograd::grad with inputs the outputs do not use", "[engine][grad]")
   std::vector<Tensor> g = autograd::grad({loss}, {x, unused}, {}, /*retain_graph=*/true, /*allow_unused=*/true);
   CHECK(values(g[0]) == V{2, 4});
   CHECK_FALSE(g[1].defined());
-  CHECK_THAT(error_of([&] { autograd::grad({loss}, {unused}, {}, true); }), Contains("not have been used in the graph"));
+  CHECK_THAT(error_of([&] { autograd::grad({loss}, {unused}, {}, true); }),
+             Contains("not have been used in the graph"));
   CHECK_THAT(error_of([&] { autograd::grad({loss}, {f64({1.0})}, {}, true); }), Contains("does not require grad"));
 }
 

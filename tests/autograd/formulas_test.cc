@@ -50,8 +50,8 @@ TEST_CASE("formulas: kinks take PyTorch's one-sided values", "[formulas]") {
   CHECK(grad_of([](const Tensor& x) { return x.norm(1.0); }, {0, -2}) == V{0, -1});
   CHECK(grad_of([](const Tensor& x) { return x.pow(0.0); }, {0, 2}) == V{0, 0});
   // 0^b: no gradient to the base where b = 0, none to the exponent where the base is 0.
-  std::vector<V> g = grads_of([](const std::vector<Tensor>& in) { return in[0].pow(in[1]); },
-                              {f64({0, 0, 2}), f64({0, 2, 0})});
+  std::vector<V> g =
+      grads_of([](const std::vector<Tensor>& in) { return in[0].pow(in[1]); }, {f64({0, 0, 2}), f64({0, 2, 0})});
   CHECK(g[0] == V{0, 0, 0});
   CHECK(g[1] == V{0, 0, std::log(2.0)});
 }
@@ -65,8 +65,8 @@ TEST_CASE("formulas: ties", "[formulas]") {
   // ...max/min along a dim send it to the index they return (the first).
   CHECK(grad_of([](const Tensor& x) { return x.max(0).first; }, {1, 3, 3}) == V{0, 1, 0});
   CHECK(grad_of([](const Tensor& x) { return x.min(0).first; }, {1, 1, 3}) == V{1, 0, 0});
-  std::vector<V> g = grads_of([](const std::vector<Tensor>& in) { return in[0].minimum(in[1]); },
-                              {f64({1, 2}), f64({1, 3})});
+  std::vector<V> g =
+      grads_of([](const std::vector<Tensor>& in) { return in[0].minimum(in[1]); }, {f64({1, 2}), f64({1, 3})});
   CHECK(g[0] == V{0.5, 1});
   CHECK(g[1] == V{0.5, 0});
 }

@@ -22,8 +22,10 @@ TEST_CASE("dropout: identity in evaluation, mask * 1/(1-p) in training", "[funct
   std::vector<double> out = values(y);
   int64_t zeroed = 0;
   for (double v : out) {
-    if (v == 0.0) ++zeroed;
-    else CHECK(v == Approx(2.0 / (1.0 - p)).epsilon(1e-15));
+    if (v == 0.0)
+      ++zeroed;
+    else
+      CHECK(v == Approx(2.0 / (1.0 - p)).epsilon(1e-15));
   }
   // 100,000 Bernoulli draws: the standard deviation of the zeroed fraction is about 0.0014.
   CHECK(static_cast<double>(zeroed) / out.size() == Approx(p).margin(0.01));

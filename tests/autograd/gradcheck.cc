@@ -110,8 +110,8 @@ class Checker {
       check_gradient(i, "autograd::grad", from_grad[i], leaves[i]);
       check_gradient(i, "backward", leaves[i].grad(), leaves[i]);
     }
-    for (size_t i = 0; i < leaves.size() && result_.ok; ++i) compare(i, host_or_zeros(from_grad[i], i),
-                                                                      host_or_zeros(leaves[i].grad(), i));
+    for (size_t i = 0; i < leaves.size() && result_.ok; ++i)
+      compare(i, host_or_zeros(from_grad[i], i), host_or_zeros(leaves[i].grad(), i));
     return result_;
   }
 
@@ -172,8 +172,8 @@ class Checker {
       if (reported++ < 4) {
         std::ostringstream line;
         line.precision(12);
-        line << case_.name << ": input " << i << " " << shape_str(shapes_[i]) << " element " << j << " (x = "
-             << values_[i][j] << "): finite difference " << expected << ", autograd::grad " << via_grad[j]
+        line << case_.name << ": input " << i << " " << shape_str(shapes_[i]) << " element " << j
+             << " (x = " << values_[i][j] << "): finite difference " << expected << ", autograd::grad " << via_grad[j]
              << ", backward " << via_backward[j] << "\n";
         result_.message += line.str();
       }

@@ -35,7 +35,7 @@ struct InputSpec {
   // A shuffled even grid over [low, high] instead of uniform draws: no two values lie closer than
   // (high - low) / numel, so a max or a sort never changes winner under the finite difference.
   bool distinct = false;
-  DType dtype = kFloat64;              // kFloat32 leaves test the cast back of the gradient
+  DType dtype = kFloat64;  // kFloat32 leaves test the cast back of the gradient
   // A leaf kept on the CPU whatever device the case runs on: a 0-dim scalar joining an op on a
   // GPU, or a CPU subgraph whose 0-dim result does; the forward accepts that (as PyTorch does), so
   // the backward must too.

@@ -131,7 +131,8 @@ TEST_CASE("hooks: post-accumulate hooks are for leaves that require grad; remova
   CHECK(calls == 1);
 }
 
-TEST_CASE("hooks: autograd::grad accumulates nothing, so it fires no post-accumulate hook", "[hooks][post_accumulate]") {
+TEST_CASE("hooks: autograd::grad accumulates nothing, so it fires no post-accumulate hook",
+          "[hooks][post_accumulate]") {
   Tensor x = leaf({1.0});
   int calls = 0;
   x.register_post_accumulate_grad_hook([&](const Tensor&) { ++calls; });

@@ -90,18 +90,24 @@ std::vector<MixedCase> compositions() {
   auto f32 = [](Shape shape, bool host = false) { return Operand{.shape = std::move(shape), .host = host}; };
   return {
       {"sum_of_host_scaled", [](const auto& x) { return (x[0] * x[1]).sum(); }, {f32({3, 4}), f32({}, true)}},
-      {"mean_keepdim_of_host_power", [](const auto& x) { return x[0].pow(x[1]).mean({1}, true); },
+      {"mean_keepdim_of_host_power",
+       [](const auto& x) { return x[0].pow(x[1]).mean({1}, true); },
        {{.shape = {3, 4}, .low = 0.5, .high = 2}, f32({}, true)}},
       {"amax_of_host_shifted", [](const auto& x) { return (x[0] - x[1]).amax({0}); }, {f32({3, 4}), f32({}, true)}},
       {"norm_of_host_scaled", [](const auto& x) { return (x[0] * x[1]).norm(2.0); }, {f32({5}), f32({}, true)}},
-      {"clamp_of_host_scaled", [](const auto& x) { return (x[0] * x[1]).clamp(-0.3, 0.4); }, {f32({3, 4}), f32({}, true)}},
-      {"matmul_then_host_scale", [](const auto& x) { return x[0].matmul(x[1]) * x[2]; },
+      {"clamp_of_host_scaled",
+       [](const auto& x) { return (x[0] * x[1]).clamp(-0.3, 0.4); },
+       {f32({3, 4}), f32({}, true)}},
+      {"matmul_then_host_scale",
+       [](const auto& x) { return x[0].matmul(x[1]) * x[2]; },
        {f32({3, 4}), f32({4, 2}), f32({}, true)}},
-      {"matmul_then_float64_scale", [](const auto& x) { return x[0].matmul(x[1]) * x[2]; },
+      {"matmul_then_float64_scale",
+       [](const auto& x) { return x[0].matmul(x[1]) * x[2]; },
        {f32({3, 4}), f32({4, 2}), {.shape = {}, .dtype = kFloat64}}},
       // The case: a scalar computed by a CPU graph joins the device op, and the CPU
       // graph's backward (w * v) then needs its gradient on the CPU.
-      {"cpu_graph_scalar", [](const auto& x) { return x[0] * (x[1] * x[2]).sum(); },
+      {"cpu_graph_scalar",
+       [](const auto& x) { return x[0] * (x[1] * x[2]).sum(); },
        {f32({2, 3}), f32({3}, true), f32({3}, true)}},
       {"inplace_host_scalars",
        [](const auto& x) {
@@ -111,7 +117,8 @@ std::vector<MixedCase> compositions() {
          return y;
        },
        {f32({2, 3}), f32({}, true), {.shape = {}, .dtype = kFloat64, .host = true}}},
-      {"to_and_back", [](const auto& x) { return (x[0].to(kCpu) * x[1]).to(x[0].device()) * x[2]; },
+      {"to_and_back",
+       [](const auto& x) { return (x[0].to(kCpu) * x[1]).to(x[0].device()) * x[2]; },
        {f32({2, 3}), f32({3}, true), f32({}, true)}},
   };
 }
@@ -169,11 +176,16 @@ Run forward(const MixedCase& c, const std::vector<Tensor>& values, Device device
 // Relative precision of a dtype's arithmetic, loosened for a few roundings in a formula.
 double tolerance(DType dtype) {
   switch (dtype) {
-    case kFloat64: return 1e-12;
-    case kFloat32: return 2e-5;
-    case kFloat16: return 4e-3;
-    case kBFloat16: return 3e-2;
-    default: return 0.0;
+    case kFloat64:
+      return 1e-12;
+    case kFloat32:
+      return 2e-5;
+    case kFloat16:
+      return 4e-3;
+    case kBFloat16:
+      return 3e-2;
+    default:
+      return 0.0;
   }
 }
 
@@ -247,9 +259,9 @@ struct Placed {
   Tensor loss(const Tensor& x, const Tensor& target) {
     const Device device = x.device();
     Tensor h = body->forward(x);
-    Tensor scale = scalar_tensor(0.25, kFloat32);                   // a CPU constant
+    Tensor scale = scalar_tensor(0.25, kFloat32);                  // a CPU constant
     Tensor penalty = (head->weight * head->weight).sum();          // computed on the CPU
-    Tensor out = head->forward(h.to(kCpu)).mean();                  // the CPU head's output
+    Tensor out = head->forward(h.to(kCpu)).mean();                 // the CPU head's output
     Tensor fit = (h - target.to(device)).pow(2.0).mean() * scale;  // on the device
     return fit + penalty * 0.01 + out;                             // CPU 0-dim terms join it
   }
@@ -327,8 +339,7 @@ Tensor through_fixed(const Tensor& x, const Tensor& grad) {
   return autograd::attach(node, y);
 }
 
-TEST_CASE("mixed operands: the engine gives each gradient its input's dtype and device, or names the node",
-          "[mixed]") {
+TEST_CASE("mixed operands: the engine gives each gradient its input's dtype and device, or names the node", "[mixed]") {
   // A formula computes in its output's dtype and device: a 0-dim gradient of another dtype or
   // device comes back as its input's.
   Tensor s = scalar_tensor(1.5, kFloat32).requires_grad_(true);

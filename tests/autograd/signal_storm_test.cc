@@ -72,8 +72,8 @@ class SignalStorm {
 std::vector<ember::Tensor> lenet_gradients(const std::vector<ember::Tensor>& parameters, const ember::Tensor& x) {
   using namespace ember;
   for (const Tensor& p : parameters) p.set_grad(Tensor());
-  Tensor h = relu(conv2d(x, parameters[0], parameters[1]));                    // [32, 6, 24, 24]
-  h = relu(conv2d(h, parameters[2], parameters[3], /*stride=*/2));             // [32, 16, 10, 10]
+  Tensor h = relu(conv2d(x, parameters[0], parameters[1]));         // [32, 6, 24, 24]
+  h = relu(conv2d(h, parameters[2], parameters[3], /*stride=*/2));  // [32, 16, 10, 10]
   h = relu(linear(h.reshape({x.size(0), 16 * 10 * 10}), parameters[4], parameters[5]));
   Tensor out = linear(h, parameters[6], parameters[7]);
   (out * out).sum().backward();
@@ -89,7 +89,8 @@ TEST_CASE("oneDNN's kernels under a storm of handled signals give the same gradi
   manual_seed(7);
   const Tensor x = randn({32, 1, 28, 28});
   std::vector<Tensor> parameters;
-  for (const Shape& shape : std::vector<Shape>{{6, 1, 5, 5}, {6}, {16, 6, 5, 5}, {16}, {120, 1600}, {120}, {10, 120}, {10}})
+  for (const Shape& shape :
+       std::vector<Shape>{{6, 1, 5, 5}, {6}, {16, 6, 5, 5}, {16}, {120, 1600}, {120}, {10, 120}, {10}})
     parameters.push_back((randn(shape) * 0.1).requires_grad_());
   const std::vector<Tensor> expected = lenet_gradients(parameters, x);
 

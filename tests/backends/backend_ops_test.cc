@@ -111,9 +111,8 @@ std::set<std::string>& driven_families() {
 // split them.
 #define EMBER_CONCAT_IMPL(a, b) a##b
 #define EMBER_CONCAT(a, b) EMBER_CONCAT_IMPL(a, b)
-#define EMBER_GRADCHECK_FAMILY(family)                                     \
-  [[maybe_unused]] static const bool EMBER_CONCAT(family_driven_, __LINE__) = \
-      driven_families().insert(family).second;                              \
+#define EMBER_GRADCHECK_FAMILY(family)                                                                                 \
+  [[maybe_unused]] static const bool EMBER_CONCAT(family_driven_, __LINE__) = driven_families().insert(family).second; \
   TEST_CASE("backend_ops: gradcheck of the " family " family", "[gradcheck]") { check_grad_family(family); }
 
 // The test cases in about the order of their time, longest first (emulated cuda:0 in delay mode:
@@ -170,9 +169,7 @@ TEST_CASE("backend_ops: every large-input case of every backend is in one group,
 TEST_CASE("backend_ops: matmul, cat, stack, split and chunk match the float64 reference") {
   check_family(structural_cases());
 }
-TEST_CASE("backend_ops: gather, scatter_add and embedding match the float64 reference") {
-  check_family(index_cases());
-}
+TEST_CASE("backend_ops: gather, scatter_add and embedding match the float64 reference") { check_family(index_cases()); }
 EMBER_GRADCHECK_FAMILY("norm")
 TEST_CASE("backend_ops: pooling matches the float64 reference") { check_family(pool_cases()); }
 

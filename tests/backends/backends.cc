@@ -31,9 +31,10 @@ Backend cpu_backend() {
   // reductions split across threads, tiled row sums). Three threads split the work differently
   // from the default, and must not change any result beyond rounding. A few cases per kernel
   // family keep this fast.
-  b.large_cases = {"exp", "abs", "clamp", "add", "where", "lt", "sum", "mean", "amax", "norm_pinf",
-                   "var_unbiased", "logsumexp", "max_dim", "argmin_flat", "matmul", "cat_2", "to_float32",
-                   "copy_from_int32", "add_"};
+  b.large_cases = {"exp",     "abs",         "clamp",  "add",       "where",        "lt",
+                   "sum",     "mean",        "amax",   "norm_pinf", "var_unbiased", "logsumexp",
+                   "max_dim", "argmin_flat", "matmul", "cat_2",     "to_float32",   "copy_from_int32",
+                   "add_"};
   b.large.large = true;
   b.large.trials = 2;
   b.large.only_dtypes = {kFloat32, kInt32};
@@ -45,8 +46,8 @@ Backend cuda_backend(int index) {
   Backend b{.device = Device::cuda(index)};
   b.op_trials = kSanitized ? 4 : 10;
   // Many blocks and block-per-output reductions.
-  b.large_cases = {"exp", "add", "where", "lt", "sum", "mean", "amax", "norm_pinf", "var_unbiased", "max_dim",
-                   "argmin_flat", "to_float32", "add_"};
+  b.large_cases = {"exp",       "add",          "where",   "lt",          "sum",        "mean", "amax",
+                   "norm_pinf", "var_unbiased", "max_dim", "argmin_flat", "to_float32", "add_"};
   b.large.large = true;
   b.large.trials = kSanitized ? 1 : 2;
   b.large.only_dtypes = kSanitized ? std::vector<DType>{kFloat32} : std::vector<DType>{kFloat32, kInt32};

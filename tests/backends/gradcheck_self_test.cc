@@ -52,14 +52,14 @@ TEST_CASE("gradcheck: the table reaches every kind of backward node", "[gradchec
     collect_node_names(c.fn(inputs), seen);
   }
   std::vector<std::string> expected = {
-      "WhereBackward0",  "SumBackward1",    "MeanBackward1",    "ProdBackward1",  "AmaxBackward0",
-      "AminBackward0",   "NormBackward1",   "MaxBackward0",     "MinBackward0",   "ViewBackward0",
-      "PermuteBackward0", "ExpandBackward0", "SliceBackward0",  "SelectBackward0", "CatBackward0",
-      "BmmBackward0",    "ToCopyBackward0", "CloneBackward0",   "AccumulateGrad",
+      "WhereBackward0", "SumBackward1", "MeanBackward1", "ProdBackward1", "AmaxBackward0", "AminBackward0",
+      "NormBackward1", "MaxBackward0", "MinBackward0", "ViewBackward0", "PermuteBackward0", "ExpandBackward0",
+      "SliceBackward0", "SelectBackward0", "CatBackward0", "BmmBackward0", "ToCopyBackward0", "CloneBackward0",
+      "AccumulateGrad",
       // The NN functions' own nodes (the rest of functional.h composes core ops).
       "ConvolutionBackward0", "MaxPool2DWithIndicesBackward0", "AvgPool2DBackward0", "AdaptiveAvgPool2DBackward0",
-      "NativeBatchNormBackward0", "BatchNormReluBackward0", "SoftmaxBackward0", "LogSoftmaxBackward0", "GatherBackward0",
-      "ScatterAddBackward0", "EmbeddingBackward0"};
+      "NativeBatchNormBackward0", "BatchNormReluBackward0", "SoftmaxBackward0", "LogSoftmaxBackward0",
+      "GatherBackward0", "ScatterAddBackward0", "EmbeddingBackward0"};
   for (int op = 0; op < kNumUnaryOps; ++op) expected.push_back(backward_name(unary_op_name(static_cast<UnaryOp>(op))));
   for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Pow, BinaryOp::Minimum,
                       BinaryOp::Maximum, BinaryOp::AddRelu})
@@ -73,9 +73,15 @@ TEST_CASE("gradcheck: the table reaches every kind of backward node", "[gradchec
 // Every case can fail: the same op with its gradient scaled by 1 + 100 rtol (1e-4 for most) must
 // be caught. Cases whose gradient is identically zero are named; they check exactly that.
 TEST_CASE("gradcheck: every case catches a gradient off by 100 times its rtol", "[gradcheck]") {
-  const std::set<std::string> zero_gradient = {
-      "unary.sign", "unary.sign.noncontiguous", "reduce.var.biased.size_one_dim", "reduce.prod.two_zeros",
-      "dropout.p1", "softmax.size_one_dim", "softmax.zero_dim", "softmax.log.size_one_dim", "softmax.log.zero_dim"};
+  const std::set<std::string> zero_gradient = {"unary.sign",
+                                               "unary.sign.noncontiguous",
+                                               "reduce.var.biased.size_one_dim",
+                                               "reduce.prod.two_zeros",
+                                               "dropout.p1",
+                                               "softmax.size_one_dim",
+                                               "softmax.zero_dim",
+                                               "softmax.log.size_one_dim",
+                                               "softmax.log.zero_dim"};
   for (const GradCase& c : grad_cases()) {
     GradCase scaled = c;
     scaled.fn = [fn = c.fn, scale = 1 + 100 * c.rtol](const Inputs& x) {

@@ -98,7 +98,7 @@ TEST_CASE("the reference helpers broadcast and reduce by hand") {
   CHECK(ref_reduce(x, {-1}, false, kFloat64, total).values == std::vector<double>{6, 15});
   CHECK(ref_reduce(x, {0}, true, kFloat64, total).shape == Shape{1, 3});
   CHECK(ref_reduce(x, {}, false, kFloat64, total).values == std::vector<double>{21});
-  CHECK(round_to_dtype(1.0 + 1.0 / 512, kBFloat16) == 1.0);   // halfway: ties to even
+  CHECK(round_to_dtype(1.0 + 1.0 / 512, kBFloat16) == 1.0);  // halfway: ties to even
   CHECK(round_to_dtype(1.0 + 3.0 / 512, kBFloat16) == 1.0 + 4.0 / 512);
   CHECK(round_to_dtype(65520.0, kFloat16) == INFINITY);
   CHECK(round_to_dtype(-2.7, kInt32) == -2.0);

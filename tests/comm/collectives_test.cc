@@ -57,10 +57,19 @@ double reduce_expected(comm::ReduceOp op, int size, int64_t i, DType dtype) {
   for (int r = 1; r < size; ++r) {
     double x = value(r, i, dtype);
     switch (op) {
-      case comm::ReduceOp::Sum: case comm::ReduceOp::Avg: acc = dtype == kBool ? std::max(acc, x) : acc + x; break;
-      case comm::ReduceOp::Min: acc = std::min(acc, x); break;
-      case comm::ReduceOp::Max: acc = std::max(acc, x); break;
-      case comm::ReduceOp::Product: acc = dtype == kBool ? std::min(acc, x) : acc * x; break;
+      case comm::ReduceOp::Sum:
+      case comm::ReduceOp::Avg:
+        acc = dtype == kBool ? std::max(acc, x) : acc + x;
+        break;
+      case comm::ReduceOp::Min:
+        acc = std::min(acc, x);
+        break;
+      case comm::ReduceOp::Max:
+        acc = std::max(acc, x);
+        break;
+      case comm::ReduceOp::Product:
+        acc = dtype == kBool ? std::min(acc, x) : acc * x;
+        break;
     }
   }
   if (op == comm::ReduceOp::Avg) acc /= size;
@@ -184,7 +193,8 @@ TEST_CASE("all_to_all with lists and with one tensor, every dtype", "[comm]") {
     for (int r = 0; r < n; ++r) require_values(outputs[r], [&](int64_t i) { return value(r * n + me, i, dtype); });
     Tensor in = stack(inputs), out = empty({n, 2}, on_dev(dtype));
     g->all_to_all_single(out, in)->wait();
-    for (int r = 0; r < n; ++r) require_values(out.select(0, r), [&](int64_t i) { return value(r * n + me, i, dtype); });
+    for (int r = 0; r < n; ++r)
+      require_values(out.select(0, r), [&](int64_t i) { return value(r * n + me, i, dtype); });
   }
 }
 
@@ -299,7 +309,8 @@ TEST_CASE("misuse raises at the call site, naming the collective", "[comm]") {
                       Catch::Contains("avg needs a floating tensor"));
   std::vector<Tensor> too_few = {zeros({2}, on_dev())};
   if (g->size() > 1)
-    REQUIRE_THROWS_WITH(g->all_gather(too_few, zeros({2}, on_dev())), Catch::Contains("expected " + std::to_string(g->size())));
+    REQUIRE_THROWS_WITH(g->all_gather(too_few, zeros({2}, on_dev())),
+                        Catch::Contains("expected " + std::to_string(g->size())));
   REQUIRE_THROWS_WITH(g->send(zeros({2}, on_dev()), g->rank()), Catch::Contains("cannot send to itself"));
 }
 

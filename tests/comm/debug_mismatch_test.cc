@@ -13,14 +13,18 @@ TEST_CASE("mismatched collectives are named on every rank", "[comm][debug]") {
   REQUIRE(g->size() >= 2);
   const int other = g->rank() == 0 ? 1 : 0;
   comm::WorkPtr work;
-  if (g->rank() == 0) work = g->all_reduce(zeros({3}));
-  else if (g->rank() == 1) work = g->broadcast(zeros({4}), 0);
-  else work = g->all_reduce(zeros({3}));
+  if (g->rank() == 0)
+    work = g->all_reduce(zeros({3}));
+  else if (g->rank() == 1)
+    work = g->broadcast(zeros({4}), 0);
+  else
+    work = g->all_reduce(zeros({3}));
   if (g->rank() <= 1) {
-    std::string expected_other = g->rank() == 0 ? "broadcast #1 on WORLD, float32 [4], root 0"
-                                                : "all_reduce #1 (sum) on WORLD, float32 [3]";
-    REQUIRE_THROWS_WITH(work->wait(), Catch::Contains("collective mismatch on WORLD") &&
-                                          Catch::Contains("rank " + std::to_string(other) + " called " + expected_other));
+    std::string expected_other =
+        g->rank() == 0 ? "broadcast #1 on WORLD, float32 [4], root 0" : "all_reduce #1 (sum) on WORLD, float32 [3]";
+    REQUIRE_THROWS_WITH(work->wait(),
+                        Catch::Contains("collective mismatch on WORLD") &&
+                            Catch::Contains("rank " + std::to_string(other) + " called " + expected_other));
   } else {
     REQUIRE_THROWS_WITH(work->wait(), Catch::Contains("collective mismatch"));
   }
@@ -74,9 +78,10 @@ TEST_CASE("send/recv: a subset's traffic keeps collectives aligned; a mismatched
     g->send(zeros({5}), 1, 3)->wait();
     g->send(zeros({5}), 1, 3)->wait();
   } else if (g->rank() == 1) {
-    REQUIRE_THROWS_WITH(g->recv(empty({4}, TensorOptions(kInt32)), 0, 3)->wait(),
-                        Catch::Contains("send/recv mismatch on WORLD: rank 1 called recv #1 on WORLD, int32 [4], from "
-                                        "rank 0, tag 3 but rank 0 sent send #1 on WORLD, float32 [5], to rank 1, tag 3"));
+    REQUIRE_THROWS_WITH(
+        g->recv(empty({4}, TensorOptions(kInt32)), 0, 3)->wait(),
+        Catch::Contains("send/recv mismatch on WORLD: rank 1 called recv #1 on WORLD, int32 [4], from "
+                        "rank 0, tag 3 but rank 0 sent send #1 on WORLD, float32 [5], to rank 1, tag 3"));
     auto larger = g->recv(empty({6}), 0, 3);
     REQUIRE_THROWS_WITH(larger->wait(), Catch::Contains("recv #2 on WORLD, float32 [6]") &&
                                             Catch::Contains("sent send #2 on WORLD, float32 [5]"));

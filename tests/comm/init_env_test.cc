@@ -31,10 +31,20 @@ class ScopedEnvironment {
   }
 
  private:
-  static constexpr const char* kNames[] = {
-      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS",
-      "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "RANK", "WORLD_SIZE",
-      "LOCAL_RANK", "EMBER_BACKEND"};
+  static constexpr const char* kNames[] = {"OMPI_COMM_WORLD_RANK",
+                                           "OMPI_COMM_WORLD_SIZE",
+                                           "OMPI_COMM_WORLD_LOCAL_RANK",
+                                           "SLURM_PROCID",
+                                           "SLURM_NTASKS",
+                                           "SLURM_STEP_NUM_TASKS",
+                                           "SLURM_LOCALID",
+                                           "PMIX_RANK",
+                                           "PMI_RANK",
+                                           "PMI_SIZE",
+                                           "RANK",
+                                           "WORLD_SIZE",
+                                           "LOCAL_RANK",
+                                           "EMBER_BACKEND"};
   std::map<std::string, std::string> saved_;
 };
 
@@ -59,25 +69,33 @@ TEST_CASE("no launcher: one process, not launched", "[comm][init]") {
 
 TEST_CASE("mpirun: OMPI_COMM_WORLD_* name the process and win over Slurm's", "[comm][init]") {
   {
-    ScopedEnvironment scope({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-                             {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}});
+    ScopedEnvironment scope(
+        {{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}});
     require_launch(comm::read_environment(), 2, 4, 0, "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE");
   }
   {
     // mpirun inside an allocation: its daemons were started by a Slurm step of 2 (one per node).
-    ScopedEnvironment scope({{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "8"},
-                             {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"SLURM_PROCID", "1"},
-                             {"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_LOCALID", "0"}, {"PMIX_RANK", "5"}});
+    ScopedEnvironment scope({{"OMPI_COMM_WORLD_RANK", "5"},
+                             {"OMPI_COMM_WORLD_SIZE", "8"},
+                             {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                             {"SLURM_PROCID", "1"},
+                             {"SLURM_STEP_NUM_TASKS", "2"},
+                             {"SLURM_LOCALID", "0"},
+                             {"PMIX_RANK", "5"}});
     require_launch(comm::read_environment(), 5, 8, 1, "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE");
   }
   {
-    ScopedEnvironment scope({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
-                             {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"RANK", "0"}});
+    ScopedEnvironment scope({{"OMPI_COMM_WORLD_RANK", "1"},
+                             {"OMPI_COMM_WORLD_SIZE", "2"},
+                             {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                             {"RANK", "0"}});
     REQUIRE_THROWS_WITH(comm::read_environment(), Catch::Contains("RANK=0 contradicts OMPI_COMM_WORLD_RANK=1"));
   }
   {
-    ScopedEnvironment scope({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
-                             {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"LOCAL_RANK", "0"}});
+    ScopedEnvironment scope({{"OMPI_COMM_WORLD_RANK", "1"},
+                             {"OMPI_COMM_WORLD_SIZE", "2"},
+                             {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                             {"LOCAL_RANK", "0"}});
     REQUIRE_THROWS_WITH(comm::read_environment(),
                         Catch::Contains("LOCAL_RANK=0 contradicts OMPI_COMM_WORLD_LOCAL_RANK=1"));
   }
@@ -86,14 +104,22 @@ TEST_CASE("mpirun: OMPI_COMM_WORLD_* name the process and win over Slurm's", "[c
 TEST_CASE("srun --mpi=pmix / pmi2: SLURM_PROCID and the step's task count", "[comm][init]") {
   {
     // A step of 4 tasks in an allocation of 8.
-    ScopedEnvironment scope({{"SLURM_PROCID", "3"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_NTASKS", "8"},
-                             {"SLURM_LOCALID", "1"}, {"PMIX_RANK", "3"}});
+    ScopedEnvironment scope({{"SLURM_PROCID", "3"},
+                             {"SLURM_STEP_NUM_TASKS", "4"},
+                             {"SLURM_NTASKS", "8"},
+                             {"SLURM_LOCALID", "1"},
+                             {"PMIX_RANK", "3"}});
     require_launch(comm::read_environment(), 3, 4, 1, "SLURM_PROCID/SLURM_STEP_NUM_TASKS");
   }
   {
     // pmi2 without SLURM_STEP_NUM_TASKS: PMI_RANK shows a launched task.
-    ScopedEnvironment scope({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"},
-                             {"PMI_RANK", "1"}, {"PMI_SIZE", "2"}, {"RANK", "1"}, {"WORLD_SIZE", "2"}});
+    ScopedEnvironment scope({{"SLURM_PROCID", "1"},
+                             {"SLURM_NTASKS", "2"},
+                             {"SLURM_LOCALID", "1"},
+                             {"PMI_RANK", "1"},
+                             {"PMI_SIZE", "2"},
+                             {"RANK", "1"},
+                             {"WORLD_SIZE", "2"}});
     require_launch(comm::read_environment(), 1, 2, 1, "SLURM_PROCID/SLURM_NTASKS");
   }
   {
@@ -106,14 +132,15 @@ TEST_CASE("srun --mpi=pmix / pmi2: SLURM_PROCID and the step's task count", "[co
     REQUIRE_THROWS_WITH(comm::read_environment(), Catch::Contains("PMIX_RANK=1 contradicts SLURM_PROCID=2"));
   }
   {
-    ScopedEnvironment scope({{"SLURM_PROCID", "2"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_LOCALID", "0"},
-                             {"LOCAL_RANK", "2"}});
+    ScopedEnvironment scope(
+        {{"SLURM_PROCID", "2"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_LOCALID", "0"}, {"LOCAL_RANK", "2"}});
     REQUIRE_THROWS_WITH(comm::read_environment(), Catch::Contains("LOCAL_RANK=2 contradicts SLURM_LOCALID=0"));
   }
   {
     ScopedEnvironment scope({{"SLURM_PROCID", "4"}, {"SLURM_STEP_NUM_TASKS", "4"}});
-    REQUIRE_THROWS_WITH(comm::read_environment(),
-                        Catch::Contains("rank 4 is outside a world of size 4 (from SLURM_PROCID/SLURM_STEP_NUM_TASKS)"));
+    REQUIRE_THROWS_WITH(
+        comm::read_environment(),
+        Catch::Contains("rank 4 is outside a world of size 4 (from SLURM_PROCID/SLURM_STEP_NUM_TASKS)"));
   }
 }
 
@@ -128,8 +155,7 @@ TEST_CASE("RANK / WORLD_SIZE / LOCAL_RANK by hand", "[comm][init]") {
   }
   {
     ScopedEnvironment scope({{"RANK", "one"}, {"WORLD_SIZE", "2"}});
-    REQUIRE_THROWS_WITH(comm::read_environment(),
-                        Catch::Contains("RANK must be a non-negative integer, got 'one'"));
+    REQUIRE_THROWS_WITH(comm::read_environment(), Catch::Contains("RANK must be a non-negative integer, got 'one'"));
   }
 }
 
@@ -141,8 +167,9 @@ TEST_CASE("EMBER_BACKEND: unknown names are rejected, unlinked backends name the
   }
   {
     ScopedEnvironment scope({{"EMBER_BACKEND", "gloo"}});
-    REQUIRE_THROWS_WITH(comm::read_environment(),
-                        Catch::Contains("EMBER_BACKEND='gloo' is not a backend; expected 'mpi' (CPU tensors; //comm/mpi), 'nccl'"));
+    REQUIRE_THROWS_WITH(
+        comm::read_environment(),
+        Catch::Contains("EMBER_BACKEND='gloo' is not a backend; expected 'mpi' (CPU tensors; //comm/mpi), 'nccl'"));
   }
   {
     // Rejected before MPI is started.

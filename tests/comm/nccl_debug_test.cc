@@ -20,13 +20,16 @@ TEST_CASE("mismatched NCCL collectives are named on every rank", "[comm][debug][
   REQUIRE(g->size() >= 3);
   const int other = g->rank() == 0 ? 1 : 0;
   comm::WorkPtr work;
-  if (g->rank() == 1) work = g->broadcast(zeros({4}, on_dev()), 0);
-  else work = g->all_reduce(zeros({3}, on_dev()));
+  if (g->rank() == 1)
+    work = g->broadcast(zeros({4}, on_dev()), 0);
+  else
+    work = g->all_reduce(zeros({3}, on_dev()));
   if (g->rank() <= 1) {
-    std::string expected_other = g->rank() == 0 ? "broadcast #1 on WORLD, float32 [4], root 0"
-                                                : "all_reduce #1 (sum) on WORLD, float32 [3]";
-    REQUIRE_THROWS_WITH(work->wait(), Catch::Contains("collective mismatch on WORLD") &&
-                                          Catch::Contains("rank " + std::to_string(other) + " called " + expected_other));
+    std::string expected_other =
+        g->rank() == 0 ? "broadcast #1 on WORLD, float32 [4], root 0" : "all_reduce #1 (sum) on WORLD, float32 [3]";
+    REQUIRE_THROWS_WITH(work->wait(),
+                        Catch::Contains("collective mismatch on WORLD") &&
+                            Catch::Contains("rank " + std::to_string(other) + " called " + expected_other));
   } else {
     REQUIRE_THROWS_WITH(work->wait(), Catch::Contains("collective mismatch"));
   }
@@ -49,9 +52,10 @@ TEST_CASE("a recv whose send differs in shape or tag is named (NCCL has no tags)
     g->send(zeros({5}, on_dev()), 1, 3)->wait();
     g->send(zeros({5}, on_dev()), 1, 4)->wait();
   } else if (g->rank() == 1) {
-    REQUIRE_THROWS_WITH(g->recv(empty({4}, on_dev(kInt32)), 0, 3)->wait(),
-                        Catch::Contains("send/recv mismatch on WORLD: rank 1 called recv #1 on WORLD, int32 [4], from "
-                                        "rank 0, tag 3 but rank 0 sent send #1 on WORLD, float32 [5], to rank 1, tag 3"));
+    REQUIRE_THROWS_WITH(
+        g->recv(empty({4}, on_dev(kInt32)), 0, 3)->wait(),
+        Catch::Contains("send/recv mismatch on WORLD: rank 1 called recv #1 on WORLD, int32 [4], from "
+                        "rank 0, tag 3 but rank 0 sent send #1 on WORLD, float32 [5], to rank 1, tag 3"));
     REQUIRE_THROWS_WITH(g->recv(empty({5}, on_dev()), 0, 9)->wait(),
                         Catch::Contains("tag 4") && Catch::Contains("NCCL has no tags"));
   }

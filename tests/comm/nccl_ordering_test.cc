@@ -27,9 +27,7 @@ using Gate = ember::testing::StreamGate;
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 }  // namespace
 
@@ -52,7 +50,7 @@ TEST_CASE("a collective waits for the caller's stream, and wait() does not block
   const double issue_seconds = seconds_since(start);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const bool ran_early = work->is_completed();
-  gate.release();  // before any REQUIRE: a failed one would leave the stream held forever
+  gate.release();                // before any REQUIRE: a failed one would leave the stream held forever
   REQUIRE(issue_seconds < 5.0);  // neither call waited for the held stream
   REQUIRE_FALSE(ran_early);      // it cannot run before the caller's earlier work
   const double n = g->size();

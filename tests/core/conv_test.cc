@@ -155,8 +155,7 @@ void check(const Case& k, DType dtype = kFloat32) {
   REQUIRE(y.sizes() == Shape{k.n, k.o, k.oh(), k.ow()});
   REQUIRE(y.dtype() == dtype);
   if (fast) CHECK(channels_last(y));
-  expect_close("forward vs naive", values(y), naive.forward(k.bias ? values(bias) : std::vector<double>{}), rtol,
-               atol);
+  expect_close("forward vs naive", values(y), naive.forward(k.bias ? values(bias) : std::vector<double>{}), rtol, atol);
   expect_close("forward vs reference", values(y), values(cpu::reference::conv2d(x, wt, bias, p)), rtol, atol);
 
   Tensor dx = table.conv2d_backward_input(dy, wt, input_shape, p);
@@ -429,8 +428,8 @@ TEST_CASE("strided conv backward-data kernel: against the naive sum", "[conv]") 
   CHECK(cpu::streaming_zeros_preferred(cpu::DirectConvGeometry{int64_t{1} << 20, 16, 32, 32, 32, 1, 1, 2, 2}));
   CHECK_FALSE(cpu::streaming_zeros_preferred(cpu::DirectConvGeometry{int64_t{1} << 20, 8, 32, 32, 32, 1, 1, 2, 2}));
   CHECK_FALSE(cpu::streaming_zeros_preferred(cpu::DirectConvGeometry{2, 16, 32, 32, 32, 1, 1, 2, 2}));
-  CHECK(cpu::strided_conv_backward_data_preferred(cpu::DirectConvGeometry{int64_t{1} << 20, 16, 32, 32, 32, 1, 1, 2,
-                                                                          2}) == !cpu::has_avx512f());
+  CHECK(cpu::strided_conv_backward_data_preferred(
+            cpu::DirectConvGeometry{int64_t{1} << 20, 16, 32, 32, 32, 1, 1, 2, 2}) == !cpu::has_avx512f());
   // Dilated or odd-channel problems, and kernels past 3x3, stay on oneDNN.
   cpu::DirectConvGeometry dilated{2, 16, 8, 8, 32, 3, 3, 2, 2, 1, 1};
   dilated.dilation_h = 2;

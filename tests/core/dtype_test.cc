@@ -53,11 +53,11 @@ TEST_CASE("tensor-tensor promotion follows PyTorch") {
 
 TEST_CASE("0-dim tensors and scalars only lift the category") {
   Tensor f16 = zeros({2}, kFloat16), i32 = zeros({2}, kInt32), b = zeros({2}, kBool);
-  CHECK(result_type(f16, full({}, 1.0, kFloat64)) == kFloat16);      // same category: dimensioned wins
-  CHECK(result_type(i32, full({}, 1.0, kFloat64)) == kFloat64);      // higher category: its own dtype
+  CHECK(result_type(f16, full({}, 1.0, kFloat64)) == kFloat16);  // same category: dimensioned wins
+  CHECK(result_type(i32, full({}, 1.0, kFloat64)) == kFloat64);  // higher category: its own dtype
   CHECK(result_type(i32, full({}, 1, kInt64)) == kInt32);
   CHECK(result_type(full({}, 1, kInt64), full({}, 1, kInt32)) == kInt64);  // both 0-dim: ordinary promotion
-  CHECK(result_type(i32, Scalar(2.5)) == kFloat32);                    // a float scalar brings float32
+  CHECK(result_type(i32, Scalar(2.5)) == kFloat32);                        // a float scalar brings float32
   CHECK(result_type(i32, Scalar(7)) == kInt32);
   CHECK(result_type(b, Scalar(7)) == kInt64);
   CHECK(result_type(b, Scalar(true)) == kBool);
@@ -72,18 +72,18 @@ TEST_CASE("0-dim tensors and scalars only lift the category") {
 TEST_CASE("float16 conversion rounds to nearest even and handles the edges") {
   CHECK(Half(1.0f).bits == 0x3c00);
   CHECK(Half(-2.0f).bits == 0xc000);
-  CHECK(Half(65504.0f).bits == 0x7bff);                                  // the largest finite value
+  CHECK(Half(65504.0f).bits == 0x7bff);  // the largest finite value
   CHECK(Half(65519.99f).bits == 0x7bff);
-  CHECK(Half(65520.0f).bits == 0x7c00);                                  // halfway to 2^16: ties to inf
+  CHECK(Half(65520.0f).bits == 0x7c00);  // halfway to 2^16: ties to inf
   CHECK(Half(1e6f).bits == 0x7c00);
   CHECK(Half(-INFINITY).bits == 0xfc00);
   CHECK(std::isnan(static_cast<float>(Half(NAN))));
-  CHECK(Half(1.0f + 1.0f / 2048).bits == 0x3c00);                        // tie, even stays
-  CHECK(Half(1.0f + 3.0f / 2048).bits == 0x3c02);                        // tie, odd rounds up
-  CHECK(Half(std::ldexp(1.0f, -24)).bits == 0x0001);                     // the smallest subnormal
-  CHECK(Half(std::ldexp(1.0f, -25)).bits == 0x0000);                     // tie with zero: even
+  CHECK(Half(1.0f + 1.0f / 2048).bits == 0x3c00);     // tie, even stays
+  CHECK(Half(1.0f + 3.0f / 2048).bits == 0x3c02);     // tie, odd rounds up
+  CHECK(Half(std::ldexp(1.0f, -24)).bits == 0x0001);  // the smallest subnormal
+  CHECK(Half(std::ldexp(1.0f, -25)).bits == 0x0000);  // tie with zero: even
   CHECK(Half(std::ldexp(1.5f, -25)).bits == 0x0001);
-  CHECK(Half(std::ldexp(1.0f, -14)).bits == 0x0400);                     // the smallest normal
+  CHECK(Half(std::ldexp(1.0f, -14)).bits == 0x0400);  // the smallest normal
   CHECK(Half(-0.0f).bits == 0x8000);
   for (uint32_t bits = 0; bits < 0x7c00; bits += 7) {  // every finite value survives a round trip
     Half h;
@@ -95,15 +95,15 @@ TEST_CASE("float16 conversion rounds to nearest even and handles the edges") {
 
 TEST_CASE("bfloat16 conversion rounds to nearest even and keeps NaN") {
   CHECK(BFloat16(1.0f).bits == 0x3f80);
-  CHECK(BFloat16(from_bits(0x3f808000)).bits == 0x3f80);                 // tie, even stays
-  CHECK(BFloat16(from_bits(0x3f818000)).bits == 0x3f82);                 // tie, odd rounds up
+  CHECK(BFloat16(from_bits(0x3f808000)).bits == 0x3f80);  // tie, even stays
+  CHECK(BFloat16(from_bits(0x3f818000)).bits == 0x3f82);  // tie, odd rounds up
   CHECK(BFloat16(from_bits(0x3f808001)).bits == 0x3f81);
-  CHECK(BFloat16(std::numeric_limits<float>::max()).bits == 0x7f80);     // rounds up to inf
+  CHECK(BFloat16(std::numeric_limits<float>::max()).bits == 0x7f80);  // rounds up to inf
   CHECK(BFloat16(INFINITY).bits == 0x7f80);
   CHECK(std::isnan(static_cast<float>(BFloat16(NAN))));
   CHECK(std::isnan(static_cast<float>(BFloat16(from_bits(0x7f800001)))));  // a NaN that truncates to inf
   CHECK(static_cast<float>(BFloat16(3.140625f)) == 3.140625f);
-  CHECK(BFloat16(from_bits(0x00010000)).bits == 0x0001);                 // subnormals survive
+  CHECK(BFloat16(from_bits(0x00010000)).bits == 0x0001);  // subnormals survive
 }
 
 TEST_CASE("to(dtype) on tensors rounds like the scalar types") {

@@ -130,7 +130,7 @@ TEST_CASE("item and to_vector convert to any element type") {
   CHECK(m.to_vector<double>() == std::vector<double>{1.5, -2.5, 3.0, 0.0});
   CHECK(zeros({0, 3}).to_vector<float>().empty());
   CHECK(zeros({0, 4}).select(1, 2).to_vector<float>().empty());
-  CHECK_THROWS_WITH(m.item<float>(), Catch::Contains("item") && Catch::Contains("one element") &&
-                                         Catch::Contains("[2, 2]"));
+  CHECK_THROWS_WITH(m.item<float>(),
+                    Catch::Contains("item") && Catch::Contains("one element") && Catch::Contains("[2, 2]"));
   CHECK_THROWS_WITH(zeros({0}).item(), Catch::Contains("item") && Catch::Contains("[0]"));
 }

@@ -51,9 +51,19 @@ TEST_CASE("sgemm matches the float64 reference", "[gemm]") {
   std::mt19937 rng(7);
   // The last row are long reductions into small outputs, which sgemm splits over K by thread; it
   // runs once on the default team and once on an odd one, so the split is uneven.
-  const Shape3 shapes[] = {{1, 1, 1},    {3, 5, 7},    {16, 144, 300}, {33, 17, 1},  {64, 9, 576},
-                           {144, 47, 16}, {1, 130, 33}, {70, 1, 65},    {5, 4, 0},    {129, 131, 127},
-                           {16, 40, 2000}, {9, 3, 1001}, {2, 1, 999},
+  const Shape3 shapes[] = {{1, 1, 1},
+                           {3, 5, 7},
+                           {16, 144, 300},
+                           {33, 17, 1},
+                           {64, 9, 576},
+                           {144, 47, 16},
+                           {1, 130, 33},
+                           {70, 1, 65},
+                           {5, 4, 0},
+                           {129, 131, 127},
+                           {16, 40, 2000},
+                           {9, 3, 1001},
+                           {2, 1, 999},
                            // Large enough for the skinny kernel, on CPUs where sgemm takes it.
                            {3, 32770, 64}};
   const int default_threads = ember::cpu::num_threads();
@@ -74,8 +84,8 @@ TEST_CASE("sgemm matches the float64 reference", "[gemm]") {
             std::vector<float> b = random_matrix(b_rows, b_cols, ldb, rng);
             std::vector<float> c = random_matrix(s.m, s.n, ldc, rng);
             std::vector<double> expected = widen(c);
-            ember::cpu::gemm_reference<double>(ta, tb, s.m, s.n, s.k, alpha, widen(a).data(), lda, widen(b).data(),
-                                               ldb, beta, expected.data(), ldc);
+            ember::cpu::gemm_reference<double>(ta, tb, s.m, s.n, s.k, alpha, widen(a).data(), lda, widen(b).data(), ldb,
+                                               beta, expected.data(), ldc);
             ember::cpu::sgemm(ta, tb, s.m, s.n, s.k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
             REQUIRE(excess_error(s, c.data(), expected, ldc) <= 0.0);
           }
@@ -133,10 +143,9 @@ TEST_CASE("skinny sgemm kernel matches the float64 reference", "[gemm]") {
               float* c = c_storage.data();
               while (reinterpret_cast<uintptr_t>(c) % 32 != 0) ++c;
               std::vector<double> expected(c, c + s.m * ldc);
-              ember::cpu::gemm_reference<double>(ta, false, s.m, s.n, s.k, 1.0, widen(a).data(), lda,
-                                                 widen(b).data(), ldb, accumulate ? 1.0 : 0.0, expected.data(), ldc);
-              ember::cpu::skinny_sgemm(ta, s.m, s.n, s.k, a.data(), lda, b.data(), ldb, accumulate, c, ldc,
-                                       streaming);
+              ember::cpu::gemm_reference<double>(ta, false, s.m, s.n, s.k, 1.0, widen(a).data(), lda, widen(b).data(),
+                                                 ldb, accumulate ? 1.0 : 0.0, expected.data(), ldc);
+              ember::cpu::skinny_sgemm(ta, s.m, s.n, s.k, a.data(), lda, b.data(), ldb, accumulate, c, ldc, streaming);
               REQUIRE(excess_error(s, c, expected, ldc) <= 0.0);
             }
   }

@@ -74,13 +74,17 @@ TEST_CASE("a capped run keeps its kernel decisions in a file of its own") {
   const std::string file = kernel_select::cache_file();
   unsetenv("EMBER_KERNEL_CACHE");
   const std::string here = cap();
-  if (here.empty()) setenv("EMBER_CPU_ISA", "avx2", 1);
-  else unsetenv("EMBER_CPU_ISA");
+  if (here.empty())
+    setenv("EMBER_CPU_ISA", "avx2", 1);
+  else
+    unsetenv("EMBER_CPU_ISA");
   setenv("EMBER_KERNEL_CACHE", "/tmp", 1);
   const std::string other = kernel_select::cache_file();
   unsetenv("EMBER_KERNEL_CACHE");
-  if (here.empty()) unsetenv("EMBER_CPU_ISA");
-  else setenv("EMBER_CPU_ISA", here.c_str(), 1);
+  if (here.empty())
+    unsetenv("EMBER_CPU_ISA");
+  else
+    setenv("EMBER_CPU_ISA", here.c_str(), 1);
   CHECK(file != other);
 }
 

@@ -20,8 +20,8 @@ struct Geometry {
 
 Geometry geometry(const Shape& input, const Shape& weight, const OpArgs& a) {
   const auto& p = a.params;
-  Geometry g{p[0], p[1], p[2], p[3], p[4], p[5], p[6], input[0], input[1], input[2], input[3],
-             weight[0], weight[2], weight[3], 0, 0};
+  Geometry g{p[0],     p[1],     p[2],     p[3],      p[4],      p[5],      p[6], input[0],
+             input[1], input[2], input[3], weight[0], weight[2], weight[3], 0,    0};
   g.oh = (g.h + 2 * g.ph - g.dh * (g.kh - 1) - 1) / g.sh + 1;
   g.ow = (g.w + 2 * g.pw - g.dw * (g.kw - 1) - 1) / g.sw + 1;
   return g;
@@ -92,8 +92,8 @@ OpCase forward_case(bool with_bias) {
       for_each_index(out.shape,
                      [&](const std::vector<int64_t>& i) { out.values[flat_index(out.shape, i)] = x[2].at({i[1]}); });
     }
-    for_each_tap(g, [&](int64_t n, int64_t o, int64_t oy, int64_t ox, int64_t c_in, int64_t ci, int64_t ky,
-                        int64_t kx, int64_t y, int64_t xx) {
+    for_each_tap(g, [&](int64_t n, int64_t o, int64_t oy, int64_t ox, int64_t c_in, int64_t ci, int64_t ky, int64_t kx,
+                        int64_t y, int64_t xx) {
       out.values[flat_index(out.shape, {n, o, oy, ox})] += x[0].at({n, c_in, y, xx}) * x[1].at({o, ci, ky, kx});
     });
     return Refs{out};
@@ -123,8 +123,8 @@ OpCase backward_case() {
     RefTensor dx = ref_filled(x[0].shape, x[0].dtype, 0.0), dw = ref_filled(x[1].shape, x[1].dtype, 0.0);
     RefTensor db = ref_filled(x[2].shape, x[2].dtype, 0.0);
     for_each_index(x[3].shape, [&](const std::vector<int64_t>& i) { db.values[i[1]] += x[3].at(i); });
-    for_each_tap(g, [&](int64_t n, int64_t o, int64_t oy, int64_t ox, int64_t c_in, int64_t ci, int64_t ky,
-                        int64_t kx, int64_t y, int64_t xx) {
+    for_each_tap(g, [&](int64_t n, int64_t o, int64_t oy, int64_t ox, int64_t c_in, int64_t ci, int64_t ky, int64_t kx,
+                        int64_t y, int64_t xx) {
       const double dy = x[3].at({n, o, oy, ox});
       dx.values[flat_index(dx.shape, {n, c_in, y, xx})] += dy * x[1].at({o, ci, ky, kx});
       dw.values[flat_index(dw.shape, {o, ci, ky, kx})] += dy * x[0].at({n, c_in, y, xx});

@@ -80,9 +80,10 @@ std::vector<OpCase> copy_cases() {
   // copy_'s source may be on any device: the copy crosses to the destination's.
   const auto copy_case = [](const std::string& name, std::vector<InputSpec> inputs) {
     inputs[1].any_device = true;
-    return calling({"copy_"}, inplace_case(name, kAllDTypes, std::move(inputs),
-                                           [](Tensor& d, const Tensors& x) { d.copy_(x[1]); },
-                                           [](const Values& v) { return v[1]; }));
+    return calling({"copy_"},
+                   inplace_case(
+                       name, kAllDTypes, std::move(inputs), [](Tensor& d, const Tensors& x) { d.copy_(x[1]); },
+                       [](const Values& v) { return v[1]; }));
   };
   cases.push_back(copy_case("copy_", {InputSpec{symmetric}, InputSpec{symmetric}}));
   // Casting copies: the source's dtype is fixed, the destination takes every dtype.
@@ -91,42 +92,53 @@ std::vector<OpCase> copy_cases() {
   cases.push_back(copy_case("copy_from_bfloat16", {InputSpec{symmetric}, InputSpec{{0.0, 50.0}, kBFloat16}}));
 
   auto sum = [](const Values& v) { return v[0] + v[1]; };
-  cases.push_back(inplace_case("add_", all, {InputSpec{symmetric}, InputSpec{symmetric}},
-                               [](Tensor& d, const Tensors& x) { d.add_(x[1]); }, sum));
-  cases.push_back(calling({"add_"}, inplace_case("add_alpha_", floats, {InputSpec{symmetric}, InputSpec{symmetric}},
-                               [](Tensor& d, const Tensors& x) { d.add_(x[1], 0.5); },
-                               [](const Values& v) { return v[0] + 0.5 * v[1]; })));
-  cases.push_back(calling({"add_"}, inplace_case("add_scalar_", numeric, {InputSpec{symmetric}},
-                               [](Tensor& d, const Tensors&) { d.add_(2); }, [](const Values& v) { return v[0] + 2; })));
+  cases.push_back(inplace_case(
+      "add_", all, {InputSpec{symmetric}, InputSpec{symmetric}}, [](Tensor& d, const Tensors& x) { d.add_(x[1]); },
+      sum));
+  cases.push_back(calling({"add_"}, inplace_case(
+                                        "add_alpha_", floats, {InputSpec{symmetric}, InputSpec{symmetric}},
+                                        [](Tensor& d, const Tensors& x) { d.add_(x[1], 0.5); },
+                                        [](const Values& v) { return v[0] + 0.5 * v[1]; })));
+  cases.push_back(
+      calling({"add_"}, inplace_case(
+                            "add_scalar_", numeric, {InputSpec{symmetric}},
+                            [](Tensor& d, const Tensors&) { d.add_(2); }, [](const Values& v) { return v[0] + 2; })));
   // A wider operand: computed in float64 (or int64), cast back into the destination.
-  cases.push_back(calling({"add_"}, inplace_case("add_float64_", floats, {InputSpec{symmetric}, InputSpec{symmetric, kFloat64}},
-                               [](Tensor& d, const Tensors& x) { d.add_(x[1]); }, sum)));
-  cases.push_back(calling({"add_"}, inplace_case("add_int64_", kIntegerDTypes, {InputSpec{whole}, InputSpec{{0.0, 3.0}, kInt64}},
-                               [](Tensor& d, const Tensors& x) { d.add_(x[1]); }, sum)));
-  cases.push_back(inplace_case("sub_", numeric, {InputSpec{symmetric}, InputSpec{symmetric}},
-                               [](Tensor& d, const Tensors& x) { d.sub_(x[1]); },
-                               [](const Values& v) { return v[0] - v[1]; }));
-  cases.push_back(inplace_case("mul_", all, {InputSpec{symmetric}, InputSpec{symmetric}},
-                               [](Tensor& d, const Tensors& x) { d.mul_(x[1]); },
-                               [](const Values& v) { return v[0] * v[1]; }));
-  cases.push_back(calling({"mul_"}, inplace_case("mul_scalar_", floats, {InputSpec{symmetric}},
-                               [](Tensor& d, const Tensors&) { d.mul_(-1.5); },
-                               [](const Values& v) { return v[0] * -1.5; })));
-  cases.push_back(inplace_case("div_", floats, {InputSpec{symmetric}, InputSpec{{-3.0, 3.0, false, true}}},
-                               [](Tensor& d, const Tensors& x) { d.div_(x[1]); },
-                               [](const Values& v) { return v[0] / v[1]; }));
-  cases.push_back(inplace_case("clamp_", floats, {InputSpec{symmetric}},
-                               [](Tensor& d, const Tensors&) { d.clamp_(-1.5, 0.5); },
-                               [](const Values& v) { return std::min(std::max(v[0], -1.5), 0.5); }));
-  cases.push_back(calling({"clamp_"}, inplace_case("clamp_int_", numeric, {InputSpec{whole}},
-                               [](Tensor& d, const Tensors&) { d.clamp_(-1, 2); },
-                               [](const Values& v) { return std::min(std::max(v[0], -1.0), 2.0); })));
-  cases.push_back(inplace_case("relu_", numeric, {InputSpec{symmetric}}, [](Tensor& d, const Tensors&) { d.relu_(); },
-                               [](const Values& v) { return std::max(v[0], 0.0); }));
-  cases.push_back(inplace_case("fill_", all, {InputSpec{symmetric}}, [](Tensor& d, const Tensors&) { d.fill_(2.5); },
-                               [](const Values&) { return 2.5; }));
-  cases.push_back(inplace_case("zero_", all, {InputSpec{symmetric}}, [](Tensor& d, const Tensors&) { d.zero_(); },
-                               [](const Values&) { return 0.0; }));
+  cases.push_back(calling({"add_"}, inplace_case(
+                                        "add_float64_", floats, {InputSpec{symmetric}, InputSpec{symmetric, kFloat64}},
+                                        [](Tensor& d, const Tensors& x) { d.add_(x[1]); }, sum)));
+  cases.push_back(calling({"add_"}, inplace_case(
+                                        "add_int64_", kIntegerDTypes, {InputSpec{whole}, InputSpec{{0.0, 3.0}, kInt64}},
+                                        [](Tensor& d, const Tensors& x) { d.add_(x[1]); }, sum)));
+  cases.push_back(inplace_case(
+      "sub_", numeric, {InputSpec{symmetric}, InputSpec{symmetric}}, [](Tensor& d, const Tensors& x) { d.sub_(x[1]); },
+      [](const Values& v) { return v[0] - v[1]; }));
+  cases.push_back(inplace_case(
+      "mul_", all, {InputSpec{symmetric}, InputSpec{symmetric}}, [](Tensor& d, const Tensors& x) { d.mul_(x[1]); },
+      [](const Values& v) { return v[0] * v[1]; }));
+  cases.push_back(calling(
+      {"mul_"}, inplace_case(
+                    "mul_scalar_", floats, {InputSpec{symmetric}}, [](Tensor& d, const Tensors&) { d.mul_(-1.5); },
+                    [](const Values& v) { return v[0] * -1.5; })));
+  cases.push_back(inplace_case(
+      "div_", floats, {InputSpec{symmetric}, InputSpec{{-3.0, 3.0, false, true}}},
+      [](Tensor& d, const Tensors& x) { d.div_(x[1]); }, [](const Values& v) { return v[0] / v[1]; }));
+  cases.push_back(inplace_case(
+      "clamp_", floats, {InputSpec{symmetric}}, [](Tensor& d, const Tensors&) { d.clamp_(-1.5, 0.5); },
+      [](const Values& v) { return std::min(std::max(v[0], -1.5), 0.5); }));
+  cases.push_back(calling(
+      {"clamp_"}, inplace_case(
+                      "clamp_int_", numeric, {InputSpec{whole}}, [](Tensor& d, const Tensors&) { d.clamp_(-1, 2); },
+                      [](const Values& v) { return std::min(std::max(v[0], -1.0), 2.0); })));
+  cases.push_back(inplace_case(
+      "relu_", numeric, {InputSpec{symmetric}}, [](Tensor& d, const Tensors&) { d.relu_(); },
+      [](const Values& v) { return std::max(v[0], 0.0); }));
+  cases.push_back(inplace_case(
+      "fill_", all, {InputSpec{symmetric}}, [](Tensor& d, const Tensors&) { d.fill_(2.5); },
+      [](const Values&) { return 2.5; }));
+  cases.push_back(inplace_case(
+      "zero_", all, {InputSpec{symmetric}}, [](Tensor& d, const Tensors&) { d.zero_(); },
+      [](const Values&) { return 0.0; }));
   return cases;
 }
 

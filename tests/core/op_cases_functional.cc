@@ -225,9 +225,8 @@ OpCase nll_loss_case() {
   c.run = [](const Tensors& x, const OpArgs&) { return Tensors{nll_loss(x[0], x[1], x[2], Reduction::Sum)}; };
   c.reference = [](const Refs& x, const OpArgs&) {
     double loss = 0;
-    for_each_sample(x[0], x[1], [&](const std::vector<int64_t>& at, int64_t t) {
-      loss -= x[2].values[t] * x[0].values[at[t]];
-    });
+    for_each_sample(x[0], x[1],
+                    [&](const std::vector<int64_t>& at, int64_t t) { loss -= x[2].values[t] * x[0].values[at[t]]; });
     return Refs{ref_scalar(loss, x[0].dtype)};
   };
   return c;
@@ -298,9 +297,17 @@ OpCase set_grad_case() {
 }  // namespace
 
 std::vector<OpCase> functional_cases() {
-  return {linear_case(false),           linear_case(true),          layer_norm_case(false), layer_norm_case(true),
-          mse_loss_case(Reduction::Mean), mse_loss_case(Reduction::None), cross_entropy_case(false),
-          cross_entropy_case(true),     nll_loss_case(),            binary_cross_entropy_case(), dropout_case(),
+  return {linear_case(false),
+          linear_case(true),
+          layer_norm_case(false),
+          layer_norm_case(true),
+          mse_loss_case(Reduction::Mean),
+          mse_loss_case(Reduction::None),
+          cross_entropy_case(false),
+          cross_entropy_case(true),
+          nll_loss_case(),
+          binary_cross_entropy_case(),
+          dropout_case(),
           set_grad_case()};
 }
 

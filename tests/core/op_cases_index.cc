@@ -46,9 +46,8 @@ std::vector<int64_t> along(std::vector<int64_t> at, int64_t dim, double j) {
 
 RefTensor ref_gather(const RefTensor& x, int64_t dim, const RefTensor& index) {
   RefTensor out{index.shape, x.dtype, {}};
-  for_each_index(index.shape, [&](const std::vector<int64_t>& at) {
-    out.values.push_back(x.at(along(at, dim, index.at(at))));
-  });
+  for_each_index(index.shape,
+                 [&](const std::vector<int64_t>& at) { out.values.push_back(x.at(along(at, dim, index.at(at)))); });
   return out;
 }
 

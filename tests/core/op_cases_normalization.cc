@@ -232,11 +232,11 @@ OpCase batch_norm_backward_input_case(const std::string& name, bool relu, bool w
   c.dtypes = kFloatingDTypes;
   c.inputs = {InputSpec{{-2.0, 2.0}}, InputSpec{{-2.0, 2.0}}};
   if (relu) c.inputs.push_back(InputSpec{{-1.0, 1.0}});
-  c.inputs.push_back(InputSpec{{-1.0, 1.0}});   // mean
-  c.inputs.push_back(InputSpec{{0.5, 2.0}});    // invstd
+  c.inputs.push_back(InputSpec{{-1.0, 1.0}});  // mean
+  c.inputs.push_back(InputSpec{{0.5, 2.0}});   // invstd
   if (weight) c.inputs.push_back(InputSpec{{-1.5, 1.5}});
-  c.inputs.push_back(InputSpec{{-3.0, 3.0}});   // sum_dy
-  c.inputs.push_back(InputSpec{{-3.0, 3.0}});   // sum_dy_xmu
+  c.inputs.push_back(InputSpec{{-3.0, 3.0}});  // sum_dy
+  c.inputs.push_back(InputSpec{{-3.0, 3.0}});  // sum_dy_xmu
   c.shapes = batch_norm_shapes(relu ? 3 : 2, static_cast<int>(c.inputs.size()) - (relu ? 3 : 2), 0);
   c.run = [relu, weight](const Tensors& in, const OpArgs&) {
     size_t next = relu ? 3 : 2;
@@ -305,8 +305,10 @@ RefTensor ref_softmax(const RefTensor& x, int64_t dim, bool log) {
     double sum = 0;
     for (int64_t i : row) sum += std::exp(x.values[i] - max);
     for (int64_t i : row) {
-      if (std::isinf(max)) y.values[i] = NAN;
-      else y.values[i] = log ? x.values[i] - max - std::log(sum) : std::exp(x.values[i] - max) / sum;
+      if (std::isinf(max))
+        y.values[i] = NAN;
+      else
+        y.values[i] = log ? x.values[i] - max - std::log(sum) : std::exp(x.values[i] - max) / sum;
     }
   });
   return y;

@@ -107,10 +107,10 @@ ShapeGenerator pool_shapes(Pool pool, bool with_grad) {
 
 // The geometries PyTorch rejects, each raised at the call whatever the backend.
 enum class Defect {
-  AllPaddingWindow,   // a max-pooling window that dilation spreads over the padding alone
-  OutputTooSmall,     // the (dilated) window does not fit the padded input
-  PaddingOverHalf,    // pad > kernel / 2 along an axis
-  EmptyPlane,         // C, H or W is 0
+  AllPaddingWindow,  // a max-pooling window that dilation spreads over the padding alone
+  OutputTooSmall,    // the (dilated) window does not fit the padded input
+  PaddingOverHalf,   // pad > kernel / 2 along an axis
+  EmptyPlane,        // C, H or W is 0
 };
 
 // Inputs whose geometry has `defect` (and only that one).
@@ -126,8 +126,10 @@ ShapeGenerator defective_pool_shapes(Pool pool, Defect defect) {
       if (defect != Defect::AllPaddingWindow && pool == Pool::Max && fits && !windows_reach_input(x, w)) continue;
       if (defect == Defect::PaddingOverHalf) {
         // Past half the kernel on one axis or both; the output size is then never < 1.
-        if (rng.chance(0.5)) w.ph = rng.integer(w.kh / 2 + 1, w.kh + 1);
-        else w.pw = rng.integer(w.kw / 2 + 1, w.kw + 1);
+        if (rng.chance(0.5))
+          w.ph = rng.integer(w.kh / 2 + 1, w.kh + 1);
+        else
+          w.pw = rng.integer(w.kw / 2 + 1, w.kw + 1);
       }
       if (defect == Defect::EmptyPlane) x[rng.integer(1, 3)] = 0;
       a.params = params_of(w);
@@ -155,14 +157,15 @@ RefTensor ref_with_nans(RefTensor x) {
 Tensor run_pool(Pool pool, const Tensor& x, const Window& w, Tensor* indices = nullptr) {
   switch (pool) {
     case Pool::Max: {
-      auto [y, i] = max_pool2d_with_indices(x, {w.kh, w.kw}, Size2{w.sh, w.sw}, {w.ph, w.pw}, {w.dh, w.dw},
-                                            w.ceil_mode != 0);
+      auto [y, i] =
+          max_pool2d_with_indices(x, {w.kh, w.kw}, Size2{w.sh, w.sw}, {w.ph, w.pw}, {w.dh, w.dw}, w.ceil_mode != 0);
       if (indices) *indices = i;
       return y;
     }
     case Pool::Avg:
       return avg_pool2d(x, {w.kh, w.kw}, Size2{w.sh, w.sw}, {w.ph, w.pw}, w.ceil_mode != 0, w.count_include_pad != 0);
-    case Pool::Adaptive: return adaptive_avg_pool2d(x, {w.out_h, w.out_w});
+    case Pool::Adaptive:
+      return adaptive_avg_pool2d(x, {w.out_h, w.out_w});
   }
   return {};
 }
@@ -241,10 +244,12 @@ RefTensor ref_pool_backward(Pool pool, const RefTensor& x, const RefTensor& grad
   for_each_window(pool, x.shape, w, [&](int64_t plane, int64_t o, const std::vector<int64_t>& inside, int64_t padded) {
     const double g = grad.values[static_cast<size_t>(o)];
     if (pool == Pool::Max) {
-      dx.values[static_cast<size_t>(plane * plane_size + static_cast<int64_t>(argmax.values[static_cast<size_t>(o)]))] += g;
+      dx.values[static_cast<size_t>(plane * plane_size +
+                                    static_cast<int64_t>(argmax.values[static_cast<size_t>(o)]))] += g;
       return;
     }
-    for (int64_t i : inside) dx.values[static_cast<size_t>(plane * plane_size + i)] += g / divisor(pool, w, inside, padded);
+    for (int64_t i : inside)
+      dx.values[static_cast<size_t>(plane * plane_size + i)] += g / divisor(pool, w, inside, padded);
   });
   return dx;
 }
@@ -317,7 +322,9 @@ std::vector<OpCase> pool_cases() {
   // Backward through autograd: the output gradient is a harness input, so it arrives strided,
   // expanded or transposed. Max pooling's ties decide where the gradient goes.
   for (Pool pool : {Pool::Max, Pool::Avg, Pool::Adaptive}) {
-    const std::string name = pool == Pool::Max ? "max_pool2d" : pool == Pool::Avg ? "avg_pool2d" : "adaptive_avg_pool2d";
+    const std::string name = pool == Pool::Max   ? "max_pool2d"
+                             : pool == Pool::Avg ? "avg_pool2d"
+                                                 : "adaptive_avg_pool2d";
     OpCase c = pool_case(name + "_backward", pool, pool == Pool::Max ? ties : ValueRange{});
     // Max pooling's gradients are whole numbers: a 16-bit sum of them is exact whatever its
     // order, while the CPU rounds after each term (the average pools sum in float).

@@ -73,9 +73,9 @@ OpCase max_min_with_indices(bool is_max) {
     return Tensors{values, indices};
   };
   c.reference = [is_max](const Refs& x, const OpArgs& a) {
-    return Refs{ref_reduce(x[0], a.dims, a.keepdim, x[0].dtype, [=](const Values& v) { return extreme(v, is_max); }),
-                ref_reduce(x[0], a.dims, a.keepdim, kInt64,
-                           [=](const Values& v) { return first_extreme_index(v, is_max); })};
+    return Refs{
+        ref_reduce(x[0], a.dims, a.keepdim, x[0].dtype, [=](const Values& v) { return extreme(v, is_max); }),
+        ref_reduce(x[0], a.dims, a.keepdim, kInt64, [=](const Values& v) { return first_extreme_index(v, is_max); })};
   };
   return c;
 }
@@ -96,7 +96,8 @@ OpCase arg_extreme(bool is_max, bool with_dim) {
   // Without a dim the index is into the row-major flattening: one bucket holding every element.
   c.reference = [=](const Refs& x, const OpArgs& a) {
     std::vector<int64_t> dims = with_dim ? a.dims : std::vector<int64_t>{};
-    return Refs{ref_reduce(x[0], dims, a.keepdim, kInt64, [=](const Values& v) { return first_extreme_index(v, is_max); })};
+    return Refs{
+        ref_reduce(x[0], dims, a.keepdim, kInt64, [=](const Values& v) { return first_extreme_index(v, is_max); })};
   };
   return c;
 }
@@ -108,38 +109,43 @@ std::vector<OpCase> reduction_cases() {
   const std::vector<DType> ints_and_bool = {kInt64, kInt32, kUInt8, kBool};
   const ValueRange symmetric{-2.0, 2.0};
   std::vector<OpCase> cases = {
-      reduction_case("sum", all, symmetric, [](const Tensor& x, const auto& d, bool k) { return x.sum(d, k); }, total,
-                     sum_result),
-      reduction_case("mean", floats, symmetric, [](const Tensor& x, const auto& d, bool k) { return x.mean(d, k); },
-                     [](const Values& v) { return total(v) / static_cast<double>(v.size()); }),
+      reduction_case(
+          "sum", all, symmetric, [](const Tensor& x, const auto& d, bool k) { return x.sum(d, k); }, total, sum_result),
+      reduction_case(
+          "mean", floats, symmetric, [](const Tensor& x, const auto& d, bool k) { return x.mean(d, k); },
+          [](const Values& v) { return total(v) / static_cast<double>(v.size()); }),
       // Factors near 1 keep products of up to 300 elements finite.
-      reduction_case("prod", floats, {0.7, 1.4}, [](const Tensor& x, const auto& d, bool k) { return x.prod(d, k); },
-                     [](const Values& v) {
-                       double p = 1;
-                       for (double x : v) p *= x;
-                       return p;
-                     }),
-      reduction_case("prod_int", ints_and_bool, {-1.0, 1.0},
-                     [](const Tensor& x, const auto& d, bool k) { return x.prod(d, k); },
-                     [](const Values& v) {
-                       double p = 1;
-                       for (double x : v) p *= x;
-                       return p;
-                     },
-                     sum_result),
-      reduction_case("amax", all, symmetric, [](const Tensor& x, const auto& d, bool k) { return x.amax(d, k); },
-                     [](const Values& v) { return extreme(v, true); }),
-      reduction_case("amin", all, symmetric, [](const Tensor& x, const auto& d, bool k) { return x.amin(d, k); },
-                     [](const Values& v) { return extreme(v, false); }),
-      reduction_case("logsumexp", kNumericDTypes, {-3.0, 3.0},
-                     [](const Tensor& x, const auto& d, bool k) { return x.logsumexp(d, k); },
-                     [](const Values& v) {
-                       if (v.empty()) return -std::numeric_limits<double>::infinity();
-                       double m = extreme(v, true), s = 0;
-                       for (double x : v) s += std::exp(x - m);
-                       return m + std::log(s);
-                     },
-                     floating_result),
+      reduction_case(
+          "prod", floats, {0.7, 1.4}, [](const Tensor& x, const auto& d, bool k) { return x.prod(d, k); },
+          [](const Values& v) {
+            double p = 1;
+            for (double x : v) p *= x;
+            return p;
+          }),
+      reduction_case(
+          "prod_int", ints_and_bool, {-1.0, 1.0}, [](const Tensor& x, const auto& d, bool k) { return x.prod(d, k); },
+          [](const Values& v) {
+            double p = 1;
+            for (double x : v) p *= x;
+            return p;
+          },
+          sum_result),
+      reduction_case(
+          "amax", all, symmetric, [](const Tensor& x, const auto& d, bool k) { return x.amax(d, k); },
+          [](const Values& v) { return extreme(v, true); }),
+      reduction_case(
+          "amin", all, symmetric, [](const Tensor& x, const auto& d, bool k) { return x.amin(d, k); },
+          [](const Values& v) { return extreme(v, false); }),
+      reduction_case(
+          "logsumexp", kNumericDTypes, {-3.0, 3.0},
+          [](const Tensor& x, const auto& d, bool k) { return x.logsumexp(d, k); },
+          [](const Values& v) {
+            if (v.empty()) return -std::numeric_limits<double>::infinity();
+            double m = extreme(v, true), s = 0;
+            for (double x : v) s += std::exp(x - m);
+            return m + std::log(s);
+          },
+          floating_result),
   };
   for (OpCase& c : cases) {
     if (c.name == "amax" || c.name == "amin") c.allow_empty = false;  // extremes of nothing raise
@@ -151,7 +157,9 @@ std::vector<OpCase> reduction_cases() {
       std::string name = std::string(is_std ? "std" : "var") + (unbiased ? "_unbiased" : "_biased");
       OpCase c = reduction_case(
           name, floats, symmetric,
-          [=](const Tensor& x, const auto& d, bool k) { return is_std ? x.std(d, unbiased, k) : x.var(d, unbiased, k); },
+          [=](const Tensor& x, const auto& d, bool k) {
+            return is_std ? x.std(d, unbiased, k) : x.var(d, unbiased, k);
+          },
           [=](const Values& v) {
             double var = variance(v, unbiased);
             return is_std ? std::sqrt(var) : var;
@@ -163,15 +171,16 @@ std::vector<OpCase> reduction_cases() {
   // Far from zero, where sum(x^2) - n mean^2 loses every digit in float32: one Welford pass in
   // double keeps the variance of values in [1000, 1002] exact to the output's rounding.
   cases.push_back(calling({"var"}, reduction_case(
-      "var_offset", floats, {1000.0, 1002.0},
-      [](const Tensor& x, const auto& d, bool k) { return x.var(d, true, k); },
-      [](const Values& v) { return variance(v, 1); })));
+                                       "var_offset", floats, {1000.0, 1002.0},
+                                       [](const Tensor& x, const auto& d, bool k) { return x.var(d, true, k); },
+                                       [](const Values& v) { return variance(v, 1); })));
   const double infinity = std::numeric_limits<double>::infinity();
   for (double p : {1.0, 2.0, 3.0, infinity}) {
     std::string name = "norm_p" + (std::isinf(p) ? std::string("inf") : std::to_string(static_cast<int>(p)));
-    cases.push_back(calling({"norm"}, reduction_case(
-        name, floats, symmetric, [=](const Tensor& x, const auto& d, bool k) { return x.norm(p, d, k); },
-        [=](const Values& v) { return p_norm(v, p); })));
+    cases.push_back(calling(
+        {"norm"}, reduction_case(
+                      name, floats, symmetric, [=](const Tensor& x, const auto& d, bool k) { return x.norm(p, d, k); },
+                      [=](const Values& v) { return p_norm(v, p); })));
   }
   for (bool is_max : {true, false}) {
     cases.push_back(max_min_with_indices(is_max));

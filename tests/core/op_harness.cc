@@ -21,31 +21,92 @@ namespace {
 
 void store(DType dtype, char* at, double v) {
   switch (dtype) {
-    case kFloat32: { float x = static_cast<float>(v); std::memcpy(at, &x, 4); break; }
-    case kFloat64: std::memcpy(at, &v, 8); break;
-    case kBFloat16: { BFloat16 x(static_cast<float>(v)); std::memcpy(at, &x.bits, 2); break; }
-    case kFloat16: { Half x(static_cast<float>(v)); std::memcpy(at, &x.bits, 2); break; }
-    case kInt64: { int64_t x = static_cast<int64_t>(v); std::memcpy(at, &x, 8); break; }
-    case kInt32: { int32_t x = static_cast<int32_t>(v); std::memcpy(at, &x, 4); break; }
-    case kUInt8: { uint8_t x = static_cast<uint8_t>(v); std::memcpy(at, &x, 1); break; }
-    case kBool: { uint8_t x = v != 0.0 ? 1 : 0; std::memcpy(at, &x, 1); break; }
+    case kFloat32: {
+      float x = static_cast<float>(v);
+      std::memcpy(at, &x, 4);
+      break;
+    }
+    case kFloat64:
+      std::memcpy(at, &v, 8);
+      break;
+    case kBFloat16: {
+      BFloat16 x(static_cast<float>(v));
+      std::memcpy(at, &x.bits, 2);
+      break;
+    }
+    case kFloat16: {
+      Half x(static_cast<float>(v));
+      std::memcpy(at, &x.bits, 2);
+      break;
+    }
+    case kInt64: {
+      int64_t x = static_cast<int64_t>(v);
+      std::memcpy(at, &x, 8);
+      break;
+    }
+    case kInt32: {
+      int32_t x = static_cast<int32_t>(v);
+      std::memcpy(at, &x, 4);
+      break;
+    }
+    case kUInt8: {
+      uint8_t x = static_cast<uint8_t>(v);
+      std::memcpy(at, &x, 1);
+      break;
+    }
+    case kBool: {
+      uint8_t x = v != 0.0 ? 1 : 0;
+      std::memcpy(at, &x, 1);
+      break;
+    }
   }
 }
 
 double load(DType dtype, const char* at) {
   switch (dtype) {
-    case kFloat32: { float x; std::memcpy(&x, at, 4); return x; }
-    case kFloat64: { double x; std::memcpy(&x, at, 8); return x; }
-    case kBFloat16: { BFloat16 x; std::memcpy(&x.bits, at, 2); return static_cast<float>(x); }
-    case kFloat16: { Half x; std::memcpy(&x.bits, at, 2); return static_cast<float>(x); }
-    case kInt64: { int64_t x; std::memcpy(&x, at, 8); return static_cast<double>(x); }
-    case kInt32: { int32_t x; std::memcpy(&x, at, 4); return x; }
-    case kUInt8: { uint8_t x; std::memcpy(&x, at, 1); return x; }
-    case kBool: { uint8_t x; std::memcpy(&x, at, 1); return x != 0 ? 1.0 : 0.0; }
+    case kFloat32: {
+      float x;
+      std::memcpy(&x, at, 4);
+      return x;
+    }
+    case kFloat64: {
+      double x;
+      std::memcpy(&x, at, 8);
+      return x;
+    }
+    case kBFloat16: {
+      BFloat16 x;
+      std::memcpy(&x.bits, at, 2);
+      return static_cast<float>(x);
+    }
+    case kFloat16: {
+      Half x;
+      std::memcpy(&x.bits, at, 2);
+      return static_cast<float>(x);
+    }
+    case kInt64: {
+      int64_t x;
+      std::memcpy(&x, at, 8);
+      return static_cast<double>(x);
+    }
+    case kInt32: {
+      int32_t x;
+      std::memcpy(&x, at, 4);
+      return x;
+    }
+    case kUInt8: {
+      uint8_t x;
+      std::memcpy(&x, at, 1);
+      return x;
+    }
+    case kBool: {
+      uint8_t x;
+      std::memcpy(&x, at, 1);
+      return x != 0 ? 1.0 : 0.0;
+    }
   }
   return 0.0;
 }
-
 
 // ---- layouts: a chain of view steps from a contiguous base buffer to the logical input ----
 
@@ -59,23 +120,43 @@ struct LayoutStep {
 Shape step_input_shape(const LayoutStep& s, const Shape& out) {
   Shape in = out;
   switch (s.kind) {
-    case LayoutStep::Kind::Transpose: std::swap(in[s.dim], in[s.other]); break;
+    case LayoutStep::Kind::Transpose:
+      std::swap(in[s.dim], in[s.other]);
+      break;
     // One spare element past the end, so reading beyond the slice shows up as a wrong value.
-    case LayoutStep::Kind::Slice: in[s.dim] = s.start + (out[s.dim] > 0 ? (out[s.dim] - 1) * s.step + 1 : 0) + 1; break;
-    case LayoutStep::Kind::Select: in.insert(in.begin() + s.dim, s.size); break;
-    case LayoutStep::Kind::Expand: in[s.dim] = 1; break;
-    case LayoutStep::Kind::ExpandNewDim: in.erase(in.begin()); break;
+    case LayoutStep::Kind::Slice:
+      in[s.dim] = s.start + (out[s.dim] > 0 ? (out[s.dim] - 1) * s.step + 1 : 0) + 1;
+      break;
+    case LayoutStep::Kind::Select:
+      in.insert(in.begin() + s.dim, s.size);
+      break;
+    case LayoutStep::Kind::Expand:
+      in[s.dim] = 1;
+      break;
+    case LayoutStep::Kind::ExpandNewDim:
+      in.erase(in.begin());
+      break;
   }
   return in;
 }
 
 std::vector<int64_t> step_input_index(const LayoutStep& s, std::vector<int64_t> index) {
   switch (s.kind) {
-    case LayoutStep::Kind::Transpose: std::swap(index[s.dim], index[s.other]); break;
-    case LayoutStep::Kind::Slice: index[s.dim] = s.start + index[s.dim] * s.step; break;
-    case LayoutStep::Kind::Select: index.insert(index.begin() + s.dim, s.index); break;
-    case LayoutStep::Kind::Expand: index[s.dim] = 0; break;
-    case LayoutStep::Kind::ExpandNewDim: index.erase(index.begin()); break;
+    case LayoutStep::Kind::Transpose:
+      std::swap(index[s.dim], index[s.other]);
+      break;
+    case LayoutStep::Kind::Slice:
+      index[s.dim] = s.start + index[s.dim] * s.step;
+      break;
+    case LayoutStep::Kind::Select:
+      index.insert(index.begin() + s.dim, s.index);
+      break;
+    case LayoutStep::Kind::Expand:
+      index[s.dim] = 0;
+      break;
+    case LayoutStep::Kind::ExpandNewDim:
+      index.erase(index.begin());
+      break;
   }
   return index;
 }
@@ -83,15 +164,18 @@ std::vector<int64_t> step_input_index(const LayoutStep& s, std::vector<int64_t> 
 // Applies a step with the negative-index spellings where the API has them.
 Tensor step_apply(const LayoutStep& s, const Tensor& in, const Shape& out_shape) {
   switch (s.kind) {
-    case LayoutStep::Kind::Transpose: return in.transpose(s.dim - in.dim(), s.other);
+    case LayoutStep::Kind::Transpose:
+      return in.transpose(s.dim - in.dim(), s.other);
     case LayoutStep::Kind::Slice: {
       int64_t n = out_shape[s.dim];
       int64_t end = n > 0 ? s.start + (n - 1) * s.step + 1 : s.start;
       return in.slice(s.dim, s.start - in.size(s.dim), end, s.step);
     }
-    case LayoutStep::Kind::Select: return in.select(s.dim, s.index - s.size);
+    case LayoutStep::Kind::Select:
+      return in.select(s.dim, s.index - s.size);
     case LayoutStep::Kind::Expand:
-    case LayoutStep::Kind::ExpandNewDim: return in.expand(out_shape);
+    case LayoutStep::Kind::ExpandNewDim:
+      return in.expand(out_shape);
   }
   return in;
 }
@@ -103,11 +187,21 @@ std::string describe(const std::vector<LayoutStep>& steps) {
     const LayoutStep& s = steps[i];
     if (i) out << "+";
     switch (s.kind) {
-      case LayoutStep::Kind::Transpose: out << "transpose(" << s.dim << "," << s.other << ")"; break;
-      case LayoutStep::Kind::Slice: out << "slice(dim " << s.dim << ", start " << s.start << ", step " << s.step << ")"; break;
-      case LayoutStep::Kind::Select: out << "select(" << s.index << " of a new dim " << s.dim << ")"; break;
-      case LayoutStep::Kind::Expand: out << "expand(dim " << s.dim << ")"; break;
-      case LayoutStep::Kind::ExpandNewDim: out << "expand(new leading dim)"; break;
+      case LayoutStep::Kind::Transpose:
+        out << "transpose(" << s.dim << "," << s.other << ")";
+        break;
+      case LayoutStep::Kind::Slice:
+        out << "slice(dim " << s.dim << ", start " << s.start << ", step " << s.step << ")";
+        break;
+      case LayoutStep::Kind::Select:
+        out << "select(" << s.index << " of a new dim " << s.dim << ")";
+        break;
+      case LayoutStep::Kind::Expand:
+        out << "expand(dim " << s.dim << ")";
+        break;
+      case LayoutStep::Kind::ExpandNewDim:
+        out << "expand(new leading dim)";
+        break;
     }
   }
   return out.str();
@@ -166,8 +260,8 @@ constexpr int kLayoutVariants = 6;
 // One input of a trial: the Ember view, the base it views, and what the reference sees.
 struct BuiltInput {
   Tensor view, base;
-  std::vector<char> base_bytes;      // the base as created, to detect stray writes
-  std::vector<bool> covered;         // base elements the view reaches
+  std::vector<char> base_bytes;  // the base as created, to detect stray writes
+  std::vector<bool> covered;     // base elements the view reaches
   std::vector<LayoutStep> layout;
   RefTensor ref;
 };
@@ -178,7 +272,8 @@ double draw_value(Rng& rng, const ValueRange& range, DType dtype) {
   if (dtype == kUInt8) low = std::max(low, 0.0);
   for (;;) {
     double v = (range.integers || !is_floating(dtype))
-                   ? static_cast<double>(rng.integer(static_cast<int64_t>(std::ceil(low)), static_cast<int64_t>(std::floor(high))))
+                   ? static_cast<double>(
+                         rng.integer(static_cast<int64_t>(std::ceil(low)), static_cast<int64_t>(std::floor(high))))
                    : rng.uniform(low, high);
     if (range.nonzero && std::fabs(v) < 0.25) continue;
     return round_to_dtype(v, dtype);
@@ -233,11 +328,16 @@ struct Tolerance {
 
 Tolerance tolerance_for(DType dtype, double scale) {
   switch (dtype) {
-    case kFloat64: return {1e-10 * scale, 1e-12 * scale};
-    case kFloat32: return {1e-5 * scale, 1e-5 * scale};
-    case kBFloat16: return {1.6e-2 * scale, 1e-2 * scale};
-    case kFloat16: return {2e-3 * scale, 1e-3 * scale};
-    default: return {0.0, 0.0};
+    case kFloat64:
+      return {1e-10 * scale, 1e-12 * scale};
+    case kFloat32:
+      return {1e-5 * scale, 1e-5 * scale};
+    case kBFloat16:
+      return {1.6e-2 * scale, 1e-2 * scale};
+    case kFloat16:
+      return {2e-3 * scale, 1e-3 * scale};
+    default:
+      return {0.0, 0.0};
   }
 }
 
@@ -313,7 +413,6 @@ uint64_t fnv1a(const std::string& text) {
 
 }  // namespace
 
-
 std::vector<std::string> check_op_case(const OpCase& c, Device device, const HarnessOptions& options) {
   std::vector<std::string> failures;
   Rng rng(fnv1a(c.name) + (options.large ? 1 : 0));
@@ -333,7 +432,8 @@ std::vector<std::string> check_op_case(const OpCase& c, Device device, const Har
           const InputSpec& spec = c.inputs[std::min(i, c.inputs.size() - 1)];
           int variant = (trial + static_cast<int>(i)) % kLayoutVariants;
           bool writable = static_cast<int>(i) == c.inplace_dest;
-          built.push_back(build_input(rng, shapes[i], spec.dtype.value_or(dtype), spec.range, variant, writable, device));
+          built.push_back(
+              build_input(rng, shapes[i], spec.dtype.value_or(dtype), spec.range, variant, writable, device));
           tensors.push_back(built.back().view);
           refs.push_back(built.back().ref);
         }

@@ -84,22 +84,22 @@ struct InputSpec {
 struct OpArgs {
   std::vector<int64_t> dims;  // reductions: the dims (empty = all); single-dim ops: dims[0]
   bool keepdim = false;
-  int64_t count = 1;          // split size, number of chunks
+  int64_t count = 1;            // split size, number of chunks
   std::vector<int64_t> params;  // op-specific integers drawn with the shapes (a convolution's geometry)
 };
 
 // Draws the logical input shapes (and the args that go with them) of one trial.
 // `allow_empty` is false for ops that raise on empty reductions.
 using ShapeGenerator = std::function<std::vector<Shape>(Rng&, OpArgs&, bool allow_empty)>;
-ShapeGenerator elementwise_shapes(int inputs);   // broadcast against each other, ranks may differ
-ShapeGenerator inplace_shapes(int inputs);       // input 0 has the broadcast shape, the rest broadcast to it
-ShapeGenerator same_shape(int inputs);           // identical shapes, no args
-ShapeGenerator reduction_shapes();               // any subset of dims, keepdim
-ShapeGenerator one_dim_shapes(int inputs);       // identical shapes plus one dim in [-rank, rank)
-ShapeGenerator cat_shapes(int inputs);           // equal except along dims[0]
-ShapeGenerator stack_shapes(int inputs);         // identical, dims[0] in [-(rank + 1), rank]
-ShapeGenerator split_shapes();                   // one tensor, dims[0], count >= 1
-ShapeGenerator matmul_shapes();                  // 1-D, 2-D and batched pairs, broadcast batch dims
+ShapeGenerator elementwise_shapes(int inputs);  // broadcast against each other, ranks may differ
+ShapeGenerator inplace_shapes(int inputs);      // input 0 has the broadcast shape, the rest broadcast to it
+ShapeGenerator same_shape(int inputs);          // identical shapes, no args
+ShapeGenerator reduction_shapes();              // any subset of dims, keepdim
+ShapeGenerator one_dim_shapes(int inputs);      // identical shapes plus one dim in [-rank, rank)
+ShapeGenerator cat_shapes(int inputs);          // equal except along dims[0]
+ShapeGenerator stack_shapes(int inputs);        // identical, dims[0] in [-(rank + 1), rank]
+ShapeGenerator split_shapes();                  // one tensor, dims[0], count >= 1
+ShapeGenerator matmul_shapes();                 // 1-D, 2-D and batched pairs, broadcast batch dims
 namespace detail {
 void set_large_shapes(bool large);  // check_op_case's switch for HarnessOptions::large
 }
@@ -118,7 +118,7 @@ struct OpCase {
   // (no reference then). The harness reports a run that returns or raises anything else.
   std::string expect_error;
   bool allow_empty = true;
-  int inplace_dest = -1;        // the input the op writes into (never given an overlapping layout)
+  int inplace_dest = -1;         // the input the op writes into (never given an overlapping layout)
   double tolerance_scale = 1.0;  // composites that round several times in 16-bit dtypes
   // The public ops `run` calls, which an error about its arguments must name (the user called
   // them); empty: the case's name is the op's.

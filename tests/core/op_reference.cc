@@ -31,7 +31,9 @@ double round_significand(double v, int bits, int min_exponent, double max_finite
 
 // ---- reference building blocks ----
 
-double RefTensor::at(const std::vector<int64_t>& index) const { return values[static_cast<size_t>(flat_index(shape, index))]; }
+double RefTensor::at(const std::vector<int64_t>& index) const {
+  return values[static_cast<size_t>(flat_index(shape, index))];
+}
 
 int64_t count_elements(const Shape& shape) {
   int64_t n = 1;
@@ -128,20 +130,25 @@ RefTensor ref_reduce(const RefTensor& x, const std::vector<int64_t>& dims, bool 
 
 double round_to_dtype(double v, DType dtype) {
   switch (dtype) {
-    case kFloat64: return v;
-    case kFloat32: return static_cast<double>(static_cast<float>(v));
-    case kBFloat16: return round_significand(v, 8, -125, 3.3895313892515355e38);
-    case kFloat16: return round_significand(v, 11, -13, 65504.0);
-    case kBool: return v != 0.0 ? 1.0 : 0.0;
+    case kFloat64:
+      return v;
+    case kFloat32:
+      return static_cast<double>(static_cast<float>(v));
+    case kBFloat16:
+      return round_significand(v, 8, -125, 3.3895313892515355e38);
+    case kFloat16:
+      return round_significand(v, 11, -13, 65504.0);
+    case kBool:
+      return v != 0.0 ? 1.0 : 0.0;
     case kUInt8: {
       double t = std::trunc(v);
       return t - 256.0 * std::floor(t / 256.0);
     }
     case kInt32:
-    case kInt64: return std::trunc(v);
+    case kInt64:
+      return std::trunc(v);
   }
   return v;
 }
-
 
 }  // namespace ember::test

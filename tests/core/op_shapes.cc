@@ -164,20 +164,32 @@ ShapeGenerator matmul_shapes() {
       *largest /= 2;
     }
     switch (rng.integer(0, 8)) {
-      case 0: return std::vector<Shape>{{k}, {k}};
-      case 1: return std::vector<Shape>{{m, k}, {k}};
-      case 2: return std::vector<Shape>{{k}, {k, n}};
-      case 3: return std::vector<Shape>{{m, k}, {k, n}};
+      case 0:
+        return std::vector<Shape>{{k}, {k}};
+      case 1:
+        return std::vector<Shape>{{m, k}, {k}};
+      case 2:
+        return std::vector<Shape>{{k}, {k, n}};
+      case 3:
+        return std::vector<Shape>{{m, k}, {k, n}};
       case 4: {
         Shape a = broadcastable_to(rng, batch), b = broadcastable_to(rng, batch);
         a.insert(a.end(), {m, k});
         b.insert(b.end(), {k, n});
         return std::vector<Shape>{a, b};
       }
-      case 5: batch.insert(batch.end(), {m, k}); return std::vector<Shape>{batch, {k, n}};
-      case 6: batch.insert(batch.end(), {k, n}); return std::vector<Shape>{{m, k}, batch};
-      case 7: batch.insert(batch.end(), {m, k}); return std::vector<Shape>{batch, {k}};
-      default: batch.insert(batch.end(), {k, n}); return std::vector<Shape>{{k}, batch};
+      case 5:
+        batch.insert(batch.end(), {m, k});
+        return std::vector<Shape>{batch, {k, n}};
+      case 6:
+        batch.insert(batch.end(), {k, n});
+        return std::vector<Shape>{{m, k}, batch};
+      case 7:
+        batch.insert(batch.end(), {m, k});
+        return std::vector<Shape>{batch, {k}};
+      default:
+        batch.insert(batch.end(), {k, n});
+        return std::vector<Shape>{{k}, batch};
     }
   };
 }

@@ -100,23 +100,25 @@ TEST_CASE("hostile headers name what is wrong", "[safetensors]") {
                    "outside the data section");
   require_rejected(make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8),
                    "data_offsets [8, 0) are reversed");
-  require_rejected(make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8),
-                   "need 12");
+  require_rejected(make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8), "need 12");
   require_rejected(make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                             "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12),
+                             "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+                             12),
                    "overlapping or missing");
-  require_rejected(make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 16),
-                   "trailing bytes");
+  require_rejected(make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 16), "trailing bytes");
   require_rejected(make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],"
-                             "\"data_offsets\":[0,8]}}", 8),
+                             "\"data_offsets\":[0,8]}}",
+                             8),
                    "overflows");
   // Found by review, missed by 300 s of fuzzing: numel x element size wrapped to 0 bytes, and the
   // reader returned a 2^62-element tensor over empty storage.
   require_rejected(make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904],"
-                             "\"data_offsets\":[0,0]}}", 0),
+                             "\"data_offsets\":[0,0]}}",
+                             0),
                    "shape overflows 2^62 bytes");
   require_rejected(make_file("{\"a\":{\"dtype\":\"F64\",\"shape\":[2147483648,2147483648],"
-                             "\"data_offsets\":[0,0]}}", 0),
+                             "\"data_offsets\":[0,0]}}",
+                             0),
                    "shape overflows 2^62 bytes");
   {
     std::vector<uint8_t> bad_bool = make_file("{\"a\":{\"dtype\":\"BOOL\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2);

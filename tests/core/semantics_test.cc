@@ -71,7 +71,7 @@ TEST_CASE("sums accumulate in double and reductions of bool count") {
   CHECK(flags.sum().item<int64_t>() == 3);
   CHECK(flags.amax().dtype() == kBool);
   CHECK(tensor<uint8_t>({200, 200}).sum().item<int64_t>() == 400);  // no uint8 overflow
-  Tensor h = full({4096}, 1.0f).to(kFloat16);  // a float16 running sum would stop at 2048
+  Tensor h = full({4096}, 1.0f).to(kFloat16);                       // a float16 running sum would stop at 2048
   CHECK(h.sum().item<float>() == 4096.0f);
 }
 

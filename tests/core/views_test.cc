@@ -49,10 +49,10 @@ TEST_CASE("view and reshape share storage when the strides allow it") {
 
 TEST_CASE("view rejects shapes the strides cannot express") {
   Tensor xt = iota({3, 4}).t();
-  CHECK_THROWS_WITH(xt.view({12}), Catch::Contains("view") && Catch::Contains("[12]") &&
-                                       Catch::Contains("[4, 3]") && Catch::Contains("stride [1, 4]"));
-  CHECK_THROWS_WITH(iota({3, 4}).view({5, -1}), Catch::Contains("view") && Catch::Contains("[5, -1]") &&
-                                                     Catch::Contains("12"));
+  CHECK_THROWS_WITH(xt.view({12}), Catch::Contains("view") && Catch::Contains("[12]") && Catch::Contains("[4, 3]") &&
+                                       Catch::Contains("stride [1, 4]"));
+  CHECK_THROWS_WITH(iota({3, 4}).view({5, -1}),
+                    Catch::Contains("view") && Catch::Contains("[5, -1]") && Catch::Contains("12"));
   CHECK_THROWS_WITH(iota({3, 4}).view({-1, -1}), Catch::Contains("only one dimension can be inferred"));
 }
 
@@ -99,7 +99,7 @@ TEST_CASE("narrow and slice with steps and negative indices") {
   CHECK(values(x.slice(0, 1, 8, 3)) == std::vector<float>{1, 4, 7});
   CHECK(values(x.slice(0, -4, -1)) == std::vector<float>{6, 7, 8});
   CHECK(values(x.slice(0, -3, 10, 2)) == std::vector<float>{7, 9});
-  CHECK(x.slice(0, 8, 3).numel() == 0);        // empty, not an error
+  CHECK(x.slice(0, 8, 3).numel() == 0);                            // empty, not an error
   CHECK(values(x.slice(0, -100, 2)) == std::vector<float>{0, 1});  // clamped like Python
   CHECK(x.slice(0, 1, 8, 3).strides() == Shape{3});
   CHECK(x.slice(0, 1, 8, 3).storage_offset() == 1);
@@ -126,8 +126,8 @@ TEST_CASE("select and operator[] drop a dim, with negative indices") {
   CHECK(m.select(1, 2).storage_offset() == 2);
   CHECK(m[2][3].dim() == 0);
   CHECK(m[2][3].item<float>() == 11);
-  CHECK_THROWS_WITH(m.select(0, 3), Catch::Contains("select") && Catch::Contains("index 3 out of range") &&
-                                        Catch::Contains("[3, 4]"));
+  CHECK_THROWS_WITH(m.select(0, 3),
+                    Catch::Contains("select") && Catch::Contains("index 3 out of range") && Catch::Contains("[3, 4]"));
   CHECK_THROWS_WITH(m[-4], Catch::Contains("index -4 out of range"));
 }
 
@@ -143,8 +143,8 @@ TEST_CASE("expand broadcasts with zero strides") {
   CHECK(iota({}).expand({2, 2}).strides() == Shape{0, 0});
   CHECK(iota({1}).expand({0}).numel() == 0);
   CHECK(col.expand_as(zeros({3, 7})).sizes() == Shape{3, 7});
-  CHECK_THROWS_WITH(col.expand({4, 4}), Catch::Contains("expand") && Catch::Contains("(4)") &&
-                                            Catch::Contains("existing size (3)"));
+  CHECK_THROWS_WITH(col.expand({4, 4}),
+                    Catch::Contains("expand") && Catch::Contains("(4)") && Catch::Contains("existing size (3)"));
   CHECK_THROWS_WITH(col.expand({3}), Catch::Contains("expand") && Catch::Contains("number of sizes provided (1)"));
 }
 
@@ -184,9 +184,9 @@ TEST_CASE("contiguous copies only non-contiguous tensors") {
   CHECK(values(c) == values(t));
 
   // Size-1 dims do not count against contiguity, whatever their stride.
-  Tensor row = x.slice(0, 1, 2);      // [1, 4]
+  Tensor row = x.slice(0, 1, 2);  // [1, 4]
   CHECK(row.is_contiguous());
-  Tensor col = x.slice(1, 2, 3);      // [3, 1] with stride 4 along dim 0
+  Tensor col = x.slice(1, 2, 3);  // [3, 1] with stride 4 along dim 0
   CHECK_FALSE(col.is_contiguous());
   CHECK(x.select(1, 0).unsqueeze(1).sizes() == Shape{3, 1});
   CHECK(x[1].is_contiguous());
@@ -239,6 +239,6 @@ TEST_CASE("split, chunk and unbind return views") {
   CHECK(values(rows[1]) == std::vector<float>{1, 3, 5, 7, 9, 11, 13});
   parts[0].fill_(9);
   CHECK(x[0][0].item<float>() == 9);
-  CHECK_THROWS_WITH(x.split_with_sizes({2, 2}), Catch::Contains("split_with_sizes") && Catch::Contains("[2, 2]") &&
-                                                    Catch::Contains("(7)"));
+  CHECK_THROWS_WITH(x.split_with_sizes({2, 2}),
+                    Catch::Contains("split_with_sizes") && Catch::Contains("[2, 2]") && Catch::Contains("(7)"));
 }

@@ -23,8 +23,8 @@ struct Leaves {
 
 // x on `dx`, w0 on `d0`, w1 on `d1`; the ops run where their inputs are.
 Tensor forward(const Leaves& l, Device d0, Device d1) {
-  Tensor a = l.x.to(d0).matmul(l.w0).tanh();          // on d0
-  Tensor b = (a.to(d1) * l.w1).exp().sum({1});        // on d1
+  Tensor a = l.x.to(d0).matmul(l.w0).tanh();                          // on d0
+  Tensor b = (a.to(d1) * l.w1).exp().sum({1});                        // on d1
   Tensor c = b.to(Device(kCPU)) + a.sum({1}).to(Device(kCPU)) * 0.5;  // back on the CPU
   return (c * c).mean();
 }
@@ -120,7 +120,7 @@ TEST_CASE("a saved tensor freed after a backward on another stream is not reused
       cuda::StreamGuard on_backward(backward_stream);
       REQUIRE(cudaLaunchHostFunc(backward_stream.handle(), &ember::testing::StreamGate::hold, &gate) == cudaSuccess);
       loss.backward(Tensor(), retain_graph);  // queued behind the gate
-      loss = Tensor();                         // frees the saved h if the backward did not
+      loss = Tensor();                        // frees the saved h if the backward did not
     }
     std::vector<Tensor> side_allocations;
     {

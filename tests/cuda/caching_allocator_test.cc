@@ -26,14 +26,13 @@ size_t block_bytes(size_t request) { return (request + cuda::block_guard_bytes()
 
 }  // namespace
 
-TEST_CASE("a freed block is handed out again on its stream, split and merged within its segment",
-          "[cuda][allocator]") {
+TEST_CASE("a freed block is handed out again on its stream, split and merged within its segment", "[cuda][allocator]") {
   cuda::CachingAllocator alloc;
   void* a = alloc.allocate(0, 1000, nullptr);
   cuda::MemoryStats s = alloc.stats(0);
   CHECK(s.allocated_bytes == static_cast<int64_t>(block_bytes(1000)));
   if (cuda::block_guard_bytes() == 0) CHECK(s.allocated_bytes == 1024);  // rounded to 512 bytes
-  CHECK(s.reserved_bytes == static_cast<int64_t>(2 * kMiB));  // one small segment
+  CHECK(s.reserved_bytes == static_cast<int64_t>(2 * kMiB));             // one small segment
   CHECK(s.cuda_mallocs == 1);
   alloc.free(a);
   void* again = alloc.allocate(0, 900, nullptr);

@@ -92,10 +92,14 @@ double relative_error(const Tensor& got, const Tensor& want) {
 
 double tolerance(DType dtype, bool tf32) {
   switch (dtype) {
-    case kFloat64: return 1e-12;
-    case kFloat32: return tf32 ? 1e-2 : 1e-5;
-    case kFloat16: return 1e-2;
-    default: return 4e-2;  // bfloat16: 8 mantissa bits, rounded differently by each side
+    case kFloat64:
+      return 1e-12;
+    case kFloat32:
+      return tf32 ? 1e-2 : 1e-5;
+    case kFloat16:
+      return 1e-2;
+    default:
+      return 4e-2;  // bfloat16: 8 mantissa bits, rounded differently by each side
   }
 }
 

@@ -21,7 +21,9 @@ template <class T>
 struct DeviceBuffer {
   T* ptr = nullptr;
   size_t n = 0;
-  explicit DeviceBuffer(size_t count) : n(count) { REQUIRE_CUDA(cudaMalloc(reinterpret_cast<void**>(&ptr), n * sizeof(T))); }
+  explicit DeviceBuffer(size_t count) : n(count) {
+    REQUIRE_CUDA(cudaMalloc(reinterpret_cast<void**>(&ptr), n * sizeof(T)));
+  }
   explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { write(host); }
   ~DeviceBuffer() { cudaFree(ptr); }
   DeviceBuffer(const DeviceBuffer&) = delete;

@@ -176,7 +176,8 @@ int main(int argc, char** argv) {
     ember::emu::set_checking(true);
     ember::Tensor x = tensor_of_1000_floats(0.0f);
     std::vector<float> host(1001, 7.0f);
-    const cudaError_t e = cudaMemcpy(x.data_ptr<float>(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice);
+    const cudaError_t e =
+        cudaMemcpy(x.data_ptr<float>(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice);
     if (e != cudaSuccess) {
       std::fprintf(stderr, "%s\n", cudaGetErrorString(e));
       return 3;

@@ -33,9 +33,13 @@ namespace {
 struct Buffer {
   float* ptr = nullptr;
   size_t n;
-  explicit Buffer(size_t count) : n(count) { REQUIRE_CUDA(cudaMalloc(reinterpret_cast<void**>(&ptr), n * sizeof(float))); }
+  explicit Buffer(size_t count) : n(count) {
+    REQUIRE_CUDA(cudaMalloc(reinterpret_cast<void**>(&ptr), n * sizeof(float)));
+  }
   ~Buffer() { cudaFree(ptr); }
-  void write(const std::vector<float>& v) { REQUIRE_CUDA(cudaMemcpy(ptr, v.data(), n * sizeof(float), cudaMemcpyHostToDevice)); }
+  void write(const std::vector<float>& v) {
+    REQUIRE_CUDA(cudaMemcpy(ptr, v.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  }
   std::vector<float> read() const {
     std::vector<float> v(n);
     REQUIRE_CUDA(cudaMemcpy(v.data(), ptr, n * sizeof(float), cudaMemcpyDeviceToHost));
@@ -87,8 +91,8 @@ TEST_CASE("a missing __syncthreads gives wrong results unless the threads run in
   };
   const bool checking_before = emu::checking();
   emu::set_checking(false);  // checking mode reports the race instead (racecheck_test)
-  for (emu::ThreadOrder order : {emu::ThreadOrder::Natural, emu::ThreadOrder::Reversed, emu::ThreadOrder::Shuffled,
-                                 emu::ThreadOrder::Random}) {
+  for (emu::ThreadOrder order :
+       {emu::ThreadOrder::Natural, emu::ThreadOrder::Reversed, emu::ThreadOrder::Shuffled, emu::ThreadOrder::Random}) {
     emu::set_thread_order(order);
     INFO("thread order " << static_cast<int>(order));
     CHECK(correct(true));
@@ -287,9 +291,10 @@ TEST_CASE("a child forked after the first CUDA call cannot use its parent's devi
   CHECK_THAT(d.output, Catch::Contains("the parent's launch ran"));
 }
 
-TEST_CASE("in checking mode a store one element past a tensor or a cudaMalloc is reported, naming the kernel and "
-          "the allocation",
-          "[emu][check]") {
+TEST_CASE(
+    "in checking mode a store one element past a tensor or a cudaMalloc is reported, naming the kernel and "
+    "the allocation",
+    "[emu][check]") {
   for (const char* mode : {"tensor-overrun", "malloc-overrun"}) {
     Death d = run_death_main(mode);
     INFO(mode << ": " << d.output);
@@ -325,9 +330,10 @@ TEST_CASE("in checking mode a copy past a tensor's end is reported at the next s
                            Catch::Contains("tensor_of_1000_floats(float)"));
   // Copies write through the host's alias of device memory, which AddressSanitizer does not
   // watch: the canary reports it in every build.
-  CHECK_THAT(d.output, Catch::Contains("unspecified launch failure: found at a synchronisation of cuda:0: a copy, "
-                                       "memset or collective (or a kernel still running on another stream) wrote past") &&
-                           Catch::Contains("bytes +0 to +3 after"));
+  CHECK_THAT(d.output,
+             Catch::Contains("unspecified launch failure: found at a synchronisation of cuda:0: a copy, "
+                             "memset or collective (or a kernel still running on another stream) wrote past") &&
+                 Catch::Contains("bytes +0 to +3 after"));
 }
 
 TEST_CASE("in checking mode the off-by-one's correct twin runs, and the neighbouring tensor is unchanged",

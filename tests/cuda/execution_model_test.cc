@@ -203,7 +203,7 @@ TEST_CASE("copies between the host and two devices, direct between peers", "[cud
 TEST_CASE("bad launches and copies return CUDA's error codes", "[cuda][emu][errors]") {
   DeviceBuffer<float> x(16);
   REQUIRE(scale(x.ptr, x.ptr, 1.0f, 0, nullptr) == cudaErrorInvalidConfiguration);  // a grid of 0 blocks
-  CHECK(cudaGetLastError() == cudaSuccess);  // reading it cleared it
+  CHECK(cudaGetLastError() == cudaSuccess);                                         // reading it cleared it
   std::vector<float> host(16);
   CHECK(cudaMemcpy(x.ptr, host.data(), 16 * sizeof(float), cudaMemcpyDeviceToHost) == cudaErrorInvalidMemcpyDirection);
   CHECK(cudaGetLastError() == cudaErrorInvalidMemcpyDirection);

@@ -65,7 +65,10 @@ TEST_CASE("scatter_add on cuda:0 rejects a negative index through a strided inde
 TEST_CASE("embedding on cuda:0 rejects a row beyond the table") {
   REQUIRE(cuda::device_count() >= 1);
   Tensor weight = ones({5, 2}, TensorOptions(kFloat32).device(kCuda0));
-  CHECK_THAT(error_on(kCuda0, [&](Device d) { embedding(weight, index_on({4, 5}, {2}, d)).sum().item<float>(); }),
+  CHECK_THAT(error_on(kCuda0,
+                      [&](Device d) {
+                        embedding(weight, index_on({4, 5}, {2}, d)).sum().item<float>();
+                      }),
              Catch::Matchers::Contains("gather: index 5 is out of bounds for dimension 0 with size 5"));
 }
 
@@ -131,8 +134,9 @@ TEST_CASE("cross_entropy on cuda:0 reports an out-of-range class at the loss's i
   Tensor logits = randn({4, 10}).to(kCuda0);
   Tensor ignored = index_on({3, -100, 9, 0}, {4}, kCuda0);
   CHECK(std::isfinite(cross_entropy(logits, ignored).item<float>()));
-  const std::string message =
-      error_on(kCuda0, [&](Device d) { cross_entropy(logits, index_on({3, 10, 9, 0}, {4}, d)).item<float>(); });
+  const std::string message = error_on(kCuda0, [&](Device d) {
+    cross_entropy(logits, index_on({3, 10, 9, 0}, {4}, d)).item<float>();
+  });
   CHECK_THAT(message, Catch::Matchers::Contains("gather: index 10 is out of bounds for dimension 1 with size 10"));
   CHECK(std::isfinite(cross_entropy(logits, index_on({3, 1, 9, 0}, {4}, kCuda0)).item<float>()));
 }

@@ -130,11 +130,11 @@ ncclUniqueId new_id() {
   return id;
 }
 
-#define CHECK_NOTHING_LEFT(id)                                   \
-  do {                                                           \
-    const std::vector<std::string> left = traces(id);            \
-    for (const std::string& what : left) UNSCOPED_INFO(what);    \
-    CHECK(left.empty());                                         \
+#define CHECK_NOTHING_LEFT(id)                                \
+  do {                                                        \
+    const std::vector<std::string> left = traces(id);         \
+    for (const std::string& what : left) UNSCOPED_INFO(what); \
+    CHECK(left.empty());                                      \
   } while (0)
 
 }  // namespace

@@ -42,7 +42,8 @@ std::vector<double> concatenate(const Values& parts) {
 void require_close(ncclDataType_t type, const std::vector<double>& got, const std::vector<double>& expected) {
   const long bad = first_mismatch(type, got, expected);
   INFO("first mismatch at " << bad << ": got " << (bad >= 0 && static_cast<size_t>(bad) < got.size() ? got[bad] : 0)
-                            << ", expected " << (bad >= 0 && static_cast<size_t>(bad) < expected.size() ? expected[bad] : 0));
+                            << ", expected "
+                            << (bad >= 0 && static_cast<size_t>(bad) < expected.size() ? expected[bad] : 0));
   REQUIRE(bad == -1);
 }
 
@@ -65,7 +66,9 @@ void check_all_reduce(const Ranks& ranks, ncclDataType_t type, ncclRedOp_t op, s
     recv.push_back(in_place ? nullptr : std::make_unique<DeviceBuffer>(r, n * type_size(type)));
   }
   auto out = [&](int r) { return in_place ? send[r].get() : recv[r].get(); };
-  in_group(ranks, [&](int r) { return ncclAllReduce(send[r]->ptr, out(r)->ptr, n, type, op, ranks.comm(r), ranks.stream(r)); });
+  in_group(ranks, [&](int r) {
+    return ncclAllReduce(send[r]->ptr, out(r)->ptr, n, type, op, ranks.comm(r), ranks.stream(r));
+  });
   const std::vector<char> first = out(0)->download();
   require_close(type, decode(type, first), reference_reduce(type, op, inputs));
   for (int r = 1; r < R; ++r) REQUIRE(out(r)->download() == first);  // every rank gets the same bits
@@ -81,7 +84,8 @@ void check_broadcast(const Ranks& ranks, ncclDataType_t type, size_t n, int root
   }
   // Only the root's sendbuff is read.
   in_group(ranks, [&](int r) {
-    return ncclBroadcast(r == root ? send[r]->ptr : nullptr, recv[r]->ptr, n, type, root, ranks.comm(r), ranks.stream(r));
+    return ncclBroadcast(r == root ? send[r]->ptr : nullptr, recv[r]->ptr, n, type, root, ranks.comm(r),
+                         ranks.stream(r));
   });
   for (int r = 0; r < R; ++r) require_close(type, decode(type, recv[r]->download()), inputs[root]);
 }
@@ -132,9 +136,8 @@ void check_reduce_scatter(const Ranks& ranks, ncclDataType_t type, ncclRedOp_t o
     recv.push_back(in_place ? nullptr : std::make_unique<DeviceBuffer>(r, n * size));
   }
   auto out = [&](int r) { return in_place ? send[r]->at(r * n * size) : static_cast<char*>(recv[r]->ptr); };
-  in_group(ranks, [&](int r) {
-    return ncclReduceScatter(send[r]->ptr, out(r), n, type, op, ranks.comm(r), ranks.stream(r));
-  });
+  in_group(ranks,
+           [&](int r) { return ncclReduceScatter(send[r]->ptr, out(r), n, type, op, ranks.comm(r), ranks.stream(r)); });
   for (int r = 0; r < R; ++r) {
     std::vector<double> got = decode(type, in_place ? send[r]->download() : recv[r]->download());
     if (in_place) got = slice(got, r * n, n);

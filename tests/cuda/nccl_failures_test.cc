@@ -140,7 +140,8 @@ TEST_CASE("ranks that disagree on a collective fail on every rank, naming the di
        {"datatype", "rank 0 passed ncclFloat32, rank 1 passed ncclInt32"}},
       {"reduction",
        [](int r, void* x, ncclComm_t c, cudaStream_t s) {
-         return ncclReduceScatter(x, static_cast<float*>(x) + 10 * r, 10, ncclFloat32, r == 0 ? ncclSum : ncclMax, c, s);
+         return ncclReduceScatter(x, static_cast<float*>(x) + 10 * r, 10, ncclFloat32, r == 0 ? ncclSum : ncclMax, c,
+                                  s);
        },
        {"reduction", "ncclReduceScatter", "rank 0 passed ncclSum, rank 1 passed ncclMax"}},
       {"root",
@@ -148,7 +149,8 @@ TEST_CASE("ranks that disagree on a collective fail on every rank, naming the di
        {"root", "rank 0 passed 0, rank 1 passed 1"}},
       {"collective",
        [](int r, void* x, ncclComm_t c, cudaStream_t s) {
-         return r == 0 ? ncclAllReduce(x, x, 100, ncclFloat32, ncclSum, c, s) : ncclBroadcast(x, x, 100, ncclFloat32, 0, c, s);
+         return r == 0 ? ncclAllReduce(x, x, 100, ncclFloat32, ncclSum, c, s)
+                       : ncclBroadcast(x, x, 100, ncclFloat32, 0, c, s);
        },
        {"different collectives", "rank 0 called ncclAllReduce, rank 1 called ncclBroadcast"}},
   };
@@ -255,8 +257,7 @@ TEST_CASE("bad buffers, streams, types, ops, roots and handles are refused at th
           "ncclFloat8e4m3 (10) is not supported");
   refused(ncclAllReduce(on0.ptr, on0.ptr, 100, ncclFloat32, static_cast<ncclRedOp_t>(9), c, s), ncclInvalidArgument,
           "invalid reduction op 9");
-  refused(ncclBroadcast(on0.ptr, on0.ptr, 100, ncclFloat32, 2, c, s), ncclInvalidArgument,
-          "root 2 is not a rank");
+  refused(ncclBroadcast(on0.ptr, on0.ptr, 100, ncclFloat32, 2, c, s), ncclInvalidArgument, "root 2 is not a rank");
   refused(ncclSend(on0.ptr, 100, ncclFloat32, -1, c, s), ncclInvalidArgument, "peer -1 is not a rank");
   refused(ncclAllReduce(on0.ptr, on0.at(4), 50, ncclFloat32, ncclSum, c, s), ncclInvalidArgument,
           "overlap, but not in the in-place layout");

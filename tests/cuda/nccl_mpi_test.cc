@@ -35,7 +35,8 @@ void check(bool ok, const std::string& what) {
 bool listed(const std::string& socket) {
   std::ifstream sockets("/proc/net/unix");
   for (std::string line; std::getline(sockets, line);)
-    if (line.size() >= socket.size() && line.compare(line.size() - socket.size(), socket.size(), socket) == 0) return true;
+    if (line.size() >= socket.size() && line.compare(line.size() - socket.size(), socket.size(), socket) == 0)
+      return true;
   return false;
 }
 
@@ -104,7 +105,8 @@ void collectives(ncclComm_t comm, cudaStream_t stream) {
       CHECK_CUDA(cudaStreamSynchronize(stream));
       const std::vector<double> reduced = reference_reduce(type, ncclMax, blocks);
       const std::vector<double> got = decode(type, whole.read());
-      const std::vector<double> my_block(got.begin() + static_cast<long>(rank * n), got.begin() + static_cast<long>((rank + 1) * n));
+      const std::vector<double> my_block(got.begin() + static_cast<long>(rank * n),
+                                         got.begin() + static_cast<long>((rank + 1) * n));
       const std::vector<double> expected(reduced.begin() + static_cast<long>(rank * n),
                                          reduced.begin() + static_cast<long>((rank + 1) * n));
       check(first_mismatch(type, my_block, expected) < 0, "ncclReduceScatter in place differs from the reference");
@@ -138,9 +140,10 @@ void mismatch(cudaStream_t stream) {
   Buffer x(4000);
   CHECK_NCCL(ncclAllReduce(x.ptr, x.ptr, rank == 1 ? 999 : 1000, ncclFloat32, ncclSum, comm, stream));
   const std::string why = failure(stream);
-  check(why.find("ranks disagree on the count of collective #0 (ncclAllReduce): rank 0 passed 1000, rank 1 passed 999") !=
-            std::string::npos,
-        "mismatch message: " + why);
+  check(
+      why.find("ranks disagree on the count of collective #0 (ncclAllReduce): rank 0 passed 1000, rank 1 passed 999") !=
+          std::string::npos,
+      "mismatch message: " + why);
   ncclResult_t e;
   CHECK_NCCL(ncclCommGetAsyncError(comm, &e));
   check(e == ncclInvalidUsage, "ncclCommGetAsyncError after a mismatch");
@@ -162,7 +165,8 @@ void abort_pending(cudaStream_t stream) {
   } else {
     if (rank == 0) {
       const std::string why = failure(stream);
-      check(why.find("rank " + std::to_string(aborter) + " (cuda:" + std::to_string(aborter) + ", pid") != std::string::npos &&
+      check(why.find("rank " + std::to_string(aborter) + " (cuda:" + std::to_string(aborter) + ", pid") !=
+                    std::string::npos &&
                 why.find("called ncclCommAbort") != std::string::npos,
             "abort message: " + why);
     }

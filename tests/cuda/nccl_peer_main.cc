@@ -23,7 +23,8 @@ void say(const char* line) {
 int main(int argc, char** argv) {
   if (argc < 2 || argc > 4 || std::strlen(argv[1]) != 2 * sizeof(ncclUniqueId)) return 2;
   ncclUniqueId id;
-  for (size_t i = 0; i < sizeof(id); ++i) id.internal[i] = static_cast<char>(std::stoi(std::string(argv[1] + 2 * i, 2), nullptr, 16));
+  for (size_t i = 0; i < sizeof(id); ++i)
+    id.internal[i] = static_cast<char>(std::stoi(std::string(argv[1] + 2 * i, 2), nullptr, 16));
   const int rank = argc >= 3 ? std::stoi(argv[2]) : 1;
   const bool loop = argc == 4 && std::string(argv[3]) == "loop";
   ember::emu::set_device_count(2);
@@ -41,7 +42,8 @@ int main(int argc, char** argv) {
   cudaMalloc(reinterpret_cast<void**>(&x), n * sizeof(float));
   cudaMemset(x, 0, n * sizeof(float));
   for (bool first = true;; first = false) {
-    if (ncclAllReduce(x, x, n, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+    if (ncclAllReduce(x, x, n, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess) {
       std::fprintf(stderr, "all-reduce failed: %s\n", ncclGetLastError(comm));
       return 4;
     }

@@ -22,11 +22,11 @@ namespace ember::testing {
     REQUIRE(e_ == cudaSuccess);                                                   \
   } while (0)
 
-#define REQUIRE_NCCL(call)                                                                        \
-  do {                                                                                            \
-    ncclResult_t r_ = (call);                                                                     \
-    INFO(#call << ": " << ncclGetErrorString(r_) << ": " << ncclGetLastError(nullptr));           \
-    REQUIRE(r_ == ncclSuccess);                                                                   \
+#define REQUIRE_NCCL(call)                                                              \
+  do {                                                                                  \
+    ncclResult_t r_ = (call);                                                           \
+    INFO(#call << ": " << ncclGetErrorString(r_) << ": " << ncclGetLastError(nullptr)); \
+    REQUIRE(r_ == ncclSuccess);                                                         \
   } while (0)
 
 struct DeviceBuffer {
@@ -69,8 +69,10 @@ class Ranks {
   ~Ranks() {
     // A failed test may leave work pending that would hold ncclCommDestroy forever.
     for (size_t r = 0; r < comms.size(); ++r) {
-      if (cudaStreamQuery(streams[r]) == cudaErrorNotReady) ncclCommAbort(comms[r]);
-      else ncclCommDestroy(comms[r]);
+      if (cudaStreamQuery(streams[r]) == cudaErrorNotReady)
+        ncclCommAbort(comms[r]);
+      else
+        ncclCommDestroy(comms[r]);
     }
     for (cudaStream_t s : streams) cudaStreamDestroy(s);
   }

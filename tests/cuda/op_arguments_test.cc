@@ -76,9 +76,12 @@ Outcome call(const OpCase& c, const std::vector<Tensor>& inputs, const OpArgs& a
 
 std::string describe(const Outcome& o) {
   switch (o.kind) {
-    case Outcome::Returned: return "returned";
-    case Outcome::Raised: return "raised \"" + o.message + "\"";
-    case Outcome::RaisedOther: return "raised a non-ember exception \"" + o.message + "\"";
+    case Outcome::Returned:
+      return "returned";
+    case Outcome::Raised:
+      return "raised \"" + o.message + "\"";
+    case Outcome::RaisedOther:
+      return "raised a non-ember exception \"" + o.message + "\"";
   }
   return "?";
 }
@@ -158,10 +161,11 @@ void walk(const std::vector<Device>& bases, Fn fn) {
 
 // Passes when `got` raised an Error naming the op (and `also`, when given), or returned what
 // `want()` returns; fails with `what` otherwise.
-void expect_error_or(const OpCase& c, const Outcome& got, const std::string& what,
-                     const std::function<Outcome()>& want, const std::vector<std::string>& also = {}) {
+void expect_error_or(const OpCase& c, const Outcome& got, const std::string& what, const std::function<Outcome()>& want,
+                     const std::vector<std::string>& also = {}) {
   if (got.kind == Outcome::Raised && names_op(c, got.message) &&
-      std::all_of(also.begin(), also.end(), [&](const std::string& s) { return got.message.find(s) != std::string::npos; }))
+      std::all_of(also.begin(), also.end(),
+                  [&](const std::string& s) { return got.message.find(s) != std::string::npos; }))
     return;
   if (got.kind != Outcome::Returned || !want) {
     FAIL_CHECK(what);
@@ -244,10 +248,9 @@ TEST_CASE("a non-contiguous tensor argument gives the contiguous answer") {
       inputs[i] = strided_copy(trial.tensors[i]);
       REQUIRE_FALSE(inputs[i].is_contiguous());
       const Outcome got = call(c, inputs, trial.args);
-      expect_error_or(c, got,
-                      argument_text(c, i, inputs[i]) + " strides " + shape_str(inputs[i].strides()) + ": " +
-                          describe(got),
-                      [&] { return baseline; });
+      expect_error_or(
+          c, got, argument_text(c, i, inputs[i]) + " strides " + shape_str(inputs[i].strides()) + ": " + describe(got),
+          [&] { return baseline; });
     }
   });
 }
@@ -287,12 +290,35 @@ TEST_CASE("a 0-dim CPU tensor joins elementwise ops on a GPU") {
 TEST_CASE("the walks cover the public ops the issue found unchecked") {
   std::set<std::string> names;
   for (const OpCase& c : public_cases()) names.insert(c.name);
-  for (const char* name : {"add", "where", "matmul", "mm", "bmm", "cat_2", "stack", "copy_", "add_", "gather",
-                           "scatter_add", "embedding", "embedding_int32", "embedding_backward", "batch_norm_train",
-                           "batch_norm_eval", "batch_norm_relu_eval", "conv2d_bias", "conv2d_backward",
-                           "max_pool2d_backward", "linear_bias", "layer_norm_affine", "mse_loss", "cross_entropy",
-                           "cross_entropy_weight_smoothing", "nll_loss_weight_sum", "binary_cross_entropy_with_logits",
-                           "dropout", "set_grad"}) {
+  for (const char* name : {"add",
+                           "where",
+                           "matmul",
+                           "mm",
+                           "bmm",
+                           "cat_2",
+                           "stack",
+                           "copy_",
+                           "add_",
+                           "gather",
+                           "scatter_add",
+                           "embedding",
+                           "embedding_int32",
+                           "embedding_backward",
+                           "batch_norm_train",
+                           "batch_norm_eval",
+                           "batch_norm_relu_eval",
+                           "conv2d_bias",
+                           "conv2d_backward",
+                           "max_pool2d_backward",
+                           "linear_bias",
+                           "layer_norm_affine",
+                           "mse_loss",
+                           "cross_entropy",
+                           "cross_entropy_weight_smoothing",
+                           "nll_loss_weight_sum",
+                           "binary_cross_entropy_with_logits",
+                           "dropout",
+                           "set_grad"}) {
     INFO(name);
     CHECK(names.count(name) == 1);
   }

@@ -20,20 +20,22 @@ using namespace ember::testing;
 
 namespace {
 
-
 constexpr emu::ThreadOrder kOrders[] = {emu::ThreadOrder::Natural, emu::ThreadOrder::Reversed,
                                         emu::ThreadOrder::Shuffled, emu::ThreadOrder::Random};
 
 const char* order_name(emu::ThreadOrder order) {
   switch (order) {
-    case emu::ThreadOrder::Natural: return "natural";
-    case emu::ThreadOrder::Reversed: return "reversed";
-    case emu::ThreadOrder::Shuffled: return "shuffled";
-    case emu::ThreadOrder::Random: return "random";
+    case emu::ThreadOrder::Natural:
+      return "natural";
+    case emu::ThreadOrder::Reversed:
+      return "reversed";
+    case emu::ThreadOrder::Shuffled:
+      return "shuffled";
+    case emu::ThreadOrder::Random:
+      return "random";
   }
   return "?";
 }
-
 
 // The failure of a launch that `launch` queues with buffers of its own (freed when it returns,
 // before the reset, which frees every allocation of the device): the error the next
@@ -168,8 +170,7 @@ TEST_CASE("outside checking mode, a tree reduction missing its barrier is wrong 
   });
 }
 
-TEST_CASE("each launch draws its thread order: one block's wrong results differ between launches",
-          "[emu][racecheck]") {
+TEST_CASE("each launch draws its thread order: one block's wrong results differ between launches", "[emu][racecheck]") {
   ModeGuard guard;
   emu::set_checking(false);
   emu::set_thread_order(emu::ThreadOrder::Shuffled);
@@ -226,8 +227,8 @@ TEST_CASE("racecheck: lanes ordered by __syncwarp and atomics on shared memory a
     }
     const std::string message = shared_access_failure(SharedAccess::WarpUnsynchronised);
     INFO(message);
-    CHECK_THAT(message, Catch::Contains("shared-memory race: thread (") &&
-                            Catch::Contains(line(shared_store_line())) && Catch::Contains(line(shared_load_line())));
+    CHECK_THAT(message, Catch::Contains("shared-memory race: thread (") && Catch::Contains(line(shared_store_line())) &&
+                            Catch::Contains(line(shared_load_line())));
   });
 }
 #endif

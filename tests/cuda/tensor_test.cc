@@ -180,7 +180,8 @@ TEST_CASE("scalar operands stay on the host") {
   Tensor y = x * 0.5 + 3.0;  // two outputs; no device tensor for either scalar
   CHECK(cuda::memory_stats(0).allocations - before == 2);
   CHECK(same_values(y, full({1000}, 4.0)));
-  Tensor w = where(x > full({}, 1.0, TensorOptions(kFloat32)), x, zeros({}, TensorOptions(kFloat32)));  // a 0-dim CPU tensor joins too
+  Tensor w = where(x > full({}, 1.0, TensorOptions(kFloat32)), x,
+                   zeros({}, TensorOptions(kFloat32)));  // a 0-dim CPU tensor joins too
   CHECK(same_values(w, full({1000}, 2.0)));
   x.add_(1.0);
   CHECK(same_values(x, full({1000}, 3.0)));
@@ -226,7 +227,8 @@ TEST_CASE("Module::to moves parameters and buffers, and the fused optimizers mat
     for (const Tensor& b : gpu_model->buffers()) CHECK(b.device() == kCuda0);
     auto make = [kind](std::vector<Tensor> params) -> std::unique_ptr<optim::Optimizer> {
       if (kind == 0)
-        return std::make_unique<optim::SGD>(params, optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(1e-2));
+        return std::make_unique<optim::SGD>(params,
+                                            optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(1e-2));
       if (kind == 1) return std::make_unique<optim::Adam>(params, optim::AdamOptions(1e-2).amsgrad(true));
       return std::make_unique<optim::AdamW>(params, optim::AdamWOptions(1e-2).weight_decay(0.1));
     };

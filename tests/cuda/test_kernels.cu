@@ -95,8 +95,8 @@ __global__ void warp_kernel(const int* in, int* out, int width) {
   const int lane = threadIdx.x % 32;
   const int v = in[threadIdx.x];
   int* o = out + threadIdx.x * 8;
-  o[0] = __shfl_sync(0xffffffffu, v, 3, width);        // lane 3 of each width-segment
-  o[1] = __shfl_sync(0xffffffffu, v, lane + 5, width); // srcLane beyond the width wraps in the segment
+  o[0] = __shfl_sync(0xffffffffu, v, 3, width);         // lane 3 of each width-segment
+  o[1] = __shfl_sync(0xffffffffu, v, lane + 5, width);  // srcLane beyond the width wraps in the segment
   o[2] = __shfl_up_sync(0xffffffffu, v, 2, width);
   o[3] = __shfl_down_sync(0xffffffffu, v, 3, width);
   o[4] = __shfl_xor_sync(0xffffffffu, v, 9, width);
@@ -105,6 +105,8 @@ __global__ void warp_kernel(const int* in, int* out, int width) {
   o[7] = __all_sync(0xffffffffu, v >= 0);
 }
 
+// The line numbers below are counted from __LINE__: no formatter may move these lines.
+// clang-format off
 constexpr int kTreeStepLine = __LINE__ + 8;
 __global__ void tree_reduce_kernel(const float* x, float* out, bool with_barrier) {
   __shared__ float partial[1024];
@@ -128,6 +130,7 @@ constexpr int kLoadLine = __LINE__ + 2;
 __device__ __forceinline__ int load_shared(const int* word) {
   return *word;
 }
+// clang-format on
 
 __global__ void shared_access_kernel(SharedAccess pattern, int* out) {
   __shared__ int word;
@@ -189,8 +192,8 @@ cudaError_t divergent_barrier(int threads, int arrive, bool other_site, cudaStre
 
 cudaError_t reverse_chunks(const float* x, float* out, int n, int threads, int shared_floats, bool overrun,
                            cudaStream_t stream) {
-  EMBER_LAUNCH(reverse_kernel, (n + threads - 1) / threads, threads, shared_floats * sizeof(float), stream, x, out,
-               n, shared_floats, overrun);
+  EMBER_LAUNCH(reverse_kernel, (n + threads - 1) / threads, threads, shared_floats * sizeof(float), stream, x, out, n,
+               shared_floats, overrun);
   return cudaGetLastError();
 }
 

@@ -80,8 +80,8 @@ TEST_CASE("CIFAR errors name the file and the problem", "[cifar][errors]") {
     std::vector<uint8_t> bytes = cifar_records(2, 2);
     bytes.resize(bytes.size() - 100);
     write_bytes(dir + "/test.bin", bytes);
-    CHECK_THROWS_WITH(CIFAR100(dir, false), Catch::Contains(dir + "/test.bin") &&
-                                                Catch::Contains("not a multiple of the record size 3074"));
+    CHECK_THROWS_WITH(CIFAR100(dir, false),
+                      Catch::Contains(dir + "/test.bin") && Catch::Contains("not a multiple of the record size 3074"));
   }
   SECTION("a CIFAR-100 file read as CIFAR-10") {
     std::string dir = write_cifar10("cifar10_foreign");

@@ -158,8 +158,8 @@ TEST_CASE("DataLoader epochs are identical for 0, 1 and 3 workers", "[loader][wo
   REQUIRE(reference.size() == 12);
   for (int workers : {1, 3}) {
     for (int prefetch : {1, 2, 5}) {
-      DataLoader loader(ds, DataLoaderOptions(4).shuffle(true).seed(11).workers(workers).prefetch(prefetch)
-                                .transform(augmentation()));
+      DataLoader loader(ds, DataLoaderOptions(4).shuffle(true).seed(11).workers(workers).prefetch(prefetch).transform(
+                                augmentation()));
       loader.set_epoch(4);
       INFO(workers << " workers, prefetch " << prefetch);
       CHECK(run_epoch(loader) == reference);

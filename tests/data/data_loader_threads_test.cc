@@ -63,9 +63,7 @@ std::shared_ptr<TensorDataset> indexed(int64_t n) {
 TEST_CASE("Destroying a loader mid-epoch joins its workers", "[loader][workers]") {
   auto synthetic = std::make_shared<SyntheticDataset>(2000, Shape{3, 16, 16}, 10, 1);
   for (int workers : {1, 3}) {
-    {
-      DataLoader untouched(synthetic, DataLoaderOptions(16).workers(workers));
-    }
+    { DataLoader untouched(synthetic, DataLoaderOptions(16).workers(workers)); }
     {
       DataLoader started(synthetic, DataLoaderOptions(16).workers(workers).prefetch(2));
       auto it = started.begin();  // workers now fill the queue and block on it

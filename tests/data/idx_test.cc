@@ -154,6 +154,6 @@ TEST_CASE("MNIST rejects an images file that holds labels", "[idx][errors]") {
   std::string dir = scratch_dir("idx_swapped");
   write_bytes(dir + "/train-images-idx3-ubyte", labels_file());
   write_bytes(dir + "/train-labels-idx1-ubyte", labels_file());
-  CHECK_THROWS_WITH(MNIST(dir), Catch::Contains(dir + "/train-images-idx3-ubyte") &&
-                                    Catch::Contains("wrong dimension count"));
+  CHECK_THROWS_WITH(MNIST(dir),
+                    Catch::Contains(dir + "/train-images-idx3-ubyte") && Catch::Contains("wrong dimension count"));
 }

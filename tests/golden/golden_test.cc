@@ -25,7 +25,7 @@ Tensor owned_copy(const Tensor& reference) { return reference.clone().to(kTestDe
 void require_close(const Tensor& actual, const Tensor& expected, const std::string& what, double rtol = 1e-4,
                    double atol = 1e-5) {
   INFO(what << ": shapes " << shape_str(actual.sizes()) << " vs " << shape_str(expected.sizes()) << ", on "
-              << actual.device());
+            << actual.device());
   REQUIRE(actual.device() == kTestDevice);
   REQUIRE(actual.sizes() == expected.sizes());
   std::vector<double> a = actual.to_vector<double>(), b = expected.to_vector<double>();

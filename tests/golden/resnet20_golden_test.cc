@@ -57,8 +57,10 @@ TEST_CASE("ResNet-20 forward and backward match PyTorch", "[golden][models]") {
       bool is_bn = name.find("bn") != std::string::npos;
       double fan_in = p.dim() > 1 ? static_cast<double>(p.numel() / p.size(0)) : static_cast<double>(p.numel());
       for (double& v : u) {
-        if (is_bn) v = name.ends_with("weight") ? 1.0 + 0.2 * v : 0.2 * v;
-        else v = v * std::sqrt(12.0 / fan_in);
+        if (is_bn)
+          v = name.ends_with("weight") ? 1.0 + 0.2 * v : 0.2 * v;
+        else
+          v = v * std::sqrt(12.0 / fan_in);
       }
       p.copy_(from_doubles(u, p.sizes()));
     }

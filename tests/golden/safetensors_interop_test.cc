@@ -25,9 +25,9 @@ TEST_CASE("a file written by PyTorch's safetensors reads back exactly", "[golden
     DType dtype;
     Shape shape;
   };
-  const Expect expected[] = {{"f32", kFloat32, {3, 4}}, {"f64", kFloat64, {2, 3, 2}}, {"bf16", kBFloat16, {5}},
-                             {"f16", kFloat16, {2, 2}}, {"i64", kInt64, {7}},        {"i32", kInt32, {1, 6}},
-                             {"u8", kUInt8, {4}},       {"bool", kBool, {3, 2}},     {"scalar", kFloat32, {}},
+  const Expect expected[] = {{"f32", kFloat32, {3, 4}},  {"f64", kFloat64, {2, 3, 2}}, {"bf16", kBFloat16, {5}},
+                             {"f16", kFloat16, {2, 2}},  {"i64", kInt64, {7}},         {"i32", kInt32, {1, 6}},
+                             {"u8", kUInt8, {4}},        {"bool", kBool, {3, 2}},      {"scalar", kFloat32, {}},
                              {"empty", kFloat32, {0, 3}}};
   REQUIRE(file.tensors.size() == std::size(expected));
   for (const Expect& e : expected) {

@@ -143,8 +143,10 @@ void check_rgb_model(const std::string& name) {
   std::string message = error_of([&] { model.forward(gray); });
   CHECK_THAT(message, Catch::StartsWith(model.type_name() + ": expected input [N, "));
   CHECK_THAT(message, Catch::EndsWith("got [2, 1, 32, 32]"));
-  if (name == "mlp") CHECK_THAT(message, Catch::Contains("3072 features"));
-  else CHECK_THAT(message, Catch::Contains("[N, 3, "));
+  if (name == "mlp")
+    CHECK_THAT(message, Catch::Contains("3072 features"));
+  else
+    CHECK_THAT(message, Catch::Contains("[N, 3, "));
 }
 
 }  // namespace
@@ -153,12 +155,15 @@ TEST_CASE("3-channel CIFAR-stem models: PyTorch's parameter count, logits at 3x3
           "[models][rgb]") {
   for (const std::string& name : models::model_names())
     if (!imagenet_stem(name)) check_rgb_model(name);
-  CHECK(error_of([] { model_for("resnet20", 3, 32, 32, 10).forward(zeros({3, 32, 32})); }) ==
-        "ResNet20: expected input [N, 3, H, W], got [3, 32, 32]");
-  CHECK(error_of([] { model_for("lenet", 3, 32, 32, 10).forward(zeros({2, 3, 28, 28})); }) ==
-        "LeNet: expected input [N, 3, 32, 32], got [2, 3, 28, 28]");
-  CHECK(error_of([] { model_for("resnet9", 3, 32, 32, 10).forward(zeros({2, 1, 32, 32})); }) ==
-        "ResNet9: expected input [N, 3, H, W], got [2, 1, 32, 32]");
+  CHECK(error_of([] {
+          model_for("resnet20", 3, 32, 32, 10).forward(zeros({3, 32, 32}));
+        }) == "ResNet20: expected input [N, 3, H, W], got [3, 32, 32]");
+  CHECK(error_of([] {
+          model_for("lenet", 3, 32, 32, 10).forward(zeros({2, 3, 28, 28}));
+        }) == "LeNet: expected input [N, 3, 32, 32], got [2, 3, 28, 28]");
+  CHECK(error_of([] {
+          model_for("resnet9", 3, 32, 32, 10).forward(zeros({2, 1, 32, 32}));
+        }) == "ResNet9: expected input [N, 3, H, W], got [2, 1, 32, 32]");
 }
 
 TEST_CASE("ImageNet-stem models, 1000 classes: the same on small images", "[models][imagenet]") {

@@ -70,7 +70,8 @@ void check_same_training(const std::shared_ptr<nn::Module>& model, const Shape& 
   check_same_values("input gradient", b.grad(), a.grad());
   auto ours = twin->named_parameters(), theirs = model->named_parameters();
   REQUIRE(ours.size() == theirs.size());
-  for (size_t i = 0; i < ours.size(); ++i) check_same_values(ours[i].first + ".grad", ours[i].second.grad(), theirs[i].second.grad());
+  for (size_t i = 0; i < ours.size(); ++i)
+    check_same_values(ours[i].first + ".grad", ours[i].second.grad(), theirs[i].second.grad());
   auto our_buffers = twin->named_buffers(), their_buffers = model->named_buffers();
   REQUIRE(our_buffers.size() == their_buffers.size());
   for (size_t i = 0; i < our_buffers.size(); ++i)
@@ -127,7 +128,8 @@ TEST_CASE("as_sequential: Bottleneck ResNets of either stem and shortcut, and th
           "[models][sequential]") {
   for (auto stem : {models::Stem::Cifar, models::Stem::ImageNet}) {
     for (auto shortcut : {models::Shortcut::A, models::Shortcut::B}) {
-      INFO("ImageNet stem " << (stem == models::Stem::ImageNet) << ", shortcut B " << (shortcut == models::Shortcut::B));
+      INFO("ImageNet stem " << (stem == models::Stem::ImageNet) << ", shortcut B "
+                            << (shortcut == models::Shortcut::B));
       manual_seed(29);
       check_same_training(small_bottleneck(stem, shortcut).ptr(), {4, 2, 13, 11});
     }
@@ -145,8 +147,8 @@ TEST_CASE("as_sequential: Bottleneck ResNets of either stem and shortcut, and th
   CHECK(names(models::as_sequential(models::make_model("mlp", 1, 16, 10))) ==
         std::vector<std::string>{"layers.0", "layers.1", "layers.2", "layers.3", "layers.4", "layers.5"});
   CHECK(names(models::as_sequential(models::make_model("lenet", 1, 16, 10))) ==
-        std::vector<std::string>{"conv1", "relu1", "pool1", "conv2", "relu2", "pool2", "flatten", "fc1", "relu3",
-                                 "fc2", "relu4", "fc3"});
+        std::vector<std::string>{"conv1", "relu1", "pool1", "conv2", "relu2", "pool2", "flatten", "fc1", "relu3", "fc2",
+                                 "relu4", "fc3"});
 }
 
 TEST_CASE("as_sequential: a Sequential is itself; other models are refused by type", "[models][sequential]") {

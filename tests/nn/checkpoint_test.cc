@@ -37,12 +37,12 @@ struct Run {
     model = nn::Sequential(nn::Flatten(), nn::Linear(12, 16), nn::BatchNorm1d(16), nn::ReLU(), nn::Dropout(0.3),
                            nn::Linear(16, 3))
                 .ptr();
-    optimizer = std::make_unique<optim::SGD>(
-        model->parameters(), optim::SGDOptions(0.05).momentum(0.9).nesterov(true).weight_decay(1e-3));
+    optimizer = std::make_unique<optim::SGD>(model->parameters(),
+                                             optim::SGDOptions(0.05).momentum(0.9).nesterov(true).weight_decay(1e-3));
     schedule = std::make_unique<optim::OneCycleLR>(*optimizer, 0.2, 40);
     Generator g(3);
-    auto dataset = std::make_shared<data::TensorDataset>(randn({37, 12}, {}, &g),
-                                                         randint(0, 3, {37}, TensorOptions(kInt64), &g));
+    auto dataset =
+        std::make_shared<data::TensorDataset>(randn({37, 12}, {}, &g), randint(0, 3, {37}, TensorOptions(kInt64), &g));
     loader = std::make_unique<data::DataLoader>(dataset, data::DataLoaderOptions(5).shuffle(true).seed(11).workers(1));
   }
 
@@ -94,7 +94,8 @@ TEST_CASE("a resumed run continues bit for bit", "[checkpoint]") {
     REQUIRE(a[i].first == b[i].first);
     REQUIRE(a[i].second.to_vector<double>() == b[i].second.to_vector<double>());
   }
-  REQUIRE(straight.optimizer->param_groups()[0].options().get_lr() == second.optimizer->param_groups()[0].options().get_lr());
+  REQUIRE(straight.optimizer->param_groups()[0].options().get_lr() ==
+          second.optimizer->param_groups()[0].options().get_lr());
 }
 
 TEST_CASE("damaged or mismatched checkpoints raise naming the problem", "[checkpoint]") {

@@ -70,8 +70,7 @@ TEST_CASE("clip_grad_norm_ with other norm types", "[optim][clip]") {
 TEST_CASE("clip_grad_norm_ on a non-finite norm", "[optim][clip]") {
   auto params = params_with_grads();
   params[1].set_grad(tensor<float>({std::numeric_limits<float>::infinity()}));
-  REQUIRE_THROWS_WITH(clip_grad_norm_(params, 1.0, 2.0, /*error_if_nonfinite=*/true),
-                      Catch::Contains("non-finite"));
+  REQUIRE_THROWS_WITH(clip_grad_norm_(params, 1.0, 2.0, /*error_if_nonfinite=*/true), Catch::Contains("non-finite"));
   REQUIRE(params[0].grad().to_vector<float>() == std::vector<float>{3.0f, 4.0f});  // untouched by the failed call
   REQUIRE(std::isinf(clip_grad_norm_(params, 1.0)));
 }

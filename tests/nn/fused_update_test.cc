@@ -60,8 +60,8 @@ void reference_sgd(std::vector<T>& param, const std::vector<T>& grad, std::vecto
       if (first_step) {
         buf[i] = d;  // torch.clone(d_p)
       } else {
-        buf[i] = buf[i] * static_cast<T>(a.momentum);                 // buf.mul_(momentum)
-        buf[i] = buf[i] + static_cast<T>(1 - a.dampening) * d;        // .add_(d_p, alpha=1 - dampening)
+        buf[i] = buf[i] * static_cast<T>(a.momentum);           // buf.mul_(momentum)
+        buf[i] = buf[i] + static_cast<T>(1 - a.dampening) * d;  // .add_(d_p, alpha=1 - dampening)
       }
       d = a.nesterov ? d + static_cast<T>(a.momentum) * buf[i] : buf[i];
     }

@@ -90,16 +90,22 @@ TEST_CASE("Dropout zeroes at rate p and scales the rest by 1 / (1 - p)", "[nn][d
 }
 
 TEST_CASE("misused layers raise errors that name the layer and the shapes", "[nn][errors]") {
-  CHECK_THAT(error_of([] { nn::BatchNorm2d(4)(randn({2, 3, 5, 5})); }),
+  CHECK_THAT(error_of([] {
+               nn::BatchNorm2d(4)(randn({2, 3, 5, 5}));
+             }),
              Catch::Contains("BatchNorm2d") && Catch::Contains("[2, 3, 5, 5]"));
-  CHECK_THAT(error_of([] { nn::BatchNorm1d(4)(randn({2, 4, 5, 5})); }),
+  CHECK_THAT(error_of([] {
+               nn::BatchNorm1d(4)(randn({2, 4, 5, 5}));
+             }),
              Catch::Contains("BatchNorm1d") && Catch::Contains("2-D or 3-D"));
   CHECK_THAT(error_of([] { nn::Linear(3, 2)(randn({4, 5})); }), Catch::Contains("[4, 5]"));
   CHECK_THAT(error_of([] { nn::Conv2d(3, 2, 3)(randn({3, 8, 8})); }), Catch::Contains("[3, 8, 8]"));
   CHECK_THAT(error_of([] { nn::Conv2d(3, 2, 3)(randn({1, 4, 8, 8})); }), Catch::Contains("[1, 4, 8, 8]"));
   CHECK_THAT(error_of([] { nn::LayerNorm(Shape{4})(randn({2, 5})); }), Catch::Contains("[2, 5]"));
-  CHECK_THAT(error_of([] { nn::Conv2d(nn::Conv2dOptions(3, 4, 3).groups(2)); }), Catch::Contains("divisible by groups"));
-  CHECK_THAT(error_of([] { nn::Embedding(nn::EmbeddingOptions(5, 2).padding_idx(5)); }), Catch::Contains("padding_idx"));
+  CHECK_THAT(error_of([] { nn::Conv2d(nn::Conv2dOptions(3, 4, 3).groups(2)); }),
+             Catch::Contains("divisible by groups"));
+  CHECK_THAT(error_of([] { nn::Embedding(nn::EmbeddingOptions(5, 2).padding_idx(5)); }),
+             Catch::Contains("padding_idx"));
   CHECK_THAT(error_of([] { nn::GELU("fast"); }), Catch::Contains("approximate"));
   CHECK_THAT(error_of([] { nn::ModuleList()->forward(randn({2})); }), Catch::Contains("ModuleList"));
   CHECK_THAT(error_of([] { nn::Sequential()->operator[](0); }), Catch::Contains("out of range"));

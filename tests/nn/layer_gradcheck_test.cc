@@ -21,10 +21,11 @@ GradCase layer_case(const std::string& name, Holder layer, InputSpec input, std:
   for (Tensor* field : fields) specs.push_back({.shape = field->sizes()});
   auto module = layer.ptr();
   return {.name = name,
-          .fn = [module, fields](const Inputs& x) {
-            for (size_t i = 0; i < fields.size(); ++i) *fields[i] = x[i + 1];
-            return module->forward(x[0]);
-          },
+          .fn =
+              [module, fields](const Inputs& x) {
+                for (size_t i = 0; i < fields.size(); ++i) *fields[i] = x[i + 1];
+                return module->forward(x[0]);
+              },
           .inputs = specs};
 }
 
@@ -46,8 +47,8 @@ TEST_CASE("gradcheck: Linear", "[nn][gradcheck]") {
 TEST_CASE("gradcheck: Conv2d", "[nn][gradcheck]") {
   nn::Conv2d plain(nn::Conv2dOptions(2, 3, 3).padding(1));
   require_gradcheck(layer_case("conv2d", plain, {.shape = {2, 2, 4, 5}}, {&plain->weight, &plain->bias}));
-  nn::Conv2d options(nn::Conv2dOptions(4, 6, Size2(3, 2)).stride(Size2(2, 1)).padding(Size2(1, 0))
-                         .dilation(Size2(1, 2)).groups(2));
+  nn::Conv2d options(
+      nn::Conv2dOptions(4, 6, Size2(3, 2)).stride(Size2(2, 1)).padding(Size2(1, 0)).dilation(Size2(1, 2)).groups(2));
   require_gradcheck(layer_case("conv2d.options", options, {.shape = {2, 4, 6, 7}}, {&options->weight, &options->bias}));
 }
 
@@ -66,8 +67,8 @@ TEST_CASE("gradcheck: BatchNorm1d and BatchNorm2d in training and evaluation", "
   require_gradcheck(layer_case("batchnorm2d.eval", bn2, {.shape = {3, 2, 2, 3}}, {&bn2->weight, &bn2->bias}));
   nn::BatchNorm2d no_stats(nn::BatchNormOptions(2).track_running_stats(false));
   no_stats->eval();  // no running statistics: batch statistics even in evaluation
-  require_gradcheck(layer_case("batchnorm2d.no_stats", no_stats, {.shape = {3, 2, 2, 2}},
-                               {&no_stats->weight, &no_stats->bias}));
+  require_gradcheck(
+      layer_case("batchnorm2d.no_stats", no_stats, {.shape = {3, 2, 2, 2}}, {&no_stats->weight, &no_stats->bias}));
 }
 
 TEST_CASE("gradcheck: LayerNorm", "[nn][gradcheck]") {
@@ -82,10 +83,11 @@ TEST_CASE("gradcheck: Embedding, and no gradient into the padding row", "[nn][gr
   embedding->to(kFloat64);
   const Tensor indices = tensor<int64_t>({0, 3, 3, 4, 1, 0}, {2, 3});
   GradCase c{.name = "embedding",
-             .fn = [embedding, indices](const Inputs& x) {
-               embedding->weight = x[0];
-               return embedding(indices);
-             },
+             .fn =
+                 [embedding, indices](const Inputs& x) {
+                   embedding->weight = x[0];
+                   return embedding(indices);
+                 },
              .inputs = {{.shape = {5, 3}}}};
   require_gradcheck(c);
 
@@ -102,10 +104,11 @@ TEST_CASE("gradcheck: Dropout with a fixed mask, and identity in evaluation", "[
   auto generator = std::make_shared<Generator>(5);
   dropout->generator = generator.get();
   GradCase c{.name = "dropout",
-             .fn = [dropout, generator](const Inputs& x) {
-               generator->manual_seed(5);  // the same mask on every evaluation
-               return dropout(x[0]);
-             },
+             .fn =
+                 [dropout, generator](const Inputs& x) {
+                   generator->manual_seed(5);  // the same mask on every evaluation
+                   return dropout(x[0]);
+                 },
              .inputs = {{.shape = {4, 6}}}};
   require_gradcheck(c);
   dropout->eval();

@@ -35,7 +35,9 @@ const std::map<std::string, Factory>& layer_factories() {
       {"batchnorm2d_plain", of<BatchNorm2d>([] {
          return BatchNorm2d(BatchNormOptions(4).momentum(std::nullopt).affine(false).track_running_stats(false));
        })},
-      {"layernorm", of<LayerNorm>([] { return LayerNorm(Shape{4, 5}); })},
+      {"layernorm", of<LayerNorm>([] {
+         return LayerNorm(Shape{4, 5});
+       })},
       {"layernorm_plain", of<LayerNorm>([] { return LayerNorm(LayerNormOptions({6}).elementwise_affine(false)); })},
       {"dropout", of<Dropout>([] { return Dropout(0.25); })},
       {"relu", of<ReLU>([] { return ReLU(); })},
@@ -78,9 +80,8 @@ const std::map<std::string, Factory>& layer_factories() {
       {"cross_entropy_loss", of<CrossEntropyLoss>([] {
          return CrossEntropyLoss(CrossEntropyLossOptions().weight(ones({5})).label_smoothing(0.1));
        })},
-      {"bce_with_logits_loss", of<BCEWithLogitsLoss>([] {
-         return BCEWithLogitsLoss(BCEWithLogitsLossOptions().pos_weight(ones({3})));
-       })},
+      {"bce_with_logits_loss",
+       of<BCEWithLogitsLoss>([] { return BCEWithLogitsLoss(BCEWithLogitsLossOptions().pos_weight(ones({3}))); })},
       {"nested", [] { return std::static_pointer_cast<nn::Module>(std::make_shared<Net>()); }},
   };
   return table;
@@ -93,7 +94,9 @@ const std::map<std::string, Factory>& init_factories() {
       {"conv2d", of<Conv2d>([] { return Conv2d(16, 64, Size2(3, 5)); })},
       {"conv2d_groups", of<Conv2d>([] { return Conv2d(Conv2dOptions(64, 256, 3).groups(16)); })},
       {"batchnorm2d", of<BatchNorm2d>([] { return BatchNorm2d(64); })},
-      {"layernorm", of<LayerNorm>([] { return LayerNorm(Shape{8, 16}); })},
+      {"layernorm", of<LayerNorm>([] {
+         return LayerNorm(Shape{8, 16});
+       })},
       {"embedding", of<Embedding>([] { return Embedding(1000, 64); })},
       {"embedding_padding", of<Embedding>([] { return Embedding(EmbeddingOptions(1000, 64).padding_idx(3)); })},
   };
@@ -150,7 +153,8 @@ std::string check_distribution(const Tensor& values, const json::Value& spec) {
   double expected_mean, expected_std, std_rel_err;
   if (dist == "uniform") {
     const double low = number(spec, "low"), high = number(spec, "high");
-    if (lo < low || hi > high) problems << "range [" << lo << ", " << hi << "] leaves [" << low << ", " << high << "]; ";
+    if (lo < low || hi > high)
+      problems << "range [" << lo << ", " << hi << "] leaves [" << low << ", " << high << "]; ";
     // n draws: the extremes lie within 10/n of the range's ends except with probability ~e^-10.
     const double slack = (high - low) * 10 / n;
     if (hi < high - slack || lo > low + slack)

@@ -42,10 +42,12 @@ TEST_CASE("the reference file and the Ember factory table cover the same layers"
   std::set<std::string> ids;
   for (const json::Value& layer : reference.find("layers")->items()) ids.insert(layer.find("id")->as_string());
   // Every layer of issue 4 appears in at least one config.
-  for (const char* id : {"linear", "conv2d", "batchnorm1d", "batchnorm2d", "layernorm", "dropout", "relu",
-                         "leaky_relu", "gelu", "silu", "sigmoid", "tanh", "softmax", "maxpool2d", "avgpool2d",
-                         "adaptive_avgpool2d", "flatten", "identity", "embedding", "sequential", "module_list",
-                         "module_dict"})
+  for (const char* id : {"linear",      "conv2d",     "batchnorm1d", "batchnorm2d",
+                         "layernorm",   "dropout",    "relu",        "leaky_relu",
+                         "gelu",        "silu",       "sigmoid",     "tanh",
+                         "softmax",     "maxpool2d",  "avgpool2d",   "adaptive_avgpool2d",
+                         "flatten",     "identity",   "embedding",   "sequential",
+                         "module_list", "module_dict"})
     CHECK(ids.count(id) == 1);
   for (const std::string& id : ids) {
     INFO(id);

@@ -59,7 +59,7 @@ constexpr Reduction kReductions[] = {Reduction::None, Reduction::Mean, Reduction
 TEST_CASE("CrossEntropyLoss: weights, ignore_index, label smoothing and spatial targets", "[nn][loss]") {
   const int64_t N = 5, C = 4, L = 3;
   std::vector<double> logits = draw(N * C * L, -3, 3, 1);
-  for (int64_t c = 0; c < C; ++c) logits[(0 * C + c) * L + 0] = 1000.0 * (c - 1.5);  // needs the max shift
+  for (int64_t c = 0; c < C; ++c) logits[(0 * C + c) * L + 0] = 1000.0 * (c - 1.5);          // needs the max shift
   const std::vector<int64_t> targets = {0, 3, 1, 2, -100, 1, 0, 3, 3, 2, 1, -100, 0, 0, 2};  // [N, L]
   const std::vector<double> class_weight = {0.5, 1.0, 2.0, 1.5};
   for (bool weighted : {false, true}) {
@@ -178,8 +178,8 @@ TEST_CASE("BCEWithLogitsLoss with weight and pos_weight", "[nn][loss]") {
 
 TEST_CASE("gradcheck through the loss modules", "[nn][loss][gradcheck]") {
   const Tensor classes = tensor<int64_t>({2, 0, 1, 2});
-  nn::CrossEntropyLoss cross_entropy(nn::CrossEntropyLossOptions().weight(tensor<double>({1.0, 2.0, 0.5}))
-                                         .label_smoothing(0.3));
+  nn::CrossEntropyLoss cross_entropy(
+      nn::CrossEntropyLossOptions().weight(tensor<double>({1.0, 2.0, 0.5})).label_smoothing(0.3));
   nn::BCEWithLogitsLoss bce(nn::BCEWithLogitsLossOptions().pos_weight(tensor<double>({2.0, 0.5, 1.0})));
   nn::MSELoss mse(Reduction::Sum);
   nn::NLLLoss nll;
@@ -190,7 +190,8 @@ TEST_CASE("gradcheck through the loss modules", "[nn][loss][gradcheck]") {
       {.name = "loss.bce_with_logits",
        .fn = [=](const Inputs& x) { return bce(x[0], x[1]); },
        .inputs = {{.shape = {4, 3}}, {.shape = {4, 3}, .low = 0.0, .high = 1.0}}},
-      {.name = "loss.mse", .fn = [=](const Inputs& x) { return mse(x[0], x[1]); },
+      {.name = "loss.mse",
+       .fn = [=](const Inputs& x) { return mse(x[0], x[1]); },
        .inputs = {{.shape = {2, 3}}, {.shape = {2, 3}}}},
       {.name = "loss.nll", .fn = [=](const Inputs& x) { return nll(x[0], classes); }, .inputs = {{.shape = {4, 3}}}},
   };

@@ -48,7 +48,8 @@ TEST_CASE("register_parameter, register_buffer (persistent or not) and register_
   // Non-persistent buffers are buffers, but not part of the state.
   CHECK(names_of(m->named_buffers()) == std::vector<std::string>{"stats", "cache"});
   CHECK(m->buffers().size() == 2);
-  CHECK(names_of(m->state_dict()) == std::vector<std::string>{"weight", "frozen", "stats", "inner.weight", "inner.bias"});
+  CHECK(names_of(m->state_dict()) ==
+        std::vector<std::string>{"weight", "frozen", "stats", "inner.weight", "inner.bias"});
   CHECK(m->find_parameter("weight") != nullptr);
   CHECK(m->find_buffer("cache") != nullptr);
   CHECK(m->find_child("inner") == m->inner.ptr());
@@ -84,22 +85,9 @@ TEST_CASE("hierarchical names, children, modules and apply", "[nn][module]") {
 
   std::vector<std::string> modules;
   for (const auto& [name, m] : net->named_modules()) modules.push_back(name);
-  CHECK(modules == std::vector<std::string>{"",
-                                            "stem",
-                                            "layer1",
-                                            "layer1.0",
-                                            "layer1.0.conv1",
-                                            "layer1.0.bn1",
-                                            "layer1.0.conv2",
-                                            "layer1.0.bn2",
-                                            "layer1.1",
-                                            "layer1.1.conv1",
-                                            "layer1.1.bn1",
-                                            "layer1.1.conv2",
-                                            "layer1.1.bn2",
-                                            "pool",
-                                            "flatten",
-                                            "fc"});
+  CHECK(modules == std::vector<std::string>{"", "stem", "layer1", "layer1.0", "layer1.0.conv1", "layer1.0.bn1",
+                                            "layer1.0.conv2", "layer1.0.bn2", "layer1.1", "layer1.1.conv1",
+                                            "layer1.1.bn1", "layer1.1.conv2", "layer1.1.bn2", "pool", "flatten", "fc"});
   CHECK(net->modules().size() == modules.size());
   CHECK(net->modules().front().get() == net.get());
 
@@ -246,8 +234,8 @@ TEST_CASE("a module shared by two parents is listed once, as in PyTorch", "[nn][
   for (const auto& [name, m] : model->named_modules()) modules.push_back(name);
   CHECK(modules == std::vector<std::string>{"", "0", "1", "2"});
   CHECK(names_of(model->state_dict()) == std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias",
-                                                                   "1.running_mean", "1.running_var",
-                                                                   "1.num_batches_tracked", "3.weight", "3.bias"});
+                                                                  "1.running_mean", "1.running_var",
+                                                                  "1.num_batches_tracked", "3.weight", "3.bias"});
   // So an optimizer over model->parameters() accepts it and updates the shared weight once.
   optim::SGD sgd(model->parameters(), optim::SGDOptions(1.0));
   model(randn({4, 2})).sum().backward();

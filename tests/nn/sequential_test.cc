@@ -60,7 +60,8 @@ TEST_CASE("Sequential entries may carry names; unnamed entries keep their index"
   CHECK((*seq)[0] == first.ptr());
   CHECK((*seq)[2] == last.ptr());
   CHECK((*seq)[1]->type_name() == "Tanh");
-  CHECK(keys_of(seq->state_dict()) == std::vector<std::string>{"first.weight", "first.bias", "last.weight", "last.bias"});
+  CHECK(keys_of(seq->state_dict()) ==
+        std::vector<std::string>{"first.weight", "first.bias", "last.weight", "last.bias"});
   CHECK(names_of(seq->named_parameters()) == keys_of(seq->state_dict()));
   std::vector<std::string> children;
   for (const auto& [name, child] : seq->named_children()) children.push_back(name);
@@ -125,8 +126,7 @@ TEST_CASE("Sequential refuses names that clash, nest under an entry or have empt
              Catch::Contains("entry 3 is named 'a', as entry 0 already is"));
   CHECK_THAT(error_of([&] { seq->push_back("group.x", nn::ReLU()); }), Catch::Contains("as entry 1 already is"));
   CHECK_THAT(error_of([&] { seq->push_back("2", nn::ReLU()); }), Catch::Contains("as entry 2 already is"));
-  CHECK_THAT(error_of([&] { seq->push_back("a.b", nn::ReLU()); }),
-             Catch::Contains("named 'a.b', but 'a' is an entry"));
+  CHECK_THAT(error_of([&] { seq->push_back("a.b", nn::ReLU()); }), Catch::Contains("named 'a.b', but 'a' is an entry"));
   CHECK_THAT(error_of([&] { seq->push_back("group", nn::ReLU()); }),
              Catch::Contains("named 'group', but entries named 'group.*' exist already"));
   CHECK_THAT(error_of([&] { seq->push_back("x..y", nn::ReLU()); }), Catch::Contains("'x..y' has an empty part"));

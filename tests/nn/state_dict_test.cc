@@ -56,13 +56,13 @@ TEST_CASE("load_state_dict copies every value into the existing tensors", "[nn][
 TEST_CASE("a strict load names every problem in one error and loads nothing", "[nn][state_dict]") {
   auto net = std::make_shared<Net>();
   NamedTensors state = std::make_shared<Net>()->state_dict();
-  state = without(state, "layer1.0.bn1.running_var");                        // missing
-  state = without(state, "fc.bias");                                         // missing
-  state.emplace_back("fc.extra", zeros({2}));                                // unexpected
-  state.emplace_back("head.weight", zeros({2}));                             // unexpected
-  state = replaced(state, "stem.weight", zeros({4, 3, 5, 5}));               // shape mismatch
+  state = without(state, "layer1.0.bn1.running_var");                             // missing
+  state = without(state, "fc.bias");                                              // missing
+  state.emplace_back("fc.extra", zeros({2}));                                     // unexpected
+  state.emplace_back("head.weight", zeros({2}));                                  // unexpected
+  state = replaced(state, "stem.weight", zeros({4, 3, 5, 5}));                    // shape mismatch
   state = replaced(state, "fc.weight", zeros({10, 4}, TensorOptions(kFloat64)));  // dtype mismatch
-  state = replaced(state, "layer1.1.bn2.num_batches_tracked", zeros({}));   // int64 buffer given float32
+  state = replaced(state, "layer1.1.bn2.num_batches_tracked", zeros({}));         // int64 buffer given float32
   const auto before = snapshot(*net);
 
   std::string message = error_of([&] { net->load_state_dict(state); });
@@ -89,7 +89,7 @@ TEST_CASE("a non-strict load returns the problems and loads the rest", "[nn][sta
   CHECK(result.unexpected_keys == std::vector<std::string>{"fc.extra"});
   REQUIRE(result.mismatched_keys.size() == 1);
   CHECK_THAT(result.mismatched_keys[0], Catch::StartsWith("stem.weight: expected [4, 3, 3, 3] float32"));
-  CHECK(net->stem->weight.to_vector<float>() == stem_before.to_vector<float>());  // mismatched: kept
+  CHECK(net->stem->weight.to_vector<float>() == stem_before.to_vector<float>());       // mismatched: kept
   CHECK(net->fc->weight.to_vector<float>() == source->fc->weight.to_vector<float>());  // loaded
   CHECK(net->fc->bias.to_vector<float>() != source->fc->bias.to_vector<float>());      // missing: kept
 }
@@ -107,8 +107,8 @@ TEST_CASE("a state saved through a wrapper: the error suggests strip_prefix, whi
 TEST_CASE("state_dict round trip through a safetensors file", "[nn][state_dict]") {
   auto source = std::make_shared<Net>();
   source->forward(randn({2, 3, 6, 6}));
-  const std::string path = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
-                           "/state_dict_test.safetensors";
+  const std::string path =
+      std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/state_dict_test.safetensors";
   save_safetensors(path, source->state_dict());
   auto target = std::make_shared<Net>();
   target->load_state_dict(load_safetensors(path).tensors);

@@ -32,7 +32,8 @@ struct Net : nn::Cloneable<Net> {
     scale = register_buffer("scale", ones({3}));
     mask = register_buffer("mask", ones({3}), /*persistent=*/false);
     stem = register_module("stem", nn::Conv2d(nn::Conv2dOptions(3, 4, 3).padding(1)));
-    layer1 = register_module("layer1", nn::Sequential(std::make_shared<BasicBlock>(4), std::make_shared<BasicBlock>(4)));
+    layer1 =
+        register_module("layer1", nn::Sequential(std::make_shared<BasicBlock>(4), std::make_shared<BasicBlock>(4)));
     pool = register_module("pool", nn::AdaptiveAvgPool2d(1));
     flatten = register_module("flatten", nn::Flatten());
     fc = register_module("fc", nn::Linear(4, 10));

@@ -145,8 +145,8 @@ TEST_CASE("an MLP learns XOR blobs; lr = 0 or zero initialisation cannot", "[nn]
   const Dataset train = xor_blobs(256, 1), held_out = xor_blobs(256, 2);
   // Measured after 300 steps: 1.2e-5 trained; 0.668 with lr = 0 (the initial loss); 0.6931 (log 2)
   // from zero initialisation, whose hidden units stay at relu(0) = 0, so only the output bias moves.
-  Runs runs = train_three_ways(make_mlp, [&](nn::Sequential& m, double lr) { return train_mlp(m, train, lr, 300); },
-                               0.01);
+  Runs runs = train_three_ways(
+      make_mlp, [&](nn::Sequential& m, double lr) { return train_mlp(m, train, lr, 300); }, 0.01);
   CHECK(runs.trained_loss < 0.05);
   CHECK(accuracy(*runs.trained, held_out) >= 0.99);
   CHECK(runs.frozen_loss > 0.6);
@@ -158,8 +158,8 @@ TEST_CASE("a small CNN learns bar and square images; lr = 0 or zero initialisati
   // Measured, last-epoch loss after 40 epochs (240 steps): 0.022 trained (0.1 is passed at epoch
   // 25); 1.143 with lr = 0; 1.0986 (log 3) from zero initialisation: every conv output is 0, so only
   // the head's bias moves. Held-out accuracy 0.979.
-  Runs runs = train_three_ways(make_cnn, [&](nn::Sequential& m, double lr) { return train_cnn(m, train, lr, 40); },
-                               0.02);
+  Runs runs = train_three_ways(
+      make_cnn, [&](nn::Sequential& m, double lr) { return train_cnn(m, train, lr, 40); }, 0.02);
   CHECK(runs.trained_loss < 0.1);
   CHECK(accuracy(*runs.trained, held_out) >= 0.95);
   CHECK(runs.frozen_loss > 1.0);

@@ -30,14 +30,14 @@ constexpr double kHangSeconds = 120;
 
 Tensor ce(const Tensor& out, const Tensor& target) { return cross_entropy(out, target); }
 
-
 // After a failure: one training step through `dp` equals the same step of `reference` on cuda:0
 // (whole batch), and the replicas ran again.
 void expect_recovered(DataParallel& dp, nn::Module& reference, Generator& g, double tol = 1e-5) {
   INFO("the step after the failure");
   dp.module()->zero_grad();
   reference.zero_grad();
-  const Tensor x = random_images(g, 10, 3, kSide, kSide), y = random_labels(g, 10, dp.module()->parameters().back().size(0));
+  const Tensor x = random_images(g, 10, 3, kSide, kSide),
+               y = random_labels(g, 10, dp.module()->parameters().back().size(0));
   Tensor expected = ce(reference.forward(x.to(kCuda0)), y.to(kCuda0));
   expected.backward();
   Tensor actual = dp.forward_loss(x, y, ce).loss;

@@ -44,14 +44,14 @@ inline void require_four_devices() {
 // Conv -> ReLU -> MaxPool -> Conv -> ReLU in a Sequential, inside a module that adds global
 // average pooling and a Linear head: names read "features.0.weight", "head.bias".
 struct ConvNet : nn::Cloneable<ConvNet> {
-  ConvNet(int64_t in = 3, int64_t width = 6, int64_t classes = 5) : Cloneable("ConvNet"), in(in), width(width),
-                                                                    classes(classes) {
+  ConvNet(int64_t in = 3, int64_t width = 6, int64_t classes = 5)
+      : Cloneable("ConvNet"), in(in), width(width), classes(classes) {
     reset();
   }
   void reset() override {
-    features = register_module(
-        "features", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, width, 3).padding(1)), nn::ReLU(),
-                                   nn::MaxPool2d(2), nn::Conv2d(width, width + 2, 3), nn::ReLU()));
+    features =
+        register_module("features", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, width, 3).padding(1)), nn::ReLU(),
+                                                   nn::MaxPool2d(2), nn::Conv2d(width, width + 2, 3), nn::ReLU()));
     head = register_module("head", nn::Linear(width + 2, classes));
   }
   Tensor forward(const Tensor& x) override { return head(adaptive_avg_pool2d(features(x), 1).flatten(1)); }
@@ -77,7 +77,7 @@ struct BnNet : nn::Cloneable<BnNet> {
 // What Probe saw and what it is told to do; shared by a Probe and its clones (the replicas).
 struct ProbeState {
   std::atomic<int64_t> rows[8] = {};      // rows (size along dim 0) of the last input per device index
-  std::atomic<int> grad_mode[8] = {};       // GradMode::is_enabled() in the last forward per device (1/0)
+  std::atomic<int> grad_mode[8] = {};     // GradMode::is_enabled() in the last forward per device (1/0)
   std::atomic<int> fail_forward_on{-1};   // forward raises on this cuda device index
   std::atomic<int> fail_backward_on{-1};  // the gradient through the probe raises on this one
   void clear_rows() {

@@ -31,9 +31,9 @@ struct Batch {
 struct DenseNet : nn::Cloneable<DenseNet> {
   explicit DenseNet(int64_t width) : Cloneable("DenseNet"), width(width) { reset(); }
   void reset() override {
-    body = register_module(
-        "body", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(3, width, 3).padding(1)), nn::ReLU(),
-                               nn::Conv2d(nn::Conv2dOptions(width, width, 3).padding(1)), nn::ReLU()));
+    body =
+        register_module("body", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(3, width, 3).padding(1)), nn::ReLU(),
+                                               nn::Conv2d(nn::Conv2dOptions(width, width, 3).padding(1)), nn::ReLU()));
     head = register_module("head", nn::Conv2d(width, 8, 1));
   }
   Tensor forward(const Tensor& x) override { return head(body(x)); }
@@ -116,7 +116,8 @@ MemoryRun measure_memory(const std::shared_ptr<nn::Module>& model, const std::ve
 std::string megabytes(const std::vector<int64_t>& peaks) {
   std::ostringstream out;
   out.precision(3);
-  for (size_t d = 0; d < peaks.size(); ++d) out << (d ? ", " : "") << "cuda:" << d << " " << peaks[d] / 1048576.0 << " MB";
+  for (size_t d = 0; d < peaks.size(); ++d)
+    out << (d ? ", " : "") << "cuda:" << d << " " << peaks[d] / 1048576.0 << " MB";
   return out.str();
 }
 
@@ -142,8 +143,8 @@ TEST_CASE("memory balance: with per-replica losses cuda:0 peaks no higher than t
     const MemoryRun gathered = measure_memory(gathered_model, batches, false);
     std::cout << "DataParallel memory, " << name << ", batch " << kMemoryBatch << " of " << kMemorySide << "x"
               << kMemorySide << " on 4 devices, SGD with momentum; peak allocated per device:\n"
-              << "  per-replica loss: " << megabytes(per_replica.peaks) << "; cuda:0 / max(others) = "
-              << per_replica.ratio << "\n"
+              << "  per-replica loss: " << megabytes(per_replica.peaks)
+              << "; cuda:0 / max(others) = " << per_replica.ratio << "\n"
               << "  gathered output:  " << megabytes(gathered.peaks) << "; cuda:0 / max(others) = " << gathered.ratio
               << std::endl;
     CHECK(per_replica.ratio <= 1.15);

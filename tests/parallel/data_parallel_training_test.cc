@@ -23,7 +23,7 @@ namespace {
 // Under AddressSanitizer the emulator runs ~15x slower: smaller images, fewer steps, and fewer
 // device counts below. kBatch splits unevenly on 2, 3 and 4 devices.
 #if defined(__SANITIZE_ADDRESS__)
-constexpr int64_t kSide = 6;  // the smallest ConvNet takes
+constexpr int64_t kSide = 6;   // the smallest ConvNet takes
 constexpr int64_t kBatch = 7;  // 4+3, 3+2+2, 2+2+2+1
 constexpr int kSteps = 2;
 #else
@@ -36,9 +36,12 @@ enum class LossMode { kGathered, kReplicaMean, kReplicaSum };
 
 const char* mode_name(LossMode mode) {
   switch (mode) {
-    case LossMode::kGathered: return "forward() + cross_entropy on cuda:0";
-    case LossMode::kReplicaMean: return "forward_loss(cross_entropy, kMean)";
-    case LossMode::kReplicaSum: return "forward_loss(mse_loss summed, kSum)";
+    case LossMode::kGathered:
+      return "forward() + cross_entropy on cuda:0";
+    case LossMode::kReplicaMean:
+      return "forward_loss(cross_entropy, kMean)";
+    case LossMode::kReplicaSum:
+      return "forward_loss(mse_loss summed, kSum)";
   }
   return "";
 }
@@ -85,8 +88,9 @@ Tensor parallel_loss(DataParallel& dp, const Batch& b, LossMode mode, const Tens
     }
     case LossMode::kReplicaSum: {
       return dp
-          .forward_loss(b.x, b.y, [](const Tensor& o, const Tensor& t) { return mse_loss(o, t, Reduction::Sum); },
-                        LossReduction::kSum)
+          .forward_loss(
+              b.x, b.y, [](const Tensor& o, const Tensor& t) { return mse_loss(o, t, Reduction::Sum); },
+              LossReduction::kSum)
           .loss;
     }
   }
@@ -96,9 +100,8 @@ Tensor parallel_loss(DataParallel& dp, const Batch& b, LossMode mode, const Tens
 // Trains `model` on cuda:0 with whole batches of the given sizes, and its twin through
 // DataParallel on `n` devices with the same batches: after every step the losses and, at the end,
 // the gradients, parameters and buffers agree within `tol` of the reference's scale.
-void expect_trains_like_one_device(const std::shared_ptr<nn::Module>& model, int n,
-                                   const std::vector<int64_t>& batches, LossMode mode, int64_t classes,
-                                   uint64_t seed, double tol = 1e-5) {
+void expect_trains_like_one_device(const std::shared_ptr<nn::Module>& model, int n, const std::vector<int64_t>& batches,
+                                   LossMode mode, int64_t classes, uint64_t seed, double tol = 1e-5) {
   INFO(mode_name(mode) << " on " << n << " devices");
   model->to(kCuda0);
   auto master = model->clone(kCuda0);
@@ -113,8 +116,7 @@ void expect_trains_like_one_device(const std::shared_ptr<nn::Module>& model, int
     reference_opt.zero_grad();
     parallel_opt.zero_grad();
     Tensor expected_correct;
-    Tensor expected =
-        reference_loss(*model, b, mode, mode == LossMode::kReplicaMean ? &expected_correct : nullptr);
+    Tensor expected = reference_loss(*model, b, mode, mode == LossMode::kReplicaMean ? &expected_correct : nullptr);
     expected.backward();
     Tensor actual = parallel_loss(*dp, b, mode, expected_correct);
     CHECK(dp->last_replica_count() == static_cast<size_t>(std::min<int64_t>(n, batches[step])));
@@ -127,7 +129,9 @@ void expect_trains_like_one_device(const std::shared_ptr<nn::Module>& model, int
   check_same_state(*master, *model, tol);
 }
 
-std::vector<int64_t> repeat(int64_t batch, int times) { return std::vector<int64_t>(static_cast<size_t>(times), batch); }
+std::vector<int64_t> repeat(int64_t batch, int times) {
+  return std::vector<int64_t>(static_cast<size_t>(times), batch);
+}
 
 }  // namespace
 
@@ -322,8 +326,7 @@ TEST_CASE("smoke: an MLP with SyncBatchNorm1d trains like one device", "[data_pa
   }
 }
 
-TEST_CASE("gradient accumulation over two batches before one step equals one device",
-          "[data_parallel][training]") {
+TEST_CASE("gradient accumulation over two batches before one step equals one device", "[data_parallel][training]") {
   require_four_devices();
   manual_seed(51);
   auto model = std::make_shared<ConvNet>();
@@ -367,10 +370,10 @@ TEST_CASE("backward with retain_graph twice doubles the gradients, as on one dev
     x_ref.mutable_grad() = Tensor();
     Tensor expected = cross_entropy(model->forward(x_ref.to(kCuda0)), b.y.to(kCuda0));
     expected.backward();
-    Tensor actual = per_replica ? dp->forward_loss(x, b.y, [](const Tensor& o, const Tensor& t) {
-                                        return cross_entropy(o, t);
-                                      }).loss
-                                : cross_entropy(dp->forward(x), b.y.to(kCuda0));
+    Tensor actual =
+        per_replica
+            ? dp->forward_loss(x, b.y, [](const Tensor& o, const Tensor& t) { return cross_entropy(o, t); }).loss
+            : cross_entropy(dp->forward(x), b.y.to(kCuda0));
     actual.backward(Tensor(), /*retain_graph=*/true);
     check_same_grads(*master, *model, 1e-4);
     check_close("input grad after one backward", x.grad(), x_ref.grad(), 1e-4);

@@ -42,8 +42,7 @@ std::pair<std::shared_ptr<M>, std::shared_ptr<DataParallel>> model_and_parallel(
 
 }  // namespace
 
-TEST_CASE("non-contiguous inputs (transposed, strided, channels-last) match one device",
-          "[data_parallel][inputs]") {
+TEST_CASE("non-contiguous inputs (transposed, strided, channels-last) match one device", "[data_parallel][inputs]") {
   require_four_devices();
   manual_seed(71);
   auto [model, dp] = model_and_parallel(std::make_shared<ConvNet>(), 4);
@@ -99,7 +98,7 @@ TEST_CASE("dim = 1 splits [T, B, F] along B, for forward and forward_loss", "[da
   auto dp = std::make_shared<DataParallel>(master, cuda_devices(3), std::nullopt, /*dim=*/1);
   CHECK(dp->dim() == 1);
   Generator g(82);
-  const int64_t T = 5, B = 7;  // 3 + 2 + 2 along B
+  const int64_t T = 5, B = 7;                                 // 3 + 2 + 2 along B
   const Tensor x = randn({B, T, 6}, {}, &g).transpose(0, 1);  // [T, B, F], non-contiguous
   const Tensor target = randn({T, B, 4}, {}, &g);
   Tensor expected = model->forward(x.to(kCuda0));
@@ -122,7 +121,8 @@ TEST_CASE("dim = 1 splits [T, B, F] along B, for forward and forward_loss", "[da
   master->zero_grad();
   Tensor expected_loss = mse_loss(model->forward(x.to(kCuda0)), target.to(kCuda0));
   expected_loss.backward();
-  Tensor actual_loss = dp->forward_loss(x, target, [](const Tensor& o, const Tensor& t) { return mse_loss(o, t); }).loss;
+  Tensor actual_loss =
+      dp->forward_loss(x, target, [](const Tensor& o, const Tensor& t) { return mse_loss(o, t); }).loss;
   check_close("loss", actual_loss, expected_loss);
   actual_loss.backward();
   check_same_grads(*master, *model);

@@ -80,8 +80,7 @@ TEST_CASE("gradient_as_bucket_view: every .grad shares its bucket's storage afte
   }
 }
 
-TEST_CASE("gradient_as_bucket_view with zero_grad() between forward and backward matches one process",
-          "[ddp][view]") {
+TEST_CASE("gradient_as_bucket_view with zero_grad() between forward and backward matches one process", "[ddp][view]") {
   auto world = comm::init();
   for (bool as_view : {false, true}) {
     INFO("gradient_as_bucket_view=" << as_view);

@@ -19,14 +19,13 @@ using namespace ember;
 int main(int argc, char** argv) {
   const bool stall = argc > 1 && std::string(argv[1]) == "stall";
   auto world = comm::init();
-  const Device device =
-      test::kTestDevice.is_cuda() ? Device::cuda(comm::read_environment().local_rank) : Device(kCPU);
+  const Device device = test::kTestDevice.is_cuda() ? Device::cuda(comm::read_environment().local_rank) : Device(kCPU);
   manual_seed(7);
   // Four 256x256 layers of 256 KB each; 0.3 MB buckets give one bucket per layer, so rank 1 dies
   // with some buckets posted and others not.
-  auto model = nn::Sequential(nn::Linear(64, 256), nn::ReLU(), nn::Linear(256, 256), nn::ReLU(),
-                              nn::Linear(256, 256), nn::ReLU(), nn::Linear(256, 256), nn::ReLU(),
-                              nn::Linear(256, 256), nn::ReLU(), nn::Linear(256, 10))
+  auto model = nn::Sequential(nn::Linear(64, 256), nn::ReLU(), nn::Linear(256, 256), nn::ReLU(), nn::Linear(256, 256),
+                              nn::ReLU(), nn::Linear(256, 256), nn::ReLU(), nn::Linear(256, 256), nn::ReLU(),
+                              nn::Linear(256, 10))
                    .ptr();
   model->to(device);
   parallel::DDPOptions options;

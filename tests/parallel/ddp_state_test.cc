@@ -101,7 +101,8 @@ TEST_CASE("rank 0's checkpoint of a trained DDP model restores a bare model", "[
   Batch next = make_batch(16, 73);
   train_steps(*ddp, optimizer, next.rank_shard(world->rank(), world->size()), 1);
   resumed_optimizer.zero_grad();
-  for (int r = 0; r < world->size(); ++r) (loss_of(*resumed, next.shard(r, world->size())) * (1.0 / world->size())).backward();
+  for (int r = 0; r < world->size(); ++r)
+    (loss_of(*resumed, next.shard(r, world->size())) * (1.0 / world->size())).backward();
   resumed_optimizer.step();
   require_same_parameters(*ddp, *resumed, 1e-5);
 }

@@ -182,26 +182,34 @@ TEST_CASE("ModelParallel: a bad balance, device or call names the numbers and de
   require_three_devices();
   auto seq = [] { return models::as_sequential(small_resnet().ptr()); };  // 9 layers
   const std::vector<Device> two{Device::cuda(0), Device::cuda(1)};
-  CHECK(error_of([&] { place(seq(), two, {4, 4}); }) ==
-        "ModelParallel: balance [4, 4] sums to 8 layers, but the Sequential has 9");
-  CHECK(error_of([&] { place(seq(), two, {9, 0}); }) ==
-        "ModelParallel: balance [9, 0] gives stage 1 (cuda:1) 0 layers; each stage needs at least one");
-  CHECK(error_of([&] { place(seq(), two, {2, 3, 4}); }) ==
-        "ModelParallel: balance [2, 3, 4] has 3 entries for 2 devices [cuda:0, cuda:1]; expected one per device");
+  CHECK(error_of([&] {
+          place(seq(), two, {4, 4});
+        }) == "ModelParallel: balance [4, 4] sums to 8 layers, but the Sequential has 9");
+  CHECK(error_of([&] {
+          place(seq(), two, {9, 0});
+        }) == "ModelParallel: balance [9, 0] gives stage 1 (cuda:1) 0 layers; each stage needs at least one");
+  CHECK(error_of([&] {
+          place(seq(), two, {2, 3, 4});
+        }) == "ModelParallel: balance [2, 3, 4] has 3 entries for 2 devices [cuda:0, cuda:1]; expected one per device");
   nn::Sequential short_seq(nn::Linear(3, 4), nn::ReLU());
   CHECK(error_of([&] { place(short_seq, cuda_devices(3)); }) ==
         "ModelParallel: 3 devices [cuda:0, cuda:1, cuda:2] make 3 stages, but the Sequential has only 2 layers; each "
         "stage needs at least one");
-  CHECK(error_of([&] { place(short_seq, cuda_devices(3), {1, 1, 0}); }) ==
+  CHECK(error_of([&] {
+          place(short_seq, cuda_devices(3), {1, 1, 0});
+        }) ==
         "ModelParallel: 3 devices [cuda:0, cuda:1, cuda:2] make 3 stages, but the Sequential has only 2 layers; each "
         "stage needs at least one");
-  CHECK(error_of([&] { place(short_seq, {}); }) ==
-        "ModelParallel: no devices given; expected one device per stage");
-  CHECK_THAT(error_of([&] { place(short_seq, {Device::cuda(0), Device::cuda(7)}); }),
+  CHECK(error_of([&] { place(short_seq, {}); }) == "ModelParallel: no devices given; expected one device per stage");
+  CHECK_THAT(error_of([&] {
+               place(short_seq, {Device::cuda(0), Device::cuda(7)});
+             }),
              Catch::StartsWith("ModelParallel: devices[1] is cuda:7, which is not available: "));
   // A module listed in two stages on different devices.
   nn::Linear shared(4, 4);
-  CHECK_THAT(error_of([&] { place(nn::Sequential(shared, nn::ReLU(), shared), {Device::cuda(0), Device::cuda(1)}, {1, 2}); }),
+  CHECK_THAT(error_of([&] {
+               place(nn::Sequential(shared, nn::ReLU(), shared), {Device::cuda(0), Device::cuda(1)}, {1, 2});
+             }),
              Catch::Contains("stage 0's parameter '0.weight' is on cuda:1 instead of cuda:0"));
 
   ModelParallel placed(seq(), {Device::cuda(0), kCpu}, {5, 4});
@@ -209,8 +217,11 @@ TEST_CASE("ModelParallel: a bad balance, device or call names the numbers and de
         "ModelParallel::to(cuda:2): the placement is fixed at construction (stage 0 on cuda:0, stage 1 on cpu); "
         "build a new ModelParallel to place the layers elsewhere");
   CHECK(placed.named_parameters().front().second.device() == Device::cuda(0));
-  CHECK_THAT(error_of([&] { placed.forward(zeros({2, 4, 8, 8})); }),
-             Catch::StartsWith("ModelParallel: stage 0 on cuda:0 (layers 0 to 4): ") && Catch::Contains("[2, 4, 8, 8]"));
+  CHECK_THAT(
+      error_of([&] {
+        placed.forward(zeros({2, 4, 8, 8}));
+      }),
+      Catch::StartsWith("ModelParallel: stage 0 on cuda:0 (layers 0 to 4): ") && Catch::Contains("[2, 4, 8, 8]"));
   CHECK_THAT(error_of([&] { placed.stage(2); }), Catch::Contains("stage 2 is out of range for 2 stages"));
   CHECK(placed.extra_repr() == "devices=[cuda:0, cpu], balance=[5, 4]");
   // to(dtype) is no placement: it converts every stage where it is.

@@ -232,7 +232,6 @@ std::string temp_path(const std::string& name) {
   return std::string(base ? base : "/tmp") + "/" + name;
 }
 
-
 }  // namespace
 
 TEST_CASE("the seed example: fc1 on cuda:0, fc2 on cuda:1 trains like one device", "[placement]") {
@@ -263,8 +262,7 @@ TEST_CASE("the seed example: fc1 on cuda:0, fc2 on cuda:1 trains like one device
   CHECK(placed->forward(seed_batches(g, 1)[0].x).device() == kCuda1);
 }
 
-TEST_CASE("a CPU + GPU split (stem on the CPU) and a CPU/cuda:0/cuda:1 split train like one device",
-          "[placement]") {
+TEST_CASE("a CPU + GPU split (stem on the CPU) and a CPU/cuda:0/cuda:1 split train like one device", "[placement]") {
   require_three_devices();
   const bool three_way = GENERATE(false, true);
   const Reference r = GENERATE(Reference::kCuda0Float32, Reference::kCpuFloat64);
@@ -320,8 +318,10 @@ TEST_CASE("checkpoints of a placed model are device-free and load into one devic
   auto restored = [&](const std::string& file, std::optional<Device> device) {
     manual_seed(47);  // other initial values than the original's
     auto model = std::make_shared<SplitNet>();
-    if (device) model->place(*device, *device, *device);
-    else model->place(kCpu, kCuda0, kCuda1);
+    if (device)
+      model->place(*device, *device, *device);
+    else
+      model->place(kCpu, kCuda0, kCuda1);
     Trainee t{model, make_optimizer(Opt::kAdam, model->parameters())};
     const auto where = devices_of(*model);
     nn::TrainingState state = nn::load_checkpoint(file, *model, t.optimizer.get(), nullptr, nullptr);
@@ -420,7 +420,9 @@ TEST_CASE("an op mixing devices without a to() raises naming both devices", "[pl
     INFO("layer norm and embedding on cuda:1, their inputs on cuda:0");
     nn::LayerNorm norm(nn::LayerNormOptions(Shape{4}));
     norm->to(kCuda1);
-    CHECK_THAT(error_of([&] { norm(randn({3, 4}, {}, &g).to(kCuda0)); }),
+    CHECK_THAT(error_of([&] {
+                 norm(randn({3, 4}, {}, &g).to(kCuda0));
+               }),
                Contains("LayerNorm: expected input on cuda:1") && Contains("got cuda:0"));
     nn::Embedding table(6, 4);
     table->to(kCuda1);

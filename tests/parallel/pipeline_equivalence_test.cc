@@ -45,8 +45,8 @@ nn::Sequential plain_net() {
 
 nn::Sequential bn_net() {
   return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(3, 6, 3).bias(false)), nn::BatchNorm2d(6), nn::ReLU(),
-                        nn::Conv2d(nn::Conv2dOptions(6, 6, 3).padding(1).bias(false)),
-                        nn::BatchNorm2d(6), nn::ReLU(), nn::AdaptiveAvgPool2d(1), nn::Flatten(), nn::Linear(6, kClasses));
+                        nn::Conv2d(nn::Conv2dOptions(6, 6, 3).padding(1).bias(false)), nn::BatchNorm2d(6), nn::ReLU(),
+                        nn::AdaptiveAvgPool2d(1), nn::Flatten(), nn::Linear(6, kClasses));
 }
 
 nn::Sequential copy_of(const nn::Sequential& seq, Device device) {
@@ -107,8 +107,8 @@ TEST_CASE("outputs and gradients equal the un-pipelined model's for every m, sch
     for (int64_t m : {int64_t(1), p - 1, int64_t(9)}) {  // 11 in 9: two of 2, seven of 1
       for (Schedule schedule : {Schedule::kGPipe, Schedule::k1F1B}) {
         for (bool checkpoint : {false, true}) {
-          const std::string what = std::string(cpu_stage ? "cpu+cuda" : "cuda x4") + ", m=" + std::to_string(m) +
-                                   ", " + parallel::schedule_name(schedule) + (checkpoint ? ", recompute" : "");
+          const std::string what = std::string(cpu_stage ? "cpu+cuda" : "cuda x4") + ", m=" + std::to_string(m) + ", " +
+                                   parallel::schedule_name(schedule) + (checkpoint ? ", recompute" : "");
           PipelineOptions options;
           options.checkpoint = checkpoint;
           auto pipe = std::make_shared<Pipeline>(copy_of(base, Device(kCPU)), devices, m, schedule, options);
@@ -243,8 +243,7 @@ nn::Sequential dropout_net() {
 
 }  // namespace
 
-TEST_CASE("dropout: recomputation replays the same random numbers; a seed makes runs repeat",
-          "[pipeline][recompute]") {
+TEST_CASE("dropout: recomputation replays the same random numbers; a seed makes runs repeat", "[pipeline][recompute]") {
   require_four_devices();
   manual_seed(331);
   const nn::Sequential base = dropout_net();
@@ -272,8 +271,7 @@ TEST_CASE("dropout: recomputation replays the same random numbers; a seed makes 
   CHECK(std::abs(eval_loss.item<double>() - plain.loss.item<double>()) > 1e-4);
 }
 
-TEST_CASE("evaluation: forward without gradients pipelines the forwards and equals the model",
-          "[pipeline][eval]") {
+TEST_CASE("evaluation: forward without gradients pipelines the forwards and equals the model", "[pipeline][eval]") {
   require_four_devices();
   manual_seed(341);
   const nn::Sequential base = bn_net();
@@ -360,12 +358,12 @@ TEST_CASE("a stage that fails names the stage and its device; the others do not 
     pipe = std::make_shared<Pipeline>(seq, cuda4(), 4, schedule, options);
     failing->seen = 0;
     failing->fail_forward_at = 2;
-    CHECK_THROWS_WITH(pipe->train_step(x, y, ce), Contains("Pipeline: stage 2 on cuda:2 failed") &&
-                                                      Contains("failing on purpose in the forward"));
+    CHECK_THROWS_WITH(pipe->train_step(x, y, ce),
+                      Contains("Pipeline: stage 2 on cuda:2 failed") && Contains("failing on purpose in the forward"));
     failing->fail_forward_at = -1;
     failing->fail_backward = true;
-    CHECK_THROWS_WITH(pipe->train_step(x, y, ce), Contains("stage 2 on cuda:2") &&
-                                                      Contains("failing on purpose in the backward"));
+    CHECK_THROWS_WITH(pipe->train_step(x, y, ce),
+                      Contains("stage 2 on cuda:2") && Contains("failing on purpose in the backward"));
     failing->fail_backward = false;
   }
   // The same pipeline trains afterwards.
@@ -393,8 +391,9 @@ TEST_CASE("construction and call errors name what is wrong", "[pipeline][errors]
   CHECK_THROWS_WITH(pipe.to(Device::cuda(1)), Contains("Pipeline::to(cuda:1)") && Contains("cpu, cuda:0"));
   CHECK_THROWS_WITH(pipe.train_step(randn({4, 3}), randint(0, 2, {5}), ce),
                     Contains("the target must split like the input"));
-  CHECK_THROWS_WITH(pipe.train_step(randn({4, 3}), randint(0, 2, {4}), [](const Tensor& o, const Tensor&) { return o; }),
-                    Contains("must return a scalar"));
+  CHECK_THROWS_WITH(
+      pipe.train_step(randn({4, 3}), randint(0, 2, {4}), [](const Tensor& o, const Tensor&) { return o; }),
+      Contains("must return a scalar"));
   NoGradGuard no_grad;
   CHECK_THROWS_WITH(pipe.train_step(randn({4, 3}), randint(0, 2, {4}), ce), Contains("gradients are disabled"));
 }

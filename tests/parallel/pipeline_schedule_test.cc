@@ -89,8 +89,8 @@ TEST_CASE("stages run every action of a logical step at once, so the bubble is (
       }
       const LogicalTimeline timeline = logical_timeline(ran);
       const double bubble = logical_bubble(ran, timeline);
-      std::cout << "bubble " << parallel::schedule_name(schedule) << " p=" << p << " m=" << m << ": " << bubble
-                << " (" << timeline.makespan << " steps)" << std::endl;
+      std::cout << "bubble " << parallel::schedule_name(schedule) << " p=" << p << " m=" << m << ": " << bubble << " ("
+                << timeline.makespan << " steps)" << std::endl;
       CHECK(timeline.makespan == 2 * (m + p - 1));
       CHECK(bubble == Approx(static_cast<double>(p - 1) / static_cast<double>(m + p - 1)).epsilon(1e-12));
     }

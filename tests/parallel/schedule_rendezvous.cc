@@ -83,16 +83,16 @@ void ScheduleRendezvous::arrive(int64_t stage, bool backward) {
   const size_t k = next_.at(static_cast<size_t>(stage));
   EMBER_CHECK(k < actions_[stage].size(), "schedule rendezvous (", name_, "): stage ", stage, " ran a ",
               backward ? "backward" : "forward", " after all ", actions_[stage].size(), " actions of its schedule");
-  EMBER_CHECK(actions_[stage][k].backward == backward, "schedule rendezvous (", name_, "): stage ", stage,
-              " ran a ", backward ? "backward" : "forward", " where its schedule has ", describe(stage, k));
+  EMBER_CHECK(actions_[stage][k].backward == backward, "schedule rendezvous (", name_, "): stage ", stage, " ran a ",
+              backward ? "backward" : "forward", " where its schedule has ", describe(stage, k));
   ++next_[stage];
   const int64_t step = timeline_.steps[stage][k];
   ++started_[step];
   cv_.notify_all();
   cv_.wait_for(lock, bound_, [&] { return !gave_up_.empty() || started_[step] == step_size_[step]; });
   if (started_[step] == step_size_[step]) return;
-  if (!gave_up_.empty()) EMBER_FAIL("schedule rendezvous (", name_, "): ", describe(stage, k), " stopped waiting: ",
-                                    gave_up_);
+  if (!gave_up_.empty())
+    EMBER_FAIL("schedule rendezvous (", name_, "): ", describe(stage, k), " stopped waiting: ", gave_up_);
   std::ostringstream missing;
   for (size_t s = 0; s < actions_.size(); ++s)
     for (size_t j = next_[s]; j < actions_[s].size(); ++j)

@@ -34,8 +34,7 @@ double logical_bubble(const StageActions& actions, const LogicalTimeline& timeli
 // The schedule's actions of every stage, and the meeting point of the actions of each step.
 class ScheduleRendezvous {
  public:
-  ScheduleRendezvous(parallel::Schedule schedule, int64_t stages, int64_t micro_batches,
-                     std::chrono::seconds bound);
+  ScheduleRendezvous(parallel::Schedule schedule, int64_t stages, int64_t micro_batches, std::chrono::seconds bound);
   // At the start of stage s's next action, from its layer: an Error if the schedule's next action
   // there is not of this kind; otherwise waits until every action of its step has started. An
   // Error naming the actions that have not when `bound` passes first (the stages do not run them
@@ -52,8 +51,8 @@ class ScheduleRendezvous {
   std::chrono::seconds bound_;
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::vector<size_t> next_;         // per stage: actions started so far
-  std::vector<int64_t> started_;     // per step
+  std::vector<size_t> next_;      // per stage: actions started so far
+  std::vector<int64_t> started_;  // per step
   std::string gave_up_;
 };
 

@@ -55,9 +55,8 @@ TEST_CASE("//parallel alone: a CPU pipeline trains, and no MPI or NCCL is linked
   auto pipe = std::make_shared<parallel::Pipeline>(staged, std::vector<Device>{Device(kCPU), Device(kCPU)},
                                                    /*chunks=*/1, parallel::Schedule::k1F1B, options);
   const Tensor expected = mse_loss(plain->forward(x), y);
-  const parallel::PipelineStep step = pipe->train_step(x, y, [](const Tensor& out, const Tensor& target) {
-    return mse_loss(out, target);
-  });
+  const parallel::PipelineStep step =
+      pipe->train_step(x, y, [](const Tensor& out, const Tensor& target) { return mse_loss(out, target); });
   REQUIRE(step.loss.item<float>() == Approx(expected.item<float>()).epsilon(1e-5));
 
   CHECK(dlsym(RTLD_DEFAULT, "MPI_Init") == nullptr);

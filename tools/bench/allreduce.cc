@@ -176,28 +176,31 @@ ncclComm_t raw_communicator(int rank, int size) {
 int run_nccl(const Options& options, comm::ProcessGroup& world) {
   const int n = world.size(), rank = world.rank();
   if (n > 1 && !mpi_running())
-    throw std::runtime_error("--backend nccl at " + std::to_string(n) + " ranks times them over MPI: start it under "
+    throw std::runtime_error("--backend nccl at " + std::to_string(n) +
+                             " ranks times them over MPI: start it under "
                              "mpirun (EMBER_NCCL_ID_FILE alone does not start MPI)");
   const int local_rank = comm::read_environment().local_rank, devices = cuda::device_count();
   if (local_rank >= devices)
-    throw std::runtime_error("rank " + std::to_string(rank) + " has LOCAL_RANK " + std::to_string(local_rank) +
-                             " but this machine has " + std::to_string(devices) + " CUDA device" +
-                             (devices == 1 ? "" : "s") + (devices == 0 ? " (on the emulator, set EMBER_EMULATED_GPUS)"
-                                                                       : "; one NCCL rank per device"));
+    throw std::runtime_error(
+        "rank " + std::to_string(rank) + " has LOCAL_RANK " + std::to_string(local_rank) + " but this machine has " +
+        std::to_string(devices) + " CUDA device" + (devices == 1 ? "" : "s") +
+        (devices == 0 ? " (on the emulator, set EMBER_EMULATED_GPUS)" : "; one NCCL rank per device"));
   cuda::set_device(local_rank);
   const Device device = Device::cuda(local_rank);
   const cuda::DeviceProperties properties = cuda::device_properties(local_rank);
   int version = 0;
   check_nccl(ncclGetVersion(&version), nullptr, "ncclGetVersion");
   if (rank == 0) {
-    std::printf("all_reduce (sum, float32): Ember ProcessGroup vs raw ncclAllReduce, %d rank%s, each on "
-                "cuda:LOCAL_RANK (rank 0: %s), NCCL %d.%d.%d\n",
-                n, n == 1 ? "" : "s", properties.name.c_str(), version / 10000, version % 10000 / 100, version % 100);
+    std::printf(
+        "all_reduce (sum, float32): Ember ProcessGroup vs raw ncclAllReduce, %d rank%s, each on "
+        "cuda:LOCAL_RANK (rank 0: %s), NCCL %d.%d.%d\n",
+        n, n == 1 ? "" : "s", properties.name.c_str(), version / 10000, version % 10000 / 100, version % 100);
     if (properties.emulated)
       std::printf("emulated devices: the times are the CPU running the emulator; only the ratio means something\n");
     if (n == 1)
-      std::printf("one rank (a GPU hosts one NCCL rank): nothing crosses a link, so this times each side's cost "
-                  "per call; busbw is algbw\n");
+      std::printf(
+          "one rank (a GPU hosts one NCCL rank): nothing crosses a link, so this times each side's cost "
+          "per call; busbw is algbw\n");
   }
   ncclComm_t raw = raw_communicator(rank, n);
   const cuda::Stream stream = cuda::current_stream(local_rank);
@@ -239,9 +242,12 @@ bool parse(int argc, char** argv, Options& options) {
       std::exit(0);
     }
     const std::string value = i + 1 < argc ? argv[++i] : "";
-    if (flag == "--backend" && (value == "mpi" || value == "nccl")) options.backend = value;
-    else if (flag == "--max-bytes" && std::atoll(value.c_str()) >= 4096) options.max_bytes = std::atoll(value.c_str());
-    else if (flag == "--trials" && std::atoi(value.c_str()) >= 1) options.trials = std::atoi(value.c_str());
+    if (flag == "--backend" && (value == "mpi" || value == "nccl"))
+      options.backend = value;
+    else if (flag == "--max-bytes" && std::atoll(value.c_str()) >= 4096)
+      options.max_bytes = std::atoll(value.c_str());
+    else if (flag == "--trials" && std::atoi(value.c_str()) >= 1)
+      options.trials = std::atoi(value.c_str());
     else {
       std::fprintf(stderr, "allreduce: bad flag or value: '%s %s'\n%s", flag.c_str(), value.c_str(), kUsage);
       return false;

@@ -36,8 +36,15 @@ Tensor recording_conv2d(const Tensor& input, const Tensor& weight, const Tensor&
   Tensor out = cpu_table->conv2d(input, weight, bias, p);
   recording->forward_flops_per_image += 2.0 * out.numel() * weight.size(1) * weight.size(2) * weight.size(3);
   // The first convolution reads the images, which need no gradient.
-  const ConvShape shape{input.size(1), weight.size(0), weight.size(2), p.stride_h, p.pad_h,
-                        input.size(2), input.size(3), !recording->convs.empty(), 1};
+  const ConvShape shape{input.size(1),
+                        weight.size(0),
+                        weight.size(2),
+                        p.stride_h,
+                        p.pad_h,
+                        input.size(2),
+                        input.size(3),
+                        !recording->convs.empty(),
+                        1};
   for (ConvShape& seen : recording->convs) {
     if (seen.spec() == shape.spec()) {
       ++seen.count;

@@ -44,10 +44,10 @@ struct Layer {
 };
 
 const Layer kLayers[] = {
-    {"stem 3->16 3x3 32", 3, 32, 16, 3, 1, 1},       {"16->16 3x3 32", 16, 32, 16, 3, 1, 1},
-    {"16->32 3x3 s2 32->16", 16, 32, 32, 3, 2, 1},   {"32->32 3x3 16", 32, 16, 32, 3, 1, 1},
-    {"32->64 3x3 s2 16->8", 32, 16, 64, 3, 2, 1},    {"64->64 3x3 8", 64, 8, 64, 3, 1, 1},
-    {"16->32 1x1 s2 32->16", 16, 32, 32, 1, 2, 0},   {"32->64 1x1 s2 16->8", 32, 16, 64, 1, 2, 0},
+    {"stem 3->16 3x3 32", 3, 32, 16, 3, 1, 1},     {"16->16 3x3 32", 16, 32, 16, 3, 1, 1},
+    {"16->32 3x3 s2 32->16", 16, 32, 32, 3, 2, 1}, {"32->32 3x3 16", 32, 16, 32, 3, 1, 1},
+    {"32->64 3x3 s2 16->8", 32, 16, 64, 3, 2, 1},  {"64->64 3x3 8", 64, 8, 64, 3, 1, 1},
+    {"16->32 1x1 s2 32->16", 16, 32, 32, 1, 2, 0}, {"32->64 1x1 s2 16->8", 32, 16, 64, 1, 2, 0},
 };
 
 enum Pass { kForward, kBackwardData, kBackwardWeight };
@@ -92,21 +92,24 @@ struct OneDnnPass {
     if (pass == kForward) {
       primitive = dnnl::convolution_forward(forward);
       impl = forward.impl_info_str();
-      args = {{DNNL_ARG_SRC, filled(forward.src_desc())}, {DNNL_ARG_WEIGHTS, filled(forward.weights_desc())},
+      args = {{DNNL_ARG_SRC, filled(forward.src_desc())},
+              {DNNL_ARG_WEIGHTS, filled(forward.weights_desc())},
               {DNNL_ARG_DST, filled(forward.dst_desc())}};
     } else if (pass == kBackwardData) {
       dnnl::convolution_backward_data::primitive_desc pd({algo, src, weights, dst, strides, dilates, padding, padding},
                                                          engine, forward);
       primitive = dnnl::convolution_backward_data(pd);
       impl = pd.impl_info_str();
-      args = {{DNNL_ARG_DIFF_SRC, filled(pd.diff_src_desc())}, {DNNL_ARG_WEIGHTS, filled(pd.weights_desc())},
+      args = {{DNNL_ARG_DIFF_SRC, filled(pd.diff_src_desc())},
+              {DNNL_ARG_WEIGHTS, filled(pd.weights_desc())},
               {DNNL_ARG_DIFF_DST, filled(pd.diff_dst_desc())}};
     } else {
       dnnl::convolution_backward_weights::primitive_desc pd(
           {algo, src, weights, dst, strides, dilates, padding, padding}, engine, forward);
       primitive = dnnl::convolution_backward_weights(pd);
       impl = pd.impl_info_str();
-      args = {{DNNL_ARG_SRC, filled(pd.src_desc())}, {DNNL_ARG_DIFF_WEIGHTS, filled(pd.diff_weights_desc())},
+      args = {{DNNL_ARG_SRC, filled(pd.src_desc())},
+              {DNNL_ARG_DIFF_WEIGHTS, filled(pd.diff_weights_desc())},
               {DNNL_ARG_DIFF_DST, filled(pd.diff_dst_desc())}};
     }
   }

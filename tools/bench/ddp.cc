@@ -47,7 +47,7 @@ constexpr int64_t kBatch = 128;
 
 struct Config {
   std::string name, description;
-  std::shared_ptr<nn::Module> model;  // what forward runs on: the DDP wrapper or the bare model
+  std::shared_ptr<nn::Module> model;                       // what forward runs on: the DDP wrapper or the bare model
   std::shared_ptr<parallel::DistributedDataParallel> ddp;  // null for nocomm
   std::unique_ptr<optim::SGD> optimizer;
   std::vector<double> step_seconds;
@@ -60,8 +60,8 @@ Config make_config(const std::string& name, const std::string& description,
   manual_seed(0);
   c.model = models::make_model("resnet20", 3, 32, 10);
   c.model->train();
-  c.optimizer = std::make_unique<optim::SGD>(c.model->parameters(),
-                                             optim::SGDOptions(0.1).momentum(0.9).weight_decay(5e-4));
+  c.optimizer =
+      std::make_unique<optim::SGD>(c.model->parameters(), optim::SGDOptions(0.1).momentum(0.9).weight_decay(5e-4));
   if (ddp_options) {
     c.ddp = std::make_shared<parallel::DistributedDataParallel>(c.model, world, *ddp_options);
     c.model = c.ddp;
@@ -166,9 +166,10 @@ int main(int argc, char** argv) {
   std::vector<Summary> summaries;
   for (const Config& c : configs) summaries.push_back(summarise(*world, c));
   if (rank != 0) return 0;
-  std::printf("ResNet-20 training: %d rank(s) x batch %lld, 3x32x32, fp32, 1 thread per rank, SGD momentum 0.9; "
-              "%d rounds x %d steps per configuration, alternating\n",
-              ranks, static_cast<long long>(kBatch), rounds, steps);
+  std::printf(
+      "ResNet-20 training: %d rank(s) x batch %lld, 3x32x32, fp32, 1 thread per rank, SGD momentum 0.9; "
+      "%d rounds x %d steps per configuration, alternating\n",
+      ranks, static_cast<long long>(kBatch), rounds, steps);
   std::printf("%-36s %-8s %-20s %10s %10s %8s\n", "configuration", "buckets", "step_ms per rank", "images/s",
               "vs_nocomm", "hidden");
   const Summary& nocomm = summaries.back();
@@ -196,11 +197,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   const Summary &ddp = summaries[0], &one_bucket = summaries[1];
-  std::printf("bench ddp_compare: ranks=%d images_per_second=%.1f one_bucket_images_per_second=%.1f "
-              "nocomm_images_per_second=%.1f step_vs_nocomm=%.3f one_bucket_vs_nocomm=%.3f hidden_fraction=%.3f "
-              "one_bucket_hidden_fraction=%.3f\n",
-              ranks, ddp.images_per_second, one_bucket.images_per_second, nocomm.images_per_second,
-              ddp.slowest_ms / nocomm.slowest_ms, one_bucket.slowest_ms / nocomm.slowest_ms, ddp.hidden_fraction,
-              one_bucket.hidden_fraction);
+  std::printf(
+      "bench ddp_compare: ranks=%d images_per_second=%.1f one_bucket_images_per_second=%.1f "
+      "nocomm_images_per_second=%.1f step_vs_nocomm=%.3f one_bucket_vs_nocomm=%.3f hidden_fraction=%.3f "
+      "one_bucket_hidden_fraction=%.3f\n",
+      ranks, ddp.images_per_second, one_bucket.images_per_second, nocomm.images_per_second,
+      ddp.slowest_ms / nocomm.slowest_ms, one_bucket.slowest_ms / nocomm.slowest_ms, ddp.hidden_fraction,
+      one_bucket.hidden_fraction);
   return 0;
 }

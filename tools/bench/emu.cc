@@ -193,12 +193,10 @@ int main(int argc, char** argv) {
   };
   const size_t copy_bytes = size_t{64} << 20;
   std::vector<char> host_bytes(copy_bytes, 1), host_copy(copy_bytes);
-  const double h2d_s = median_seconds(rounds, [&] {
-    check(cudaMemcpy(a, host_bytes.data(), copy_bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
-  });
-  const double d2h_s = median_seconds(rounds, [&] {
-    check(cudaMemcpy(host_bytes.data(), a, copy_bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
-  });
+  const double h2d_s = median_seconds(
+      rounds, [&] { check(cudaMemcpy(a, host_bytes.data(), copy_bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D"); });
+  const double d2h_s = median_seconds(
+      rounds, [&] { check(cudaMemcpy(host_bytes.data(), a, copy_bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H"); });
   const double memcpy_s = median_seconds(rounds, [&] { std::memcpy(host_copy.data(), host_bytes.data(), copy_bytes); });
   const double copy_gb = static_cast<double>(copy_bytes) * 1e-9;
 
@@ -240,25 +238,29 @@ int main(int argc, char** argv) {
               median_of(host_functions, &PerCall::runner_cpu_us),
               median_of(launches, &PerCall::runner_cpu_us) - median_of(host_functions, &PerCall::runner_cpu_us));
   std::printf("\n%-44s %12s %12s %7s\n", "copies, 64 MB pageable", "copy", "memcpy", "ratio");
-  std::printf("%-44s %12.2f %12.2f %7.2f\n", "host to device (GB/s)", copy_gb / h2d_s, copy_gb / memcpy_s, memcpy_s / h2d_s);
-  std::printf("%-44s %12.2f %12.2f %7.2f\n", "device to host (GB/s)", copy_gb / d2h_s, copy_gb / memcpy_s, memcpy_s / d2h_s);
+  std::printf("%-44s %12.2f %12.2f %7.2f\n", "host to device (GB/s)", copy_gb / h2d_s, copy_gb / memcpy_s,
+              memcpy_s / h2d_s);
+  std::printf("%-44s %12.2f %12.2f %7.2f\n", "device to host (GB/s)", copy_gb / d2h_s, copy_gb / memcpy_s,
+              memcpy_s / d2h_s);
   std::printf("\n%-44s %12s %12s %7s\n", "racecheck (seconds per run)", "checking off", "checking on", "ratio");
   std::printf("%-44s %12.3f %12.3f %7.2f\n", "1024 threads x 400 barriers", barrier_s, checked_barrier_s,
               checked_barrier_s / barrier_s);
-  std::printf("%-44s %12.3f %12.3f %7.2f\n", "c = a + b, 32M floats", emu_add_s, checked_add_s, checked_add_s / emu_add_s);
+  std::printf("%-44s %12.3f %12.3f %7.2f\n", "c = a + b, 32M floats", emu_add_s, checked_add_s,
+              checked_add_s / emu_add_s);
   std::printf("%-44s %12.3f %12.3f %7.2f\n", "tiled GEMM 512^3", gemm_s, checked_gemm_s, checked_gemm_s / gemm_s);
   std::printf("\n%-44s %12s %12s %7s\n", "guarded allocations", "on", "off", "ratio");
   std::printf("%-44s %12.2f %12.2f %7.2f\n", "allocate + free, 4000 bytes (us)", alloc_on_us, alloc_off_us,
               alloc_on_us / alloc_off_us);
-  std::printf("%-44s %12.2f %12.2f %7.2f\n", "1000-float add, 1000 blocks live (us/kernel)", kernel_on_us, kernel_off_us,
-              kernel_on_us / kernel_off_us);
+  std::printf("%-44s %12.2f %12.2f %7.2f\n", "1000-float add, 1000 blocks live (us/kernel)", kernel_on_us,
+              kernel_off_us, kernel_on_us / kernel_off_us);
   std::printf("%-44s %12.1f %12s %7s\n", "guard verified after a kernel (ns per guard)", check_ns_per_guard, "-", "-");
-  std::printf("\nbench emu: switch_ns=%.1f elementwise_vs_cpu=%.2f gemm_gflops=%.2f racecheck_barrier_x=%.2f "
-              "racecheck_add_x=%.2f racecheck_gemm_x=%.2f guard_alloc_us=%.2f guard_check_ns=%.1f "
-              "launch_extra_us=%.1f h2d_gbs=%.2f d2h_gbs=%.2f\n",
-              switch_ns, emu_gbs / cpu_gbs, gemm_gflops, checked_barrier_s / barrier_s, checked_add_s / emu_add_s,
-              checked_gemm_s / gemm_s, alloc_on_us - alloc_off_us, check_ns_per_guard, launch_us - host_fn_us,
-              copy_gb / h2d_s, copy_gb / d2h_s);
+  std::printf(
+      "\nbench emu: switch_ns=%.1f elementwise_vs_cpu=%.2f gemm_gflops=%.2f racecheck_barrier_x=%.2f "
+      "racecheck_add_x=%.2f racecheck_gemm_x=%.2f guard_alloc_us=%.2f guard_check_ns=%.1f "
+      "launch_extra_us=%.1f h2d_gbs=%.2f d2h_gbs=%.2f\n",
+      switch_ns, emu_gbs / cpu_gbs, gemm_gflops, checked_barrier_s / barrier_s, checked_add_s / emu_add_s,
+      checked_gemm_s / gemm_s, alloc_on_us - alloc_off_us, check_ns_per_guard, launch_us - host_fn_us, copy_gb / h2d_s,
+      copy_gb / d2h_s);
   for (float* p : {out, a, b, c, ga, gb, gc}) cudaFree(p);
   return 0;
 }

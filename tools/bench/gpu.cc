@@ -104,24 +104,42 @@ std::optional<Flags> parse_flags(int argc, char** argv) {
   for (const std::string& a : args) {
     const size_t eq = a.find('=');
     const std::string key = a.substr(0, eq), value = eq == std::string::npos ? "" : a.substr(eq + 1);
-    if (key == "--quick") continue;
-    else if (key == "--squares") f.squares = parse_list(value);
-    else if (key == "--resnet-gemms") f.resnet_gemms = value != "0";
-    else if (key == "--conv-batch") f.conv_batch = std::stoll(value);
-    else if (key == "--batch50") f.batch50 = std::stoll(value);
-    else if (key == "--batch18") f.batch18 = std::stoll(value);
-    else if (key == "--image-size") f.image_size = std::stoll(value);
-    else if (key == "--cifar-size") f.cifar_size = std::stoll(value);
-    else if (key == "--steps") f.steps = std::stoi(value);
-    else if (key == "--warmup") f.warmup = std::stoi(value);
-    else if (key == "--min-seconds") f.min_seconds = std::stod(value);
-    else if (key == "--tf32") f.tf32 = value != "0";
-    else if (key == "--no-gemm") f.gemm = false;
-    else if (key == "--no-conv") f.conv = false;
-    else if (key == "--no-models") f.models = false;
-    else if (key == "--no-torch") f.torch = false;
-    else if (key == "--python") f.python = value;
-    else if (key == "--torch-script") f.torch_script = value;
+    if (key == "--quick")
+      continue;
+    else if (key == "--squares")
+      f.squares = parse_list(value);
+    else if (key == "--resnet-gemms")
+      f.resnet_gemms = value != "0";
+    else if (key == "--conv-batch")
+      f.conv_batch = std::stoll(value);
+    else if (key == "--batch50")
+      f.batch50 = std::stoll(value);
+    else if (key == "--batch18")
+      f.batch18 = std::stoll(value);
+    else if (key == "--image-size")
+      f.image_size = std::stoll(value);
+    else if (key == "--cifar-size")
+      f.cifar_size = std::stoll(value);
+    else if (key == "--steps")
+      f.steps = std::stoi(value);
+    else if (key == "--warmup")
+      f.warmup = std::stoi(value);
+    else if (key == "--min-seconds")
+      f.min_seconds = std::stod(value);
+    else if (key == "--tf32")
+      f.tf32 = value != "0";
+    else if (key == "--no-gemm")
+      f.gemm = false;
+    else if (key == "--no-conv")
+      f.conv = false;
+    else if (key == "--no-models")
+      f.models = false;
+    else if (key == "--no-torch")
+      f.torch = false;
+    else if (key == "--python")
+      f.python = value;
+    else if (key == "--torch-script")
+      f.torch_script = value;
     else {
       std::fprintf(stderr, "gpu: unknown flag '%s'\n%s", a.c_str(), kUsage);
       return std::nullopt;
@@ -311,8 +329,8 @@ TorchResults run_torch(const Flags& f, const std::vector<ConvShape>& convs) {
   std::ostringstream args;
   args << "--tf32 " << f.tf32 << " --convs " << bench::shell_quote(specs) << " --conv-batch " << f.conv_batch
        << " --min-seconds " << f.min_seconds << " --batch50 " << f.batch50 << " --batch18 " << f.batch18
-       << " --image-size " << f.image_size << " --cifar-size " << f.cifar_size << " --steps " << f.steps
-       << " --warmup " << f.warmup << (f.models ? "" : " --no-models");
+       << " --image-size " << f.image_size << " --cifar-size " << f.cifar_size << " --steps " << f.steps << " --warmup "
+       << f.warmup << (f.models ? "" : " --no-models");
   return bench::run_pytorch(f.python, f.torch_script, args.str());
 }
 
@@ -328,9 +346,10 @@ struct ModelRun {
 
 void print_conv_table(const std::vector<ConvShape>& convs, const std::vector<PassTimes>& ember, const TorchResults& t,
                       int64_t batch) {
-  std::printf("\nResNet-50 convolutions, batch %lld, ms per call (bwd = data + weight; the stem's weight only); "
-              "vs_torch = torch ms / Ember ms\n",
-              static_cast<long long>(batch));
+  std::printf(
+      "\nResNet-50 convolutions, batch %lld, ms per call (bwd = data + weight; the stem's weight only); "
+      "vs_torch = torch ms / Ember ms\n",
+      static_cast<long long>(batch));
   std::printf("%-24s %5s %9s %9s %9s %9s %9s %9s\n", "shape (C->O KxK HxW)", "count", "Ember fwd", "Ember bwd",
               "TFLOP/s", "torch fwd", "torch bwd", "vs_torch");
   double ember_total = 0, torch_total = 0;
@@ -363,8 +382,10 @@ void print_model_table(const std::vector<ModelRun>& runs, const TorchResults& t,
                 m.ips, 100 * mfu, theirs, 100 * torch_mfu, m.ips / theirs);
     if (!m.error.empty()) std::printf("  %s failed: %s\n", m.name.c_str(), m.error.c_str());
   }
-  if (!t.unavailable.empty()) std::printf("PyTorch: unavailable (%s); vs_torch = nan\n", t.unavailable.c_str());
-  else std::printf("PyTorch %s: the faster of NCHW and channels_last\n", t.version.c_str());
+  if (!t.unavailable.empty())
+    std::printf("PyTorch: unavailable (%s); vs_torch = nan\n", t.unavailable.c_str());
+  else
+    std::printf("PyTorch %s: the faster of NCHW and channels_last\n", t.version.c_str());
 }
 
 }  // namespace
@@ -385,11 +406,11 @@ int main(int argc, char** argv) {
   }
   const cuda::DeviceProperties device = cuda::device_properties(0);
   const std::optional<bench::PeakTflops> peak = bench::datasheet_peak(device);
-  std::printf("gpu benchmark: %s, sm_%d%d, %d SMs, %s, %.1f GiB\n", device.name.c_str(), device.major, device.minor,
-              device.multi_processor_count,
-              device.clock_khz > 0 ? (std::to_string(device.clock_khz / 1000) + " MHz peak SM clock").c_str()
-                                   : "clock unknown",
-              device.total_memory / double(1 << 30));
+  std::printf(
+      "gpu benchmark: %s, sm_%d%d, %d SMs, %s, %.1f GiB\n", device.name.c_str(), device.major, device.minor,
+      device.multi_processor_count,
+      device.clock_khz > 0 ? (std::to_string(device.clock_khz / 1000) + " MHz peak SM clock").c_str() : "clock unknown",
+      device.total_memory / double(1 << 30));
   if (peak) {
     std::printf("peak (%s datasheet, dense): float32 %.1f, TF32 %.1f, bfloat16 %.1f TFLOP/s\n", peak->source,
                 peak->fp32, peak->tf32, peak->bf16);
@@ -452,8 +473,10 @@ int main(int argc, char** argv) {
   cuda::empty_cache();
 
   TorchResults torch;
-  if (!f.torch) torch.unavailable = "skipped (--no-torch)";
-  else if (f.conv || f.models) torch = run_torch(f, f.conv ? census50.convs : std::vector<ConvShape>{});
+  if (!f.torch)
+    torch.unavailable = "skipped (--no-torch)";
+  else if (f.conv || f.models)
+    torch = run_torch(f, f.conv ? census50.convs : std::vector<ConvShape>{});
 
   const double model_peak = peak ? (f.tf32 ? peak->tf32 : peak->fp32) : kNaN;
   if (f.conv) print_conv_table(census50.convs, conv_times, torch, f.conv_batch);
@@ -461,10 +484,10 @@ int main(int argc, char** argv) {
 
   const ModelRun& r50 = runs[0];
   const ModelRun& r18 = runs[1];
-  std::printf("bench gpu: resnet50_ips=%.1f vs_torch=%.3f gemm_vs_cublas=%.3f resnet50_mfu=%.3f resnet18_ips=%.1f "
-              "resnet18_vs_torch=%.3f tf32=%d\n",
-              r50.ips, r50.ips / torch.resnet50_ips, gemm_vs_cublas,
-              r50.step_flops_per_image * r50.ips / (model_peak * 1e12), r18.ips, r18.ips / torch.resnet18_ips,
-              f.tf32 ? 1 : 0);
+  std::printf(
+      "bench gpu: resnet50_ips=%.1f vs_torch=%.3f gemm_vs_cublas=%.3f resnet50_mfu=%.3f resnet18_ips=%.1f "
+      "resnet18_vs_torch=%.3f tf32=%d\n",
+      r50.ips, r50.ips / torch.resnet50_ips, gemm_vs_cublas, r50.step_flops_per_image * r50.ips / (model_peak * 1e12),
+      r18.ips, r18.ips / torch.resnet18_ips, f.tf32 ? 1 : 0);
   return 0;
 }

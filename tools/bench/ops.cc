@@ -71,8 +71,7 @@ struct Gemm {
 
 std::vector<Gemm> gemm_shapes() {
   std::vector<Gemm> shapes;
-  for (int64_t s : {256, 512, 1024, 2048})
-    shapes.push_back({"square " + std::to_string(s), s, s, s, false, false});
+  for (int64_t s : {256, 512, 1024, 2048}) shapes.push_back({"square " + std::to_string(s), s, s, s, false, false});
   struct Layer {
     int64_t o, ckk, p;
   };
@@ -105,15 +104,15 @@ double run_gemms(int rounds) {
     const char ta = g.trans_a ? 'T' : 'N', tb = g.trans_b ? 'T' : 'N';
     const double flops = 2.0 * g.m * g.n * g.k;
     const int calls = std::clamp(static_cast<int>(2e9 / flops), 1, 20);
-    std::vector<double> t = race(
-        {[&] { Tensor out = matmul(a, b); },
-         [&] {
-           cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans,
-                       static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), 1.0f, pa,
-                       static_cast<int>(lda), pb, static_cast<int>(ldb), 0.0f, c.data(), static_cast<int>(g.n));
-         },
-         [&] { dnnl_sgemm(ta, tb, g.m, g.n, g.k, 1.0f, pa, lda, pb, ldb, 0.0f, c.data(), g.n); }},
-        rounds, calls);
+    std::vector<double> t =
+        race({[&] { Tensor out = matmul(a, b); },
+              [&] {
+                cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans,
+                            static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), 1.0f, pa,
+                            static_cast<int>(lda), pb, static_cast<int>(ldb), 0.0f, c.data(), static_cast<int>(g.n));
+              },
+              [&] { dnnl_sgemm(ta, tb, g.m, g.n, g.k, 1.0f, pa, lda, pb, ldb, 0.0f, c.data(), g.n); }},
+             rounds, calls);
     const double ember = flops / t[0] * 1e-9, blas = flops / t[1] * 1e-9, onednn = flops / t[2] * 1e-9;
     const double ratio = ember / std::max(blas, onednn);
     worst = std::min(worst, ratio);

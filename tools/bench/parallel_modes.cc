@@ -101,11 +101,16 @@ std::optional<Options> parse(int argc, char** argv) {
     char* end = nullptr;
     const long long number = std::strtoll(value.c_str(), &end, 10);
     const bool integer = has_value && !value.empty() && *end == '\0';
-    if (flag == "--devices" && integer && number >= 1) o.devices = static_cast<int>(number);
-    else if (flag == "--batch" && integer && number >= 1) o.batch = number;
-    else if (flag == "--steps" && integer && number >= 1) o.steps = static_cast<int>(number);
-    else if (flag == "--warmup" && integer && number >= 0) o.warmup = static_cast<int>(number);
-    else if (flag == "--image-size" && integer && number >= 4) o.image_size = number;
+    if (flag == "--devices" && integer && number >= 1)
+      o.devices = static_cast<int>(number);
+    else if (flag == "--batch" && integer && number >= 1)
+      o.batch = number;
+    else if (flag == "--steps" && integer && number >= 1)
+      o.steps = static_cast<int>(number);
+    else if (flag == "--warmup" && integer && number >= 0)
+      o.warmup = static_cast<int>(number);
+    else if (flag == "--image-size" && integer && number >= 4)
+      o.image_size = number;
     else {
       std::fprintf(stderr, "parallel_modes: bad flag or value: '%s%s%s'\n%s", flag.c_str(), has_value ? " " : "",
                    value.c_str(), kUsage);
@@ -127,8 +132,8 @@ Trainee make_trainee(Device device, const Options& o) {
   t.model = models::make_model("resnet20", 3, o.image_size, 10);
   t.model->to(device);
   t.model->train();
-  t.optimizer = std::make_unique<optim::SGD>(t.model->parameters(),
-                                             optim::SGDOptions(0.1).momentum(0.9).weight_decay(5e-4));
+  t.optimizer =
+      std::make_unique<optim::SGD>(t.model->parameters(), optim::SGDOptions(0.1).momentum(0.9).weight_decay(5e-4));
   return t;
 }
 
@@ -317,8 +322,8 @@ Measurement run_ddp(const Options& o, int n) {
   Measurement m;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::ostringstream worker;
-  worker << shell_quote(self) << " --worker --batch " << o.batch << " --steps " << o.steps << " --warmup "
-         << o.warmup << " --image-size " << o.image_size;
+  worker << shell_quote(self) << " --worker --batch " << o.batch << " --steps " << o.steps << " --warmup " << o.warmup
+         << " --image-size " << o.image_size;
   std::string command, session;
   if (n == 1) {
     command = "env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 EMBER_BACKEND=nccl " + worker.str();
@@ -407,14 +412,15 @@ int run_parent(const Options& o) {
     return 2;
   }
   const cuda::DeviceProperties properties = cuda::device_properties(0);
-  std::printf("parallel_modes: ResNet-20 training, global batch %lld of 3x%lldx%lld, fp32, SGD momentum 0.9; "
-              "%d + %d steps per mode; %d device%s (%s: %s)\n",
-              static_cast<long long>(o.batch), static_cast<long long>(o.image_size),
-              static_cast<long long>(o.image_size), o.warmup, o.steps, n, n == 1 ? "" : "s", device_range(n).c_str(),
-              properties.name.c_str());
+  std::printf(
+      "parallel_modes: ResNet-20 training, global batch %lld of 3x%lldx%lld, fp32, SGD momentum 0.9; "
+      "%d + %d steps per mode; %d device%s (%s: %s)\n",
+      static_cast<long long>(o.batch), static_cast<long long>(o.image_size), static_cast<long long>(o.image_size),
+      o.warmup, o.steps, n, n == 1 ? "" : "s", device_range(n).c_str(), properties.name.c_str());
   if (properties.emulated) {
-    std::printf("emulated devices (cuda/emu, EMBER_EMULATED_GPUS): the times are the CPU running the emulator, so "
-                "images/s and speedups say nothing about GPUs; this run only checks that each mode runs\n");
+    std::printf(
+        "emulated devices (cuda/emu, EMBER_EMULATED_GPUS): the times are the CPU running the emulator, so "
+        "images/s and speedups say nothing about GPUs; this run only checks that each mode runs\n");
   }
   if (n == 1) std::printf("one device: data_parallel is DataParallel over cuda:0 alone, ddp one process\n");
   std::fflush(stdout);
@@ -452,13 +458,14 @@ int run_parent(const Options& o) {
                 peak_cell(r.m).c_str(), r.m.loss);
   }
   if (properties.emulated) std::printf("(emulated: images/s and vs single measure the emulator, not a GPU)\n");
-  std::printf("bench parallel_modes: devices=%d emulated=%d batch=%lld steps=%d single_images_per_second=%.1f "
-              "data_parallel_images_per_second=%.1f ddp_images_per_second=%.1f data_parallel_vs_single=%.3f "
-              "ddp_vs_single=%.3f single_peak_mib=%.1f data_parallel_peak_mib=%.1f ddp_peak_mib=%.1f single_loss=%.5f "
-              "data_parallel_loss=%.5f ddp_loss=%.5f\n",
-              n, properties.emulated ? 1 : 0, static_cast<long long>(o.batch), o.steps, single, ips(rows[1]),
-              ips(rows[2]), ips(rows[1]) / single, ips(rows[2]) / single, max_mib(rows[0].m), max_mib(rows[1].m),
-              max_mib(rows[2].m), rows[0].m.loss, rows[1].m.loss, rows[2].m.loss);
+  std::printf(
+      "bench parallel_modes: devices=%d emulated=%d batch=%lld steps=%d single_images_per_second=%.1f "
+      "data_parallel_images_per_second=%.1f ddp_images_per_second=%.1f data_parallel_vs_single=%.3f "
+      "ddp_vs_single=%.3f single_peak_mib=%.1f data_parallel_peak_mib=%.1f ddp_peak_mib=%.1f single_loss=%.5f "
+      "data_parallel_loss=%.5f ddp_loss=%.5f\n",
+      n, properties.emulated ? 1 : 0, static_cast<long long>(o.batch), o.steps, single, ips(rows[1]), ips(rows[2]),
+      ips(rows[1]) / single, ips(rows[2]) / single, max_mib(rows[0].m), max_mib(rows[1].m), max_mib(rows[2].m),
+      rows[0].m.loss, rows[1].m.loss, rows[2].m.loss);
   return all_ran ? 0 : 1;
 }
 

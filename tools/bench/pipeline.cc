@@ -54,8 +54,7 @@ int usage(const char* message) {
 Tensor ce(const Tensor& out, const Tensor& target) { return cross_entropy(out, target); }
 
 // Training images/s of ResNet-20 split into `p` stages on `devices` with `m` micro-batches.
-double pipeline_images_per_second(const std::vector<Device>& devices, int64_t m, Schedule schedule,
-                                  const Options& o) {
+double pipeline_images_per_second(const std::vector<Device>& devices, int64_t m, Schedule schedule, const Options& o) {
   manual_seed(0);
   auto model = models::make_model("resnet20", 3, 32, 10);
   parallel::Pipeline pipe(models::as_sequential(model), devices, m, schedule);
@@ -154,8 +153,8 @@ int main(int argc, char** argv) {
       const std::vector<double> g = bench::measure_held_activations(p, m, Schedule::kGPipe, o.quick ? 512 : 4096);
       const std::vector<double> f = bench::measure_held_activations(p, m, Schedule::k1F1B, o.quick ? 512 : 4096);
       for (int64_t s = 0; s < p; ++s) {
-        std::printf("%4lld %4lld %6lld %8.2f %8lld %8.2f %8lld\n", static_cast<long long>(p),
-                    static_cast<long long>(m), static_cast<long long>(s), g[s], static_cast<long long>(m), f[s],
+        std::printf("%4lld %4lld %6lld %8.2f %8lld %8.2f %8lld\n", static_cast<long long>(p), static_cast<long long>(m),
+                    static_cast<long long>(s), g[s], static_cast<long long>(m), f[s],
                     static_cast<long long>(std::min(m, p - s)));
         if (p == mem_p && m == mem_m) mem_ratio = std::max(mem_ratio, f[s] / g[s]);
       }

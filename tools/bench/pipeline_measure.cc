@@ -87,8 +87,7 @@ nn::Sequential wide_blocks(int64_t p, int64_t width, int64_t hidden) {
 }
 
 // Peak allocated bytes above the start, per stage device, over one train_step.
-std::vector<double> step_peaks(int64_t p, int64_t m, parallel::Schedule schedule, int64_t micro_batch,
-                               int64_t hidden) {
+std::vector<double> step_peaks(int64_t p, int64_t m, parallel::Schedule schedule, int64_t micro_batch, int64_t hidden) {
   constexpr int64_t kWidth = 4;
   manual_seed(7);
   parallel::Pipeline pipe(wide_blocks(p, kWidth, hidden), first_devices(p), m, schedule);

@@ -32,14 +32,12 @@ struct BubbleRun {
 
 // One train_step of p FixedCost stages (one per device) over m micro-batches; the best (least
 // idle) of `repeats` runs, since host scheduling noise only adds idle time.
-BubbleRun measure_bubble(int64_t p, int64_t m, parallel::Schedule schedule, double seconds_per_action,
-                         int repeats = 3);
+BubbleRun measure_bubble(int64_t p, int64_t m, parallel::Schedule schedule, double seconds_per_action, int repeats = 3);
 
 // Each stage's peak of stored activations during one train_step, in micro-batches: the stages are
 // equal two-layer MLP blocks (a `hidden`-wide layer whose activations dominate), and the unit is
 // calibrated per stage from GPipe runs with 1 and 2 micro-batches (peak(2) - peak(1)), the
 // transient of a backward from peak(1) - unit.
-std::vector<double> measure_held_activations(int64_t p, int64_t m, parallel::Schedule schedule,
-                                             int64_t hidden = 4096);
+std::vector<double> measure_held_activations(int64_t p, int64_t m, parallel::Schedule schedule, int64_t hidden = 4096);
 
 }  // namespace ember::bench

@@ -68,8 +68,10 @@ int main(int argc, char** argv) {
               calls);
           const bool taken = skinny_sgemm_preferred(trans_a, false, m, n, k, 1.0f, 0.0f);
           const double ratio = onednn / ember, gflop = 2e-9 * static_cast<double>(m * n * k);
-          if (taken) taken_min = std::min(taken_min, ratio);
-          else skipped_max = std::max(skipped_max, ratio);
+          if (taken)
+            taken_min = std::min(taken_min, ratio);
+          else
+            skipped_max = std::max(skipped_max, ratio);
           std::printf("%5ld %5ld %7ld %3d %8.1f %8.1f %6.2f %6s\n", static_cast<long>(m), static_cast<long>(k),
                       static_cast<long>(n), trans_a ? 1 : 0, gflop / ember, gflop / onednn, ratio, taken ? "yes" : "");
         }

@@ -85,8 +85,8 @@ Result time_model(const std::string& name, int steps) {
 // Where a model's step went: each convolution pass (and chosen GEMM) by time, with the algorithm
 // chosen for it, how, and what the others measured in their trials.
 void print_passes(const std::string& name, const Result& r, int steps) {
-  std::printf("%s: per pass, by share of the step (%s selection; first step %.2f s, trials included)\n",
-              name.c_str(), kernel_select::mode_name(kernel_select::mode()), r.first_step_seconds);
+  std::printf("%s: per pass, by share of the step (%s selection; first step %.2f s, trials included)\n", name.c_str(),
+              kernel_select::mode_name(kernel_select::mode()), r.first_step_seconds);
   std::printf("  %6s %8s  %-24s %-15s %s\n", "share", "ms/step", "algorithm", "chosen by", "pass");
   double shown = 0;
   for (const auto& u : r.passes) {
@@ -130,22 +130,24 @@ int main(int argc, char** argv) {
   cpu::set_num_threads(kThreads);
   openblas_set_num_threads(kThreads);
   const double blas = openblas_gflops();
-  std::printf("train_step benchmark: batch %lld, 3x32x32, fp32, %d threads, SGD momentum 0.9, median of %d steps, "
-              "kernel selection: %s, ISA: %s\n",
-              static_cast<long long>(kBatch), kThreads, steps, kernel_select::mode_name(kernel_select::mode()),
-              cpu::isa_description().c_str());
+  std::printf(
+      "train_step benchmark: batch %lld, 3x32x32, fp32, %d threads, SGD momentum 0.9, median of %d steps, "
+      "kernel selection: %s, ISA: %s\n",
+      static_cast<long long>(kBatch), kThreads, steps, kernel_select::mode_name(kernel_select::mode()),
+      cpu::isa_description().c_str());
   const Result r20 = time_model("resnet20", steps);
   const Result r18 = time_model("resnet18", steps);
   std::printf("%-10s %10s %16s %12s %14s\n", "model", "images/s", "spread (img/s)", "GFLOP/s", "of OpenBLAS");
   for (const auto& [name, r] : {std::pair<const char*, const Result&>{"resnet20", r20}, {"resnet18", r18}})
-    std::printf("%-10s %10.1f %7.1f-%-8.1f %12.1f %13.0f%%\n", name, r.images_per_second, r.slowest_ips,
-                r.fastest_ips, r.gflops, 100 * r.gflops / blas);
+    std::printf("%-10s %10.1f %7.1f-%-8.1f %12.1f %13.0f%%\n", name, r.images_per_second, r.slowest_ips, r.fastest_ips,
+                r.gflops, 100 * r.gflops / blas);
   std::printf("OpenBLAS sgemm 2048^3 in the same run: %.1f GFLOP/s\n", blas);
   print_passes("resnet20", r20, steps);
   print_passes("resnet18", r18, steps);
-  std::printf("bench train_step: resnet20_ips=%.1f resnet18_ips=%.1f resnet20_gflops=%.1f resnet18_gflops=%.1f "
-              "openblas_gflops=%.1f resnet20_spread=%.1f-%.1f resnet18_spread=%.1f-%.1f\n",
-              r20.images_per_second, r18.images_per_second, r20.gflops, r18.gflops, blas, r20.slowest_ips,
-              r20.fastest_ips, r18.slowest_ips, r18.fastest_ips);
+  std::printf(
+      "bench train_step: resnet20_ips=%.1f resnet18_ips=%.1f resnet20_gflops=%.1f resnet18_gflops=%.1f "
+      "openblas_gflops=%.1f resnet20_spread=%.1f-%.1f resnet18_spread=%.1f-%.1f\n",
+      r20.images_per_second, r18.images_per_second, r20.gflops, r18.gflops, blas, r20.slowest_ips, r20.fastest_ips,
+      r18.slowest_ips, r18.fastest_ips);
   return 0;
 }

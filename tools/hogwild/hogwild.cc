@@ -62,8 +62,8 @@ void train(nn::Module& model, const data::DatasetPtr& train_set, int64_t example
   // swing by a point or two with the last few batches, which would hide what the workers change.
   const int64_t steps = (examples + settings.batch_size - 1) / settings.batch_size;
   optim::CosineAnnealingLR schedule(sgd, std::max<int64_t>(steps, 1));
-  data::DataLoader loader(train_set, data::DataLoaderOptions(settings.batch_size).shuffle(true).seed(seed)
-                                         .transform(normalize()));
+  data::DataLoader loader(train_set,
+                          data::DataLoaderOptions(settings.batch_size).shuffle(true).seed(seed).transform(normalize()));
   model.train();
   int64_t seen = 0;
   for (int64_t epoch = 0; seen < examples; ++epoch) {

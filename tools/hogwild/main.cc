@@ -31,8 +31,9 @@ EMBER_SPAWN_ENTRY(train_worker);
 namespace {
 
 train::Flags make_flags() {
-  train::Flags flags("hogwild", "Hogwild! training on Fashion-MNIST: worker processes update one shared model "
-                                "without locks.");
+  train::Flags flags("hogwild",
+                     "Hogwild! training on Fashion-MNIST: worker processes update one shared model "
+                     "without locks.");
   const hogwild::Settings d;
   flags.add_int("workers", 2, "worker processes; 1 trains in this process, without spawning", 1);
   flags.add_int("examples", d.examples, "training examples seen in all, split evenly over the workers", 1);

@@ -22,13 +22,15 @@ std::string describe_settings(const json::Value& run) {
     shortest << v->as_double();
     return shortest.str();
   };
-  return "--optimizer " + text("optimizer") + " --schedule " + text("schedule") + " --lr " + text("lr") +
-         " --epochs " + text("epochs") + " (" + text("steps_per_epoch") + " steps per epoch)";
+  return "--optimizer " + text("optimizer") + " --schedule " + text("schedule") + " --lr " + text("lr") + " --epochs " +
+         text("epochs") + " (" + text("steps_per_epoch") + " steps per epoch)";
 }
 
 }  // namespace
 
-std::string checkpoint_path(const std::string& dir, const std::string& name) { return dir + "/" + name + ".safetensors"; }
+std::string checkpoint_path(const std::string& dir, const std::string& name) {
+  return dir + "/" + name + ".safetensors";
+}
 
 // The newest epoch-N checkpoint in `dir`, preferring an interrupted run's save when it is newer.
 std::string latest_checkpoint(const std::string& dir) {

@@ -82,7 +82,8 @@ std::vector<Device> parse_device_list(const std::string& list) {
       }
     }
     if (!cuda)
-      throw FlagError(where + " is '" + item + "'; expected a CUDA device cuda:N (DataParallel replicates the model "
+      throw FlagError(where + " is '" + item +
+                      "'; expected a CUDA device cuda:N (DataParallel replicates the model "
                       "onto CUDA devices), as in cuda:0,cuda:1");
     for (size_t j = 0; j < devices.size(); ++j) {
       if (devices[j] == device)
@@ -106,7 +107,8 @@ std::vector<std::string> resolve_data_parallel(const Flags& f) {
   if (n == 0 && list.empty()) return {};
   const std::string flag = n > 0 ? "--data-parallel " + std::to_string(n) : "--devices " + list;
   if (n > 0 && !list.empty())
-    throw FlagError("--data-parallel " + std::to_string(n) + " and --devices " + list + ": give one of them "
+    throw FlagError("--data-parallel " + std::to_string(n) + " and --devices " + list +
+                    ": give one of them "
                     "(--data-parallel N trains on cuda:0 to cuda:N-1, --devices on the CUDA devices it lists)");
   std::vector<Device> devices = n > 0 ? std::vector<Device>{Device::cuda(0)} : parse_device_list(list);
   const Device first = devices.front();
@@ -125,7 +127,8 @@ std::vector<std::string> resolve_data_parallel(const Flags& f) {
       throw FlagError(flag + " keeps the model on " + first.str() + ", but --device is " + text +
                       "; give --device cuda" +
                       (n > 0 ? " (--data-parallel N trains on cuda:0 to cuda:N-1), or list other devices with "
-                               "--devices, e.g. --devices " + text + ",..."
+                               "--devices, e.g. --devices " +
+                                   text + ",..."
                              : " or --device " + first.str() + " (the first device listed holds the model)"));
   }
   comm::LaunchEnvironment launch;
@@ -136,9 +139,11 @@ std::vector<std::string> resolve_data_parallel(const Flags& f) {
   }
   if (launch.launched && launch.world_size > 1)
     throw FlagError(flag + ": this process is rank " + std::to_string(launch.rank) + " of " +
-                    std::to_string(launch.world_size) + " (" + launch.source + "), but DataParallel drives several "
+                    std::to_string(launch.world_size) + " (" + launch.source +
+                    "), but DataParallel drives several "
                     "devices from one process and DDP one device per process; this tool does not combine them. "
-                    "Under a launcher leave out " + (n > 0 ? "--data-parallel" : "--devices") +
+                    "Under a launcher leave out " +
+                    (n > 0 ? "--data-parallel" : "--devices") +
                     " (each rank then trains on cuda:LOCAL_RANK with DDP), or start one process");
   if (!has_backend(kCUDA)) throw FlagError(flag + ": this build has no CUDA backend");
   const int count = device_count(kCUDA);
@@ -163,20 +168,24 @@ void resolve_split(const Flags& f, TrainConfig& c) {
   if (pipeline == 0) {
     for (const char* name : {"chunks", "pipeline-schedule", "recompute"})
       if (f.was_set(name))
-        throw FlagError("--" + std::string(name) + " needs --pipeline N (it sets how the pipeline's micro-batches run)");
+        throw FlagError("--" + std::string(name) +
+                        " needs --pipeline N (it sets how the pipeline's micro-batches run)");
   }
   if (model_parallel == 0 && pipeline == 0) return;
   if (model_parallel > 0 && pipeline > 0)
     throw FlagError("--model-parallel " + std::to_string(model_parallel) + " and --pipeline " +
-                    std::to_string(pipeline) + ": give one of them (--model-parallel N runs the stages in turn, "
+                    std::to_string(pipeline) +
+                    ": give one of them (--model-parallel N runs the stages in turn, "
                     "--pipeline N overlaps them on micro-batches)");
   const long long n = model_parallel > 0 ? model_parallel : pipeline;
   const std::string flag = (model_parallel > 0 ? "--model-parallel " : "--pipeline ") + std::to_string(n);
   const std::string range = n == 1 ? std::string("cuda:0") : "cuda:0 to cuda:" + std::to_string(n - 1);
   if (f.get_int("data-parallel") > 0 || !f.get_string("devices").empty()) {
-    const std::string other = f.get_int("data-parallel") > 0 ? "--data-parallel " + std::to_string(f.get_int("data-parallel"))
-                                                             : "--devices " + f.get_string("devices");
-    throw FlagError(flag + " and " + other + ": give one of them (this tool splits the model across devices or "
+    const std::string other = f.get_int("data-parallel") > 0
+                                  ? "--data-parallel " + std::to_string(f.get_int("data-parallel"))
+                                  : "--devices " + f.get_string("devices");
+    throw FlagError(flag + " and " + other +
+                    ": give one of them (this tool splits the model across devices or "
                     "replicates it with DataParallel, not both)");
   }
   if (f.was_set("device")) {
@@ -199,7 +208,8 @@ void resolve_split(const Flags& f, TrainConfig& c) {
   }
   if (launch.launched && launch.world_size > 1)
     throw FlagError(flag + ": this process is rank " + std::to_string(launch.rank) + " of " +
-                    std::to_string(launch.world_size) + " (" + launch.source + "), but " + flag.substr(0, flag.find(' ')) +
+                    std::to_string(launch.world_size) + " (" + launch.source + "), but " +
+                    flag.substr(0, flag.find(' ')) +
                     " splits the model across the devices of one process, and this tool does not combine that with "
                     "DDP; start one process");
   if (!has_backend(kCUDA)) throw FlagError(flag + ": this build has no CUDA backend");
@@ -217,13 +227,15 @@ void resolve_split(const Flags& f, TrainConfig& c) {
 }  // namespace
 
 Flags make_flags() {
-  Flags f("train", "Trains a model with Ember, alone or under `mpirun -np N` (one process per rank; --batch-size is\n"
-                   "per process, so N ranks train with an N-times larger global batch).");
+  Flags f("train",
+          "Trains a model with Ember, alone or under `mpirun -np N` (one process per rank; --batch-size is\n"
+          "per process, so N ranks train with an N-times larger global batch).");
   std::string models;
   for (const auto& m : models::model_names()) models += (models.empty() ? "" : ", ") + m;
   f.add_string("model", "resnet20", "model to train: " + models);
   f.add_string("data", "fashion-mnist", "dataset", {"fashion-mnist", "cifar10", "cifar100", "synthetic"});
-  f.add_string("data-dir", "", "directory of the dataset files (default for fashion-mnist: the Debian package's "
+  f.add_string("data-dir", "",
+               "directory of the dataset files (default for fashion-mnist: the Debian package's "
                "/usr/share/datasets/fashion-mnist; required for cifar10/cifar100)");
   f.add_int("epochs", 5, "epochs to train", 1);
   f.add_int("batch-size", 128, "examples per step and process (DataParallel splits them across its devices)", 1);
@@ -231,30 +243,44 @@ Flags make_flags() {
   f.add_double("momentum", 0.9, "SGD momentum (AdamW: beta1)", 0.0);
   f.add_double("weight-decay", 5e-4, "weight decay (not applied to biases and normalisation parameters)", 0.0);
   f.add_string("optimizer", "sgd", "optimizer (SGD with Nesterov momentum, or AdamW)", {"sgd", "adamw"});
-  f.add_string("schedule", "onecycle", "learning-rate schedule per step: cosine annealing, one-cycle, or x0.1 "
-               "steps at 50% and 75% of training", {"cosine", "onecycle", "step"});
+  f.add_string("schedule", "onecycle",
+               "learning-rate schedule per step: cosine annealing, one-cycle, or x0.1 "
+               "steps at 50% and 75% of training",
+               {"cosine", "onecycle", "step"});
   f.add_double("label-smoothing", 0.0, "label smoothing of the cross-entropy loss", 0.0);
   f.add_int("workers", 1, "data-loader worker threads (0: load on the training thread)", 0);
   f.add_int("seed", 0, "seed of initialisation, shuffling, augmentation and dropout", 0);
-  f.add_string("device", "cpu", "device to train on: cpu, cuda:N, or cuda (cuda:LOCAL_RANK under mpirun/srun, "
+  f.add_string("device", "cpu",
+               "device to train on: cpu, cuda:N, or cuda (cuda:LOCAL_RANK under mpirun/srun, "
                "else cuda:0)");
-  f.add_int("data-parallel", 0, "train with DataParallel on cuda:0 to cuda:N-1 in one process (0: off): each step "
+  f.add_int("data-parallel", 0,
+            "train with DataParallel on cuda:0 to cuda:N-1 in one process (0: off): each step "
             "splits the batch across the devices and computes the loss on each; the model and optimizer live on "
-            "cuda:0", 0);
-  f.add_string("devices", "", "train with DataParallel on these CUDA devices, comma-separated (e.g. cuda:0,cuda:2); "
+            "cuda:0",
+            0);
+  f.add_string("devices", "",
+               "train with DataParallel on these CUDA devices, comma-separated (e.g. cuda:0,cuda:2); "
                "the first holds the model");
-  f.add_int("model-parallel", 0, "split the model into N stages on cuda:0 to cuda:N-1 in one process (ModelParallel; "
-            "0: off): layers balanced by parameter count, the stages run in turn on each whole batch", 0);
-  f.add_int("pipeline", 0, "split the model into N pipeline stages on cuda:0 to cuda:N-1 in one process (0: off): "
+  f.add_int("model-parallel", 0,
+            "split the model into N stages on cuda:0 to cuda:N-1 in one process (ModelParallel; "
+            "0: off): layers balanced by parameter count, the stages run in turn on each whole batch",
+            0);
+  f.add_int("pipeline", 0,
+            "split the model into N pipeline stages on cuda:0 to cuda:N-1 in one process (0: off): "
             "layers balanced by parameter count, each batch split into --chunks micro-batches that overlap the "
-            "stages", 0);
+            "stages",
+            0);
   f.add_int("chunks", 4, "micro-batches per batch with --pipeline", 1);
-  f.add_string("pipeline-schedule", "gpipe", "with --pipeline: every micro-batch's forward, then every backward "
-               "(gpipe), or one forward one backward, holding fewer activations (1f1b)", {"gpipe", "1f1b"});
-  f.add_bool("recompute", "with --pipeline: keep only each stage's micro-batch inputs and rerun the forward in the "
+  f.add_string("pipeline-schedule", "gpipe",
+               "with --pipeline: every micro-batch's forward, then every backward "
+               "(gpipe), or one forward one backward, holding fewer activations (1f1b)",
+               {"gpipe", "1f1b"});
+  f.add_bool("recompute",
+             "with --pipeline: keep only each stage's micro-batch inputs and rerun the forward in the "
              "backward (less memory, about a third more compute)");
   f.add_int("threads", 0, "compute threads per process (0: EMBER_NUM_THREADS, else every core)", 0);
-  f.add_bool("deterministic", "run the same kernels every time (EMBER_KERNEL_SELECT=heuristic): no timing trials "
+  f.add_bool("deterministic",
+             "run the same kernels every time (EMBER_KERNEL_SELECT=heuristic): no timing trials "
              "on a shape's first use, so two runs with the same seed give the same numbers");
   f.add_string("checkpoint-dir", "", "write a checkpoint here after every epoch (and on Ctrl-C)");
   f.add_int("keep-checkpoints", 2, "how many epoch checkpoints to keep, besides best.safetensors", 1);
@@ -298,16 +324,18 @@ TrainConfig config_from(const Flags& f) {
   c.seed = static_cast<uint64_t>(f.get_int("seed"));
   resolve_split(f, c);  // first: its clash with --data-parallel is the message to give
   c.data_parallel = resolve_data_parallel(f);
-  if (!c.model_parallel.empty()) c.device = c.model_parallel.front();
-  else if (!c.pipeline.empty()) c.device = c.pipeline.front();
-  else c.device = c.data_parallel.empty() ? resolve_device(f.get_string("device")) : c.data_parallel.front();
+  if (!c.model_parallel.empty())
+    c.device = c.model_parallel.front();
+  else if (!c.pipeline.empty())
+    c.device = c.pipeline.front();
+  else
+    c.device = c.data_parallel.empty() ? resolve_device(f.get_string("device")) : c.data_parallel.front();
   c.threads = f.get_int("threads");
   c.deterministic = f.get_bool("deterministic");
   c.checkpoint_dir = f.get_string("checkpoint-dir");
   c.keep_checkpoints = f.get_int("keep-checkpoints");
   c.resume = f.get_string("resume");
-  if (c.resume == "latest" && c.checkpoint_dir.empty())
-    throw FlagError("--resume latest needs --checkpoint-dir");
+  if (c.resume == "latest" && c.checkpoint_dir.empty()) throw FlagError("--resume latest needs --checkpoint-dir");
   c.log_dir = f.get_string("log-dir");
   c.log_every = f.get_int("log-every");
   c.progress = f.get_string("progress");

@@ -34,15 +34,15 @@ struct TrainConfig {
   int64_t chunks = 4;                       // --pipeline: micro-batches per batch
   std::string pipeline_schedule = "gpipe";  // --pipeline: "gpipe" or "1f1b"
   bool recompute = false;                   // --pipeline: stages rerun their forward in the backward
-  int64_t threads = 0;  // 0: EMBER_NUM_THREADS or every core
-  bool deterministic = false;  // fixed kernels (core/kernel_select.h heuristic mode)
+  int64_t threads = 0;                      // 0: EMBER_NUM_THREADS or every core
+  bool deterministic = false;               // fixed kernels (core/kernel_select.h heuristic mode)
   std::string checkpoint_dir;
   int64_t keep_checkpoints = 2;
   std::string resume;  // a checkpoint path, or "latest" (the newest in checkpoint_dir)
   std::string log_dir;
   int64_t log_every = 50;
   std::string progress = "auto";  // "bar", "lines", or "auto" (a bar when stdout is a terminal)
-  int64_t max_steps = 0;  // 0: no limit
+  int64_t max_steps = 0;          // 0: no limit
   bool eval_only = false;
   bool augment = true;
   int64_t cutout = 0;

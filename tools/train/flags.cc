@@ -110,11 +110,12 @@ std::string Flags::help_text() const {
   for (const std::string& name : order_) {
     const Flag& f = flags_.at(name);
     std::string head = "  --" + name;
-    if (f.kind != Kind::Bool) head += f.choices.empty() ? " VALUE" : " {" + [&] {
-      std::string list;
-      for (const auto& c : f.choices) list += (list.empty() ? "" : ",") + c;
-      return list;
-    }() + "}";
+    if (f.kind != Kind::Bool)
+      head += f.choices.empty() ? " VALUE" : " {" + [&] {
+        std::string list;
+        for (const auto& c : f.choices) list += (list.empty() ? "" : ",") + c;
+        return list;
+      }() + "}";
     out << head << "\n      " << f.help;
     if (f.kind != Kind::Bool && !f.value.empty()) out << " (default: " << f.value << ")";
     out << "\n";

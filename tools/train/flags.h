@@ -16,7 +16,8 @@ struct FlagError : std::runtime_error {
 
 class Flags {
  public:
-  explicit Flags(std::string program, std::string summary) : program_(std::move(program)), summary_(std::move(summary)) {}
+  explicit Flags(std::string program, std::string summary)
+      : program_(std::move(program)), summary_(std::move(summary)) {}
 
   void add_string(const std::string& name, std::string default_value, std::string help,
                   std::vector<std::string> choices = {});

@@ -12,8 +12,10 @@ std::string clock_text(double seconds) {
   if (seconds < 0 || seconds > 1e7) return "--:--";
   int s = static_cast<int>(seconds + 0.5);
   char buf[32];
-  if (s >= 3600) std::snprintf(buf, sizeof(buf), "%d:%02d:%02d", s / 3600, (s / 60) % 60, s % 60);
-  else std::snprintf(buf, sizeof(buf), "%02d:%02d", s / 60, s % 60);
+  if (s >= 3600)
+    std::snprintf(buf, sizeof(buf), "%d:%02d:%02d", s / 3600, (s / 60) % 60, s % 60);
+  else
+    std::snprintf(buf, sizeof(buf), "%02d:%02d", s / 60, s % 60);
   return buf;
 }
 }  // namespace

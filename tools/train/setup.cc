@@ -79,8 +79,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const nn:
   optim::SGDOptions without = options;
   without.weight_decay(0.0);
   return std::make_unique<optim::SGD>(
-      std::vector<optim::ParamGroup>{optim::ParamGroup(decay, options), optim::ParamGroup(no_decay, without)},
-      options);
+      std::vector<optim::ParamGroup>{optim::ParamGroup(decay, options), optim::ParamGroup(no_decay, without)}, options);
 }
 
 std::unique_ptr<optim::LRScheduler> make_schedule(const TrainConfig& c, optim::Optimizer& optimizer,

@@ -15,10 +15,7 @@ std::unique_ptr<TrainStrategy> make_strategy(const TrainConfig& config) {
   // device last, which selects every config.
   using Factory = std::unique_ptr<TrainStrategy> (*)(const TrainConfig&);
   static constexpr Factory kModes[] = {
-      make_model_parallel_strategy,
-      make_pipeline_strategy,
-      make_data_parallel_strategy,
-      make_ddp_strategy,
+      make_model_parallel_strategy, make_pipeline_strategy, make_data_parallel_strategy, make_ddp_strategy,
       make_single_device_strategy,
   };
   for (Factory make : kModes)

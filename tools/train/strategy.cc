@@ -63,7 +63,8 @@ std::vector<Device> parse_devices(const std::vector<std::string>& names) {
   return devices;
 }
 
-std::string split_where(const std::string& kind, const std::vector<Device>& stages, const std::vector<int64_t>& balance) {
+std::string split_where(const std::string& kind, const std::vector<Device>& stages,
+                        const std::vector<int64_t>& balance) {
   std::string layers;  // "7/5": layers per stage
   for (size_t i = 0; i < balance.size(); ++i) layers += (i ? "/" : "") + std::to_string(balance[i]);
   return kind + " on " + device_list(stages) + " (layers " + layers + " balanced by parameters";

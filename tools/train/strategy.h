@@ -99,6 +99,7 @@ std::string part_sizes(int64_t batch, int64_t parts);
 // The stages' devices of a split model, and "ModelParallel on cuda:0,cuda:1 (layers 7/5 balanced
 // by parameters" (the caller closes the parenthesis).
 std::vector<Device> parse_devices(const std::vector<std::string>& names);
-std::string split_where(const std::string& kind, const std::vector<Device>& stages, const std::vector<int64_t>& balance);
+std::string split_where(const std::string& kind, const std::vector<Device>& stages,
+                        const std::vector<int64_t>& balance);
 
 }  // namespace ember::train

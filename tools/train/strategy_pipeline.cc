@@ -20,8 +20,8 @@ class PipelineStrategy : public SplitStrategy {
     options.checkpoint = config_.recompute;
     const auto schedule = config_.pipeline_schedule == "1f1b" ? parallel::Schedule::k1F1B : parallel::Schedule::kGPipe;
     model_ = model;
-    pipe_ = std::make_shared<parallel::Pipeline>(models::as_sequential(model), stages_, config_.chunks, schedule,
-                                                 options);
+    pipe_ =
+        std::make_shared<parallel::Pipeline>(models::as_sequential(model), stages_, config_.chunks, schedule, options);
     trained_ = pipe_;
   }
 
@@ -36,8 +36,8 @@ class PipelineStrategy : public SplitStrategy {
   std::string where() const override {
     const int64_t parts = std::min(config_.chunks, config_.batch_size);
     return split_where("Pipeline", stages_, pipe_->balance()) + "; " + std::to_string(parts) + " micro-batch" +
-           (parts == 1 ? " of " : "es of ") + part_sizes(config_.batch_size, parts) + ", " +
-           config_.pipeline_schedule + " schedule" + (config_.recompute ? ", recompute" : "") + ")";
+           (parts == 1 ? " of " : "es of ") + part_sizes(config_.batch_size, parts) + ", " + config_.pipeline_schedule +
+           " schedule" + (config_.recompute ? ", recompute" : "") + ")";
   }
 
  private:

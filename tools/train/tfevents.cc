@@ -77,9 +77,8 @@ uint32_t masked_crc32c(const void* data, size_t size) {
 EventWriter::EventWriter(const std::string& directory) {
   char host[256] = "localhost";
   ::gethostname(host, sizeof(host) - 1);
-  long seconds = static_cast<long>(std::chrono::duration_cast<std::chrono::seconds>(
-                                       std::chrono::system_clock::now().time_since_epoch())
-                                       .count());
+  long seconds = static_cast<long>(
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   // The pid and a per-process count keep a second writer in the same second (a resumed run, or a
   // test) from truncating the first one's file, as TensorFlow's own names do.
   static std::atomic<int> writers{0};

@@ -91,8 +91,8 @@ TrainResult run_training(const TrainConfig& config) {
   auto train_sampler =
       world ? std::static_pointer_cast<data::Sampler>(std::make_shared<data::DistributedSampler>(
                   data_setup.train->size(), rank, world_size, data::DistributedSamplerOptions().seed(config.seed)))
-            : std::static_pointer_cast<data::Sampler>(std::make_shared<data::RandomSampler>(data_setup.train->size(),
-                                                                                            config.seed));
+            : std::static_pointer_cast<data::Sampler>(
+                  std::make_shared<data::RandomSampler>(data_setup.train->size(), config.seed));
   // On the CPU, convolutions want channels-last images; a GPU gets pinned (contiguous) batches,
   // copied without the host waiting.
   auto loader_options = [&](int64_t batch, data::SamplerPtr sampler, data::TransformPtr transform) {
@@ -151,8 +151,9 @@ TrainResult run_training(const TrainConfig& config) {
       step = state.step;
       resumed_at_step = step;
       if (const json::Value* best = state.extra.find("best_accuracy")) best_accuracy = best->as_double();
-      if (leader) std::printf("resumed from %s (epoch %lld, step %lld)\n", path.c_str(),
-                              static_cast<long long>(start_epoch), static_cast<long long>(step));
+      if (leader)
+        std::printf("resumed from %s (epoch %lld, step %lld)\n", path.c_str(), static_cast<long long>(start_epoch),
+                    static_cast<long long>(step));
     }
   }
 
@@ -160,8 +161,8 @@ TrainResult run_training(const TrainConfig& config) {
   for (const Tensor& p : model->parameters()) parameters += p.numel();
   if (leader) {
     std::printf("train: %s (%.3fM parameters) on %s, %s; %d process%s x %d thread%s, batch %lld per process%s\n",
-                config.model.c_str(), parameters / 1e6, data_setup.description.c_str(), strategy->where().c_str(), world_size,
-                world_size > 1 ? "es" : "", cpu::num_threads(), cpu::num_threads() > 1 ? "s" : "",
+                config.model.c_str(), parameters / 1e6, data_setup.description.c_str(), strategy->where().c_str(),
+                world_size, world_size > 1 ? "es" : "", cpu::num_threads(), cpu::num_threads() > 1 ? "s" : "",
                 static_cast<long long>(config.batch_size), strategy->batch_note().c_str());
     std::fflush(stdout);
   }
@@ -171,8 +172,9 @@ TrainResult run_training(const TrainConfig& config) {
     result.test_accuracy = e.accuracy;
     result.test_loss = e.loss;
     result.train_seconds = seconds_since(run_start);
-    if (leader) std::printf("eval: %lld examples, loss %.4f, accuracy %.4f\n", static_cast<long long>(e.examples),
-                            e.loss, e.accuracy);
+    if (leader)
+      std::printf("eval: %lld examples, loss %.4f, accuracy %.4f\n", static_cast<long long>(e.examples), e.loss,
+                  e.accuracy);
     return result;
   }
 
@@ -200,9 +202,10 @@ TrainResult run_training(const TrainConfig& config) {
   };
   strategy->trained().train();
   bool stop = config.max_steps > 0 && step >= config.max_steps;  // resumed at or past --max-steps
-  bool interrupted = false;  // by Ctrl-C on any rank
-  if (stop && leader) std::printf("nothing to train: the checkpoint is at step %lld, --max-steps is %lld\n",
-                                  static_cast<long long>(step), static_cast<long long>(config.max_steps));
+  bool interrupted = false;                                      // by Ctrl-C on any rank
+  if (stop && leader)
+    std::printf("nothing to train: the checkpoint is at step %lld, --max-steps is %lld\n", static_cast<long long>(step),
+                static_cast<long long>(config.max_steps));
   for (int64_t epoch = start_epoch; epoch < config.epochs && !stop; ++epoch) {
     auto epoch_start = std::chrono::steady_clock::now();
     if (train_loader.state().epoch != epoch || train_loader.state().batches == 0) train_loader.set_epoch(epoch);
@@ -233,7 +236,8 @@ TrainResult run_training(const TrainConfig& config) {
       progress.step(done_in_epoch, loss_value, batch.size() * world_size);
       if (step % config.log_every == 0) {
         double rate = window_images * world_size / std::max(seconds_since(window_start), 1e-9);
-        log.write("step", step, {{"loss", loss_value}, {"lr", schedule->get_last_lr()[0]}, {"images_per_second", rate}});
+        log.write("step", step,
+                  {{"loss", loss_value}, {"lr", schedule->get_last_lr()[0]}, {"images_per_second", rate}});
         window_start = std::chrono::steady_clock::now();
         window_images = 0;
       }
@@ -261,8 +265,9 @@ TrainResult run_training(const TrainConfig& config) {
       // a rank exits with a non-zero status (130 here).
       if (world) world->barrier()->wait();
       result.interrupted = true;
-      if (leader) std::printf("interrupted at step %lld; checkpoint saved (resume with --resume latest)\n",
-                              static_cast<long long>(step));
+      if (leader)
+        std::printf("interrupted at step %lld; checkpoint saved (resume with --resume latest)\n",
+                    static_cast<long long>(step));
       break;
     }
     double train_time = seconds_since(epoch_start);
@@ -282,13 +287,14 @@ TrainResult run_training(const TrainConfig& config) {
     // reports the whole epoch later, and epoch N must be logged once.
     const bool partial = done_in_epoch < steps_per_epoch;
     if (leader) {
-      const std::string label = partial ? " (stopped at step " + std::to_string(done_in_epoch) + "/" +
-                                              std::to_string(steps_per_epoch) + ")"
-                                        : "";
-      std::printf("epoch %lld/%lld%s: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.1f s (%.0f img/s) + eval %.1f s\n",
-                  static_cast<long long>(epoch + 1), static_cast<long long>(config.epochs), label.c_str(), train_loss,
-                  train_acc, test.loss, test.accuracy, train_time, ts[2] / std::max(train_time, 1e-9),
-                  seconds_since(epoch_start) - train_time);
+      const std::string label =
+          partial ? " (stopped at step " + std::to_string(done_in_epoch) + "/" + std::to_string(steps_per_epoch) + ")"
+                  : "";
+      std::printf(
+          "epoch %lld/%lld%s: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.1f s (%.0f img/s) + eval %.1f s\n",
+          static_cast<long long>(epoch + 1), static_cast<long long>(config.epochs), label.c_str(), train_loss,
+          train_acc, test.loss, test.accuracy, train_time, ts[2] / std::max(train_time, 1e-9),
+          seconds_since(epoch_start) - train_time);
       std::fflush(stdout);
       std::map<std::string, double> values = {{"train_loss", train_loss},
                                               {"train_accuracy", train_acc},
@@ -301,7 +307,8 @@ TrainResult run_training(const TrainConfig& config) {
     if (!stop || config.max_steps > 0) {
       save("epoch-" + std::to_string(epoch + 1), epoch + 1);
       if (test.accuracy >= best_accuracy) save("best", epoch + 1);
-      if (leader && !config.checkpoint_dir.empty()) prune_checkpoints(config.checkpoint_dir, epoch + 1, config.keep_checkpoints);
+      if (leader && !config.checkpoint_dir.empty())
+        prune_checkpoints(config.checkpoint_dir, epoch + 1, config.keep_checkpoints);
     }
   }
   result.steps = step;

@@ -11,12 +11,12 @@
 namespace ember::train {
 
 struct TrainResult {
-  double test_accuracy = 0;   // over every test example, as a fraction
+  double test_accuracy = 0;  // over every test example, as a fraction
   double test_loss = 0;
-  double train_seconds = 0;   // wall time of the whole run, evaluation included
-  int64_t epochs = 0;         // epochs completed
+  double train_seconds = 0;  // wall time of the whole run, evaluation included
+  int64_t epochs = 0;        // epochs completed
   int64_t steps = 0;
-  bool interrupted = false;   // stopped by Ctrl-C (a checkpoint was written)
+  bool interrupted = false;  // stopped by Ctrl-C (a checkpoint was written)
   int rank = 0;
   int world_size = 1;
 };

@@ -38,8 +38,7 @@ using onednn::ConvVariant;
 using ForwardKernel = void (*)(const DirectConvGeometry&, const float* x, const float* weight, const float* bias,
                                float* y);
 using BackwardDataKernel = void (*)(const DirectConvGeometry&, const float* dy, const float* weight, float* dx);
-using BackwardWeightKernel = void (*)(const DirectConvGeometry&, const float* x, const float* dy,
-                                      float* grad_weight);
+using BackwardWeightKernel = void (*)(const DirectConvGeometry&, const float* x, const float* dy, float* grad_weight);
 
 // One way to run some of the passes: one of Ember's kernels (a non-null kernel per pass it runs),
 // or one of oneDNN's primitive variants (every pass).
@@ -68,14 +67,14 @@ const BackwardDataKernel strided_backward_data = &strided_conv_backward_data;  /
 // EMBER_KERNEL_TRIAL_SEED depend on it). onednn-nhwc is the heuristic's choice where no rule
 // holds; without a primitive it runs the reference (fallback()).
 const Candidate kCandidates[] = {
-    {"ember-direct-avx512", own<direct_conv_applies>, own<direct_conv_preferred>, direct_conv_forward, nullptr,
-     nullptr, std::nullopt},
-    {"ember-strided-avx2", own<strided_conv_forward_applies>, own<strided_conv_forward_preferred>,
-     strided_conv_forward, nullptr, nullptr, std::nullopt},
-    {"ember-strided-bwd-data-avx2", own<strided_conv_backward_data_applies>,
-     own<strided_conv_backward_data_preferred>, nullptr, strided_backward_data, nullptr, std::nullopt},
-    {"ember-weight-grad-avx2", own<direct_conv_weight_grad_applies>, own<direct_conv_weight_grad_preferred>,
-     nullptr, nullptr, direct_conv_weight_grad, std::nullopt},
+    {"ember-direct-avx512", own<direct_conv_applies>, own<direct_conv_preferred>, direct_conv_forward, nullptr, nullptr,
+     std::nullopt},
+    {"ember-strided-avx2", own<strided_conv_forward_applies>, own<strided_conv_forward_preferred>, strided_conv_forward,
+     nullptr, nullptr, std::nullopt},
+    {"ember-strided-bwd-data-avx2", own<strided_conv_backward_data_applies>, own<strided_conv_backward_data_preferred>,
+     nullptr, strided_backward_data, nullptr, std::nullopt},
+    {"ember-weight-grad-avx2", own<direct_conv_weight_grad_applies>, own<direct_conv_weight_grad_preferred>, nullptr,
+     nullptr, direct_conv_weight_grad, std::nullopt},
     {"ember-winograd-avx2", own<winograd_avx2_applies>, nullptr, winograd_avx2_forward, winograd_avx2_backward_data,
      nullptr, std::nullopt},
     {"onednn-nhwc", nullptr, nullptr, nullptr, nullptr, nullptr, ConvVariant::Nhwc},
@@ -87,9 +86,12 @@ const Candidate kCandidates[] = {
 bool runs(const Candidate& c, ConvPass pass) {
   if (c.onednn) return true;
   switch (pass) {
-    case ConvPass::Forward: return c.forward != nullptr;
-    case ConvPass::BackwardData: return c.backward_data != nullptr;
-    case ConvPass::BackwardWeights: return c.backward_weight != nullptr;
+    case ConvPass::Forward:
+      return c.forward != nullptr;
+    case ConvPass::BackwardData:
+      return c.backward_data != nullptr;
+    case ConvPass::BackwardWeights:
+      return c.backward_weight != nullptr;
   }
   return false;
 }
@@ -142,8 +144,8 @@ std::string decision_key(const ConvProblem& pr) {
   std::ostringstream k;
   k << "conv2d " << passes[static_cast<int>(pr.pass)] << " " << dtype_name(pr.dtype) << " x=" << g.n << "x" << g.c
     << "x" << g.h << "x" << g.w << " w=" << g.o << "x" << g.c / p.groups << "x" << g.kh << "x" << g.kw
-    << " s=" << p.stride_h << "x" << p.stride_w << " p=" << p.pad_h << "x" << p.pad_w << " d=" << p.dilation_h
-    << "x" << p.dilation_w << " g=" << p.groups << (pr.with_bias ? " bias" : "") << " threads=" << num_threads();
+    << " s=" << p.stride_h << "x" << p.stride_w << " p=" << p.pad_h << "x" << p.pad_w << " d=" << p.dilation_h << "x"
+    << p.dilation_w << " g=" << p.groups << (pr.with_bias ? " bias" : "") << " threads=" << num_threads();
   return k.str();
 }
 
@@ -252,9 +254,8 @@ std::pair<Tensor, Tensor> conv2d_backward_weight_kernel(const Tensor& grad_outpu
   const ConvProblem pr =
       conv_problem(ConvPass::BackwardWeights, input.sizes(), weight_shape, p, input.dtype(), want_bias);
   const std::string key = decision_key(pr);
-  const Option o = select(pr, key, [&](const Option& c) {
-    backward_weight_with(c, pr, grad_output, input, weight_shape, want_bias);
-  });
+  const Option o = select(
+      pr, key, [&](const Option& c) { backward_weight_with(c, pr, grad_output, input, weight_shape, want_bias); });
   kernel_select::Timer timer(key);
   return backward_weight_with(o, pr, grad_output, input, weight_shape, want_bias);
 }

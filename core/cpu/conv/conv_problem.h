@@ -32,7 +32,8 @@ struct ConvProblem {
 // `input` [N, C, H, W] and `weight` [O, C / groups, KH, KW], logical (NCHW) shapes.
 inline ConvProblem conv_problem(ConvPass pass, const Shape& input, const Shape& weight, const ConvParams& p,
                                 DType dtype, bool with_bias) {
-  ConvProblem pr{pass, {input[0], input[1], input[2], input[3], weight[0], weight[2], weight[3], 0, 0}, p, dtype,
+  ConvProblem pr{pass,      {input[0], input[1], input[2], input[3], weight[0], weight[2], weight[3], 0, 0},
+                 p,         dtype,
                  with_bias, std::nullopt};
   ConvSizes& g = pr.g;
   const auto [oh, ow] = conv_output_hw(g.h, g.w, g.kh, g.kw, p);

@@ -78,8 +78,10 @@ void col2im(const T* col, const Geometry& g, T* image) {
 template <typename T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b, int64_t ldb,
           T beta, T* c, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>) sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  else gemm_reference<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if constexpr (std::is_same_v<T, float>)
+    sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else
+    gemm_reference<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 // Runs `body` on float32/float64 copies of 16-bit inputs, converting outputs back.
@@ -131,8 +133,8 @@ void backward_weight_typed(const Tensor& grad_output, const Tensor& input, const
   for (int64_t b = 0; b < g.n; ++b)
     for (int64_t gi = 0; gi < g.groups; ++gi) {
       im2col(x + (b * g.c + gi * g.cg) * g.h * g.w, g, col.data());
-      gemm<T>(false, true, g.og, g.k(), g.l(), T(1), dy + (b * g.o + gi * g.og) * g.l(), g.l(), col.data(), g.l(),
-              T(1), dw + gi * g.og * g.k(), g.k());
+      gemm<T>(false, true, g.og, g.k(), g.l(), T(1), dy + (b * g.o + gi * g.og) * g.l(), g.l(), col.data(), g.l(), T(1),
+              dw + gi * g.og * g.k(), g.k());
     }
   if (grad_bias) {
     T* db = grad_bias->data_ptr<T>();
@@ -154,8 +156,10 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
   Tensor bias = bias_in.defined() ? bias_in.to(ct).contiguous() : Tensor();
   Geometry g = geometry(input.sizes(), weight.sizes(), p);
   Tensor out = empty({g.n, g.o, g.oh, g.ow}, input.options());
-  if (ct == kFloat64) forward_typed<double>(input, weight, bias, g, out);
-  else forward_typed<float>(input, weight, bias, g, out);
+  if (ct == kFloat64)
+    forward_typed<double>(input, weight, bias, g, out);
+  else
+    forward_typed<float>(input, weight, bias, g, out);
   return out.to(input_in.dtype());
 }
 
@@ -166,8 +170,10 @@ Tensor conv2d_backward_input(const Tensor& grad_output_in, const Tensor& weight_
   Tensor grad_output = grad_output_in.to(ct).contiguous(), weight = weight_in.to(ct).contiguous();
   Geometry g = geometry(input_shape, weight.sizes(), p);
   Tensor grad_input = zeros(input_shape, grad_output.options());
-  if (ct == kFloat64) backward_input_typed<double>(grad_output, weight, g, grad_input);
-  else backward_input_typed<float>(grad_output, weight, g, grad_input);
+  if (ct == kFloat64)
+    backward_input_typed<double>(grad_output, weight, g, grad_input);
+  else
+    backward_input_typed<float>(grad_output, weight, g, grad_input);
   return grad_input.to(grad_output_in.dtype());
 }
 
@@ -179,8 +185,10 @@ std::pair<Tensor, Tensor> conv2d_backward_weight(const Tensor& grad_output_in, c
   Geometry g = geometry(input.sizes(), weight_shape, p);
   Tensor grad_weight = zeros(weight_shape, grad_output.options());
   Tensor grad_bias = want_bias ? empty({g.o}, grad_output.options()) : Tensor();
-  if (ct == kFloat64) backward_weight_typed<double>(grad_output, input, g, grad_weight, want_bias ? &grad_bias : nullptr);
-  else backward_weight_typed<float>(grad_output, input, g, grad_weight, want_bias ? &grad_bias : nullptr);
+  if (ct == kFloat64)
+    backward_weight_typed<double>(grad_output, input, g, grad_weight, want_bias ? &grad_bias : nullptr);
+  else
+    backward_weight_typed<float>(grad_output, input, g, grad_weight, want_bias ? &grad_bias : nullptr);
   DType out_dtype = grad_output_in.dtype();
   return {grad_weight.to(out_dtype), want_bias ? grad_bias.to(out_dtype) : Tensor()};
 }

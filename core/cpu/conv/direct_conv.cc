@@ -175,9 +175,8 @@ void direct_conv_forward(const DirectConvGeometry& g, const float* x, const floa
   // A chunk of tiles is worth a thread once it holds ~64K multiply-adds.
   const int64_t per_tile = kRows * packed.blocks * 16 * g.o;
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, per_tile));
-  parallel_for(0, tiles, grain, [&](int64_t lo, int64_t hi) {
-    run_pixels(g, packed, x, y, lo * kRows, std::min(pixels, hi * kRows));
-  });
+  parallel_for(0, tiles, grain,
+               [&](int64_t lo, int64_t hi) { run_pixels(g, packed, x, y, lo * kRows, std::min(pixels, hi * kRows)); });
 }
 
 }  // namespace ember::cpu

@@ -32,7 +32,6 @@ bool direct_conv_preferred(const DirectConvGeometry& g);
 // y[n, oh, ow, :] = sum over taps and channels of weight[:, c, i, j] * x[n, ih, iw, c] (+ bias),
 // with zero padding. `x` is [N, H, W, C] and `y` [N, OH, OW, O], both dense; `weight` is
 // [O, C, KH, KW] (ungrouped); `bias` [O] or null. Any sizes work; requires direct_conv_supported().
-void direct_conv_forward(const DirectConvGeometry& g, const float* x, const float* weight, const float* bias,
-                         float* y);
+void direct_conv_forward(const DirectConvGeometry& g, const float* x, const float* weight, const float* bias, float* y);
 
 }  // namespace ember::cpu

@@ -62,7 +62,7 @@ void run_images(const DirectConvGeometry& g, const float* x, const float* dy, in
           for (size_t t = 0; t + 1 < starts.size(); ++t) {
             const int64_t r0 = starts[t];
             avx2::tile(static_cast<int>(starts[t + 1] - r0), lanes)(walk, b0 + r0, v0 + c0, tap + r0 * width + c0,
-                                                                  width, /*accumulate=*/true);
+                                                                    width, /*accumulate=*/true);
           }
         }
       }

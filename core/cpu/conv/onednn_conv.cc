@@ -32,8 +32,8 @@ struct ConvPrimitive {
   dnnl::primitive conv;
   memory::desc scratchpad;  // each execution brings its own (user_scratchpad)
   ConvActivation activation_a, activation_b;
-  memory::desc weights;       // as the primitive reads (or, backward-weight, writes) them
-  memory::desc user_weights;  // Ember's contiguous weight tensor
+  memory::desc weights;                    // as the primitive reads (or, backward-weight, writes) them
+  memory::desc user_weights;               // Ember's contiguous weight tensor
   std::optional<Reorder> weights_reorder;  // user->primitive, or primitive->user for grads
   memory::desc bias;
 };
@@ -60,9 +60,8 @@ std::shared_ptr<const ConvPrimitive> create(ConvPass pass, const ConvSizes& g, c
   // Winograd and the blocked variant pick their own activation layout; Nhwc takes Ember's as it is.
   const memory::desc src = any_layout ? memory::desc({g.n, g.c, g.h, g.w}, type, tag::any) : user_src;
   const memory::desc dst = any_layout ? memory::desc({g.n, g.o, g.oh, g.ow}, type, tag::any) : user_dst;
-  const memory::dims weight_dims = p.groups == 1
-                                       ? memory::dims{g.o, g.c, g.kh, g.kw}
-                                       : memory::dims{p.groups, g.o / p.groups, g.c / p.groups, g.kh, g.kw};
+  const memory::dims weight_dims = p.groups == 1 ? memory::dims{g.o, g.c, g.kh, g.kw}
+                                                 : memory::dims{p.groups, g.o / p.groups, g.c / p.groups, g.kh, g.kw};
   const memory::desc any_weights(weight_dims, type, tag::any);
   const memory::desc user_weights(weight_dims, type, p.groups == 1 ? tag::oihw : tag::goihw);
   const memory::desc bias = with_bias ? memory::desc({g.o}, type, tag::x) : memory::desc();
@@ -99,8 +98,8 @@ std::shared_ptr<const ConvPrimitive> create(ConvPass pass, const ConvSizes& g, c
     result->weights = backward.weights_desc();
   } else {
     dnnl::convolution_backward_weights::primitive_desc backward(
-        {algo, src, any_weights, pass_with_bias ? bias : memory::desc(), dst, strides, dilates, padding, padding},
-        attr, engine, forward);
+        {algo, src, any_weights, pass_with_bias ? bias : memory::desc(), dst, strides, dilates, padding, padding}, attr,
+        engine, forward);
     if (is_reference_impl(backward.impl_info_str())) return nullptr;
     result->conv = dnnl::convolution_backward_weights(backward);
     result->scratchpad = backward.scratchpad_desc();
@@ -112,7 +111,7 @@ std::shared_ptr<const ConvPrimitive> create(ConvPass pass, const ConvSizes& g, c
   if (variant == ConvVariant::Blocked && !result->activation_a.reorder && !result->activation_b.reorder) return nullptr;
   if (result->weights != user_weights) {
     result->weights_reorder = pass == ConvPass::BackwardWeights ? make_reorder(result->weights, user_weights)
-                                                            : make_reorder(user_weights, result->weights);
+                                                                : make_reorder(user_weights, result->weights);
   }
   return result;
 }
@@ -124,9 +123,24 @@ std::shared_ptr<const ConvPrimitive> lookup(ConvPass pass, const ConvSizes& g, c
                                             memory::data_type type, bool with_bias, ConvVariant variant) {
   static std::mutex mutex;
   static std::map<std::vector<int64_t>, std::shared_ptr<const ConvPrimitive>> cache;
-  std::vector<int64_t> key = {static_cast<int64_t>(pass), static_cast<int64_t>(variant), static_cast<int64_t>(dtype),
-                              with_bias, g.n, g.c, g.h, g.w, g.o, g.kh, g.kw,
-                              p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups};
+  std::vector<int64_t> key = {static_cast<int64_t>(pass),
+                              static_cast<int64_t>(variant),
+                              static_cast<int64_t>(dtype),
+                              with_bias,
+                              g.n,
+                              g.c,
+                              g.h,
+                              g.w,
+                              g.o,
+                              g.kh,
+                              g.kw,
+                              p.stride_h,
+                              p.stride_w,
+                              p.pad_h,
+                              p.pad_w,
+                              p.dilation_h,
+                              p.dilation_w,
+                              p.groups};
   std::lock_guard<std::mutex> lock(mutex);
   auto found = cache.find(key);
   if (found != cache.end()) return found->second;

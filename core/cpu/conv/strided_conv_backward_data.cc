@@ -169,8 +169,8 @@ void strided_conv_backward_data(const DirectConvGeometry& g, const float* dy, co
           for (size_t t = 0; t + 1 < starts.size(); ++t) {
             const int64_t q0 = in.lo + starts[t];
             const int tile_rows = static_cast<int>(starts[t + 1] - starts[t]);
-            avx2::tile(tile_rows, lanes)(walk, dy_rows + (q0 + ca.lead()) * g.o, v + c0, out + q0 * ld_out + c0,
-                                         ld_out, /*accumulate=*/false);
+            avx2::tile(tile_rows, lanes)(walk, dy_rows + (q0 + ca.lead()) * g.o, v + c0, out + q0 * ld_out + c0, ld_out,
+                                         /*accumulate=*/false);
           }
         }
         for (int64_t q = 0; q < ca.pixels; ++q) {

@@ -73,8 +73,8 @@ void run_pixels(const DirectConvGeometry& g, const avx2::Walk& walk, int64_t a, 
 // too few pixels of a tile, and oneDNN's channels-last kernel keeps such layers (figures:
 // docs/BENCHMARKS.md, notes moved from code comments).
 bool strided_conv_forward_preferred(const DirectConvGeometry& g) {
-  return strided_conv_forward_applies(g) && avx2::preferred_cpu() && (g.stride_h > 1 || g.stride_w > 1) &&
-         g.n > 0 && g.c > 0 && g.out_w() >= 8;
+  return strided_conv_forward_applies(g) && avx2::preferred_cpu() && (g.stride_h > 1 || g.stride_w > 1) && g.n > 0 &&
+         g.c > 0 && g.out_w() >= 8;
 }
 
 bool strided_conv_forward_applies(const DirectConvGeometry& g) {

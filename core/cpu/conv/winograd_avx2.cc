@@ -65,8 +65,8 @@ void transform_weights(const Plan& p, const float* weight, bool turned, float* u
 }
 
 // B^T d B of tiles [first, first + count), 8 channels at a time, into v[point][tile][in].
-__attribute__((target("avx2,fma"))) void transform_inputs(const Plan& p, const float* x, int64_t first,
-                                                          int64_t count, float* v) {
+__attribute__((target("avx2,fma"))) void transform_inputs(const Plan& p, const float* x, int64_t first, int64_t count,
+                                                          float* v) {
   const int64_t th = p.tiles_h(), tw = p.tiles_w(), in = p.in;
   for (int64_t b = 0; b < count; ++b) {
     const int64_t t = first + b, img = t / (th * tw), row = t / tw % th, col = t % tw;

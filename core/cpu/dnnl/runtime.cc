@@ -28,7 +28,8 @@ const sigset_t& asynchronous_signals() {
   static const sigset_t set = [] {
     sigset_t s;
     sigfillset(&s);
-    for (int synchronous : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGKILL, SIGSTOP}) sigdelset(&s, synchronous);
+    for (int synchronous : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGKILL, SIGSTOP})
+      sigdelset(&s, synchronous);
     return s;
   }();
   return set;

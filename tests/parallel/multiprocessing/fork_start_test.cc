@@ -61,8 +61,8 @@ TEST_CASE("after CUDA is used, fork is refused and CUDA tensors are not shared")
   CHECK_THROWS_WITH(mp::spawn(2, write_rank, mp::Shared().add("out", out), fork),
                     Catch::Contains("refused once the process has used CUDA"));
   Tensor gpu = ones({4}, Device(kCUDA, 0));
-  CHECK_THROWS_WITH(gpu.share_memory_(), Catch::Contains("share_memory_: only CPU tensors") &&
-                                             Catch::Contains("cuda:0"));
+  CHECK_THROWS_WITH(gpu.share_memory_(),
+                    Catch::Contains("share_memory_: only CPU tensors") && Catch::Contains("cuda:0"));
   nn::Linear lin(3, 2);
   lin->to(Device(kCUDA, 0));
   CHECK_THROWS_WITH(lin->share_memory(), Catch::Contains("parameter 'weight' is on cuda:0"));

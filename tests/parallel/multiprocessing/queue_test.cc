@@ -43,7 +43,9 @@ void produce(int rank, int, mp::Shared& shared) {
 }
 EMBER_SPAWN_ENTRY(produce);
 
-double max_diff(const Tensor& a, const Tensor& b) { return (a.to(kFloat64) - b.to(kFloat64)).abs().max().item<double>(); }
+double max_diff(const Tensor& a, const Tensor& b) {
+  return (a.to(kFloat64) - b.to(kFloat64)).abs().max().item<double>();
+}
 
 }  // namespace
 

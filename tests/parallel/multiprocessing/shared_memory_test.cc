@@ -30,7 +30,9 @@ bool mapped_as_memfd(const void* p) {
   return found;
 }
 
-double max_diff(const Tensor& a, const Tensor& b) { return (a.to(kFloat64) - b.to(kFloat64)).abs().max().item<double>(); }
+double max_diff(const Tensor& a, const Tensor& b) {
+  return (a.to(kFloat64) - b.to(kFloat64)).abs().max().item<double>();
+}
 
 }  // namespace
 
@@ -63,7 +65,8 @@ TEST_CASE("many small shares pack into few segments and descriptors") {
   // Chunks grow 1, 2, 4, ... 64 MiB: ten thousand tiny tensors fit in the first one.
   CHECK(shm::live_segments() - segments_before <= 2);
   CHECK(testing::open_fds() - fds_before <= 2);
-  for (int i = 0; i < 10000; i += 997) CHECK(tensors[i].select(0, 0).select(0, 1).item<float>() == static_cast<float>(i));
+  for (int i = 0; i < 10000; i += 997)
+    CHECK(tensors[i].select(0, 0).select(0, 1).item<float>() == static_cast<float>(i));
   tensors.clear();
 }
 

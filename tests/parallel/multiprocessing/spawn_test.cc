@@ -167,7 +167,7 @@ TEST_CASE("a worker's compute threads default to cores / n, and the option overr
     Tensor threads = zeros({n}, kInt64).share_memory_();
     mp::spawn(n, report_threads, mp::Shared().add("threads", threads));
     const int expected = std::getenv("EMBER_NUM_THREADS") != nullptr ? std::atoi(std::getenv("EMBER_NUM_THREADS"))
-                                                                      : std::max(1, cores / n);
+                                                                     : std::max(1, cores / n);
     INFO("n = " << n << ", cores = " << cores);
     for (int r = 0; r < n; ++r) CHECK(threads.select(0, r).item<int64_t>() == expected);
   }
@@ -202,7 +202,8 @@ TEST_CASE("10,000 shared parameters under ulimit -n 256") {
 
 TEST_CASE("bad calls raise Errors that say what to do") {
   Tensor plain = zeros({3});
-  CHECK_THROWS_WITH(mp::Shared().add("plain", plain), Catch::Contains("Shared.add: tensor 'plain' is not in shared memory"));
+  CHECK_THROWS_WITH(mp::Shared().add("plain", plain),
+                    Catch::Contains("Shared.add: tensor 'plain' is not in shared memory"));
   nn::Linear lin(3, 2);
   CHECK_THROWS_WITH(mp::Shared().add("lin", *lin), Catch::Contains("'lin.weight' is not in shared memory"));
   CHECK_THROWS_WITH(mp::spawn(2, never_registered), Catch::Contains("EMBER_SPAWN_ENTRY"));
@@ -247,8 +248,11 @@ TEST_CASE("a worker that does not finish in time is stopped") {
 TEST_CASE("start returns at once; done reports progress; dropping the handle stops the workers") {
   Tensor board = zeros({3}, kInt64).share_memory_();
   {
-    mp::Workers workers = mp::start(2, write_and_meet, mp::Shared().add("slots", arange(100, 102, 1, kFloat64).share_memory_())
-                                                          .add("board", board).set("greeting", "hello"));
+    mp::Workers workers = mp::start(2, write_and_meet,
+                                    mp::Shared()
+                                        .add("slots", arange(100, 102, 1, kFloat64).share_memory_())
+                                        .add("board", board)
+                                        .set("greeting", "hello"));
     CHECK(workers.pids().size() == 2);
     workers.join();
     CHECK(workers.done());

@@ -39,12 +39,40 @@ TEST_CASE("--help documents every flag of the issue, with choices and defaults",
   const char* argv[] = {"train", "--lr", "0.5", "--help"};
   CHECK_FALSE(flags.parse(4, argv));
   std::string help = flags.help_text();
-  for (const char* name : {"model", "data", "data-dir", "epochs", "batch-size", "lr", "momentum", "weight-decay",
-                           "optimizer", "schedule", "label-smoothing", "workers", "seed", "device", "data-parallel",
-                           "devices", "model-parallel", "pipeline", "chunks", "pipeline-schedule", "recompute",
+  for (const char* name : {"model",
+                           "data",
+                           "data-dir",
+                           "epochs",
+                           "batch-size",
+                           "lr",
+                           "momentum",
+                           "weight-decay",
+                           "optimizer",
+                           "schedule",
+                           "label-smoothing",
+                           "workers",
+                           "seed",
+                           "device",
+                           "data-parallel",
+                           "devices",
+                           "model-parallel",
+                           "pipeline",
+                           "chunks",
+                           "pipeline-schedule",
+                           "recompute",
                            "threads",
-                           "checkpoint-dir", "resume", "log-dir", "max-steps", "eval-only", "keep-checkpoints",
-                           "log-every", "progress", "augment", "cutout", "flip-tta", "synthetic-size"}) {
+                           "checkpoint-dir",
+                           "resume",
+                           "log-dir",
+                           "max-steps",
+                           "eval-only",
+                           "keep-checkpoints",
+                           "log-every",
+                           "progress",
+                           "augment",
+                           "cutout",
+                           "flip-tta",
+                           "synthetic-size"}) {
     INFO(name);
     CHECK_THAT(help, Catch::Contains("\n  --" + std::string(name) + " ") ||
                          Catch::Contains("\n  --" + std::string(name) + "\n"));
@@ -79,12 +107,31 @@ TEST_CASE("Defaults without flags", "[train][flags]") {
 
 TEST_CASE("Every flag is accepted as --name value and --name=value", "[train][flags]") {
   std::vector<std::pair<std::string, std::string>> values = {
-      {"model", "lenet"},       {"data", "cifar100"},       {"data-dir", "/tmp/cifar"},  {"epochs", "3"},
-      {"batch-size", "64"},     {"lr", "0.05"},             {"momentum", "0.8"},         {"weight-decay", "1e-4"},
-      {"optimizer", "adamw"},   {"schedule", "cosine"},     {"label-smoothing", "0.1"}, {"workers", "0"},
-      {"seed", "42"},           {"device", "cpu"},          {"threads", "1"},            {"checkpoint-dir", "ck"},
-      {"keep-checkpoints", "3"}, {"resume", "latest"},      {"log-dir", "logs"},         {"log-every", "7"},
-      {"max-steps", "4"},       {"progress", "lines"},      {"augment", "off"},         {"cutout", "8"},             {"synthetic-size", "256"},
+      {"model", "lenet"},
+      {"data", "cifar100"},
+      {"data-dir", "/tmp/cifar"},
+      {"epochs", "3"},
+      {"batch-size", "64"},
+      {"lr", "0.05"},
+      {"momentum", "0.8"},
+      {"weight-decay", "1e-4"},
+      {"optimizer", "adamw"},
+      {"schedule", "cosine"},
+      {"label-smoothing", "0.1"},
+      {"workers", "0"},
+      {"seed", "42"},
+      {"device", "cpu"},
+      {"threads", "1"},
+      {"checkpoint-dir", "ck"},
+      {"keep-checkpoints", "3"},
+      {"resume", "latest"},
+      {"log-dir", "logs"},
+      {"log-every", "7"},
+      {"max-steps", "4"},
+      {"progress", "lines"},
+      {"augment", "off"},
+      {"cutout", "8"},
+      {"synthetic-size", "256"},
   };
   for (bool with_equals : {false, true}) {
     std::vector<std::string> args;
@@ -131,8 +178,9 @@ TEST_CASE("Every flag is accepted as --name value and --name=value", "[train][fl
   CHECK(parse({"--model", "resnet18-imagenet"}).model == "resnet18-imagenet");
   // train_lib links the CUDA backend, and this test has no devices (EMBER_EMULATED_GPUS is unset):
   // the device is checked while parsing. tests/tools/train/train_cuda_test.sh covers the rest.
-  CHECK(flag_error({"--device", "cuda:1"}) ==
-        "--device cuda:1: cuda:1 does not exist: no CUDA device is available (no GPU, and EMBER_EMULATED_GPUS is unset)");
+  CHECK(
+      flag_error({"--device", "cuda:1"}) ==
+      "--device cuda:1: cuda:1 does not exist: no CUDA device is available (no GPU, and EMBER_EMULATED_GPUS is unset)");
 }
 
 TEST_CASE("Bad flags and values name the flag, what it accepts and what it got", "[train][flags][errors]") {
@@ -164,7 +212,8 @@ TEST_CASE("Bad flags and values name the flag, what it accepts and what it got",
   CHECK_THAT(flag_error({"--model", "resnet19"}), Catch::Contains("--model: unknown model 'resnet19'"));
   CHECK_THAT(flag_error({"--device", "gpu"}), Catch::StartsWith("--device: ") && Catch::Contains("\"gpu\""));
   // Values that contradict each other.
-  CHECK(flag_error({"--data", "cifar10"}) == "--data cifar10 needs --data-dir (the folder with the binary batch files)");
+  CHECK(flag_error({"--data", "cifar10"}) ==
+        "--data cifar10 needs --data-dir (the folder with the binary batch files)");
   CHECK(flag_error({"--eval-only"}) == "--eval-only needs --resume (the weights to evaluate)");
   CHECK(flag_error({"--resume", "latest"}) == "--resume latest needs --checkpoint-dir");
   CHECK_THAT(flag_error({"--momentum", "1"}), Catch::StartsWith("--momentum: expected a value below 1"));
@@ -209,7 +258,8 @@ TEST_CASE("DataParallel's flags: bad lists and contradictions name the flag, wha
         "--data-parallel 2: needs 2 CUDA devices (cuda:0 to cuda:1), but no CUDA device is available (no GPU, and "
         "EMBER_EMULATED_GPUS is unset)");
   CHECK(flag_error({"--devices", "cuda:0"}) ==
-        "--devices cuda:0: cuda:0 does not exist: no CUDA device is available (no GPU, and EMBER_EMULATED_GPUS is unset)");
+        "--devices cuda:0: cuda:0 does not exist: no CUDA device is available (no GPU, and EMBER_EMULATED_GPUS is "
+        "unset)");
 }
 
 TEST_CASE("Split-model flags: --model-parallel and --pipeline with its own flags; clashes name both flags",

@@ -137,5 +137,6 @@ TEST_CASE("A disabled log (another rank, or no --log-dir) writes nothing", "[tra
 TEST_CASE("An unusable --log-dir is named", "[train][metrics][errors]") {
   std::string file = temp_dir("metrics_file");
   std::ofstream(file) << "not a directory";
-  CHECK_THROWS_WITH(MetricsLog(file + "/logs", true), Catch::StartsWith("--log-dir: cannot create '" + file + "/logs'"));
+  CHECK_THROWS_WITH(MetricsLog(file + "/logs", true),
+                    Catch::StartsWith("--log-dir: cannot create '" + file + "/logs'"));
 }

@@ -87,7 +87,8 @@ void check_lines(const std::string& out) {
     lines.push_back(line);
   }
   REQUIRE(lines.size() == 3);
-  const char* expected[] = {"epoch 2/3 step 2/5 loss 0.9000 (avg 0.9500) ", "epoch 2/3 step 4/5 loss 0.7000 (avg 0.8500) ",
+  const char* expected[] = {"epoch 2/3 step 2/5 loss 0.9000 (avg 0.9500) ",
+                            "epoch 2/3 step 4/5 loss 0.7000 (avg 0.8500) ",
                             "epoch 2/3 step 5/5 loss 0.6000 (avg 0.8000) "};
   for (size_t i = 0; i < lines.size(); ++i) {
     INFO(lines[i]);

@@ -76,11 +76,20 @@ std::vector<Field> decode(const std::string& m) {
     Field f{static_cast<uint32_t>(key >> 3), static_cast<uint32_t>(key & 7)};
     size_t size = 0;
     switch (f.wire_type) {
-      case 0: f.varint = read_varint(m, pos); break;
-      case 1: size = 8; break;
-      case 2: size = read_varint(m, pos); break;
-      case 5: size = 4; break;
-      default: FAIL("unexpected wire type " << f.wire_type);
+      case 0:
+        f.varint = read_varint(m, pos);
+        break;
+      case 1:
+        size = 8;
+        break;
+      case 2:
+        size = read_varint(m, pos);
+        break;
+      case 5:
+        size = 4;
+        break;
+      default:
+        FAIL("unexpected wire type " << f.wire_type);
     }
     if (f.wire_type != 0) {
       REQUIRE(m.size() - pos >= size);
