@@ -1,23 +1,22 @@
-// The parallel modes, one file each (strategy_<mode>.cc). Adding a mode: its file, and its factory
-// declared and listed here. A factory returns null when the config does not ask for its mode.
+// The parallel modes, one file each (strategy_<mode>.cc, defining make_<mode>_strategy). Adding a
+// mode: its file, and its name in this list. A factory returns null when the config does not ask
+// for its mode; they are tried in the list's order: the one-process modes before DDP, which any
+// launch selects, and the single device last, which selects every config.
 #include "tools/train/strategy.h"
+
+#define EMBER_TRAIN_MODES(X) X(model_parallel) X(pipeline) X(data_parallel) X(ddp) X(single_device)
 
 namespace ember::train {
 
-std::unique_ptr<TrainStrategy> make_model_parallel_strategy(const TrainConfig& config);
-std::unique_ptr<TrainStrategy> make_pipeline_strategy(const TrainConfig& config);
-std::unique_ptr<TrainStrategy> make_data_parallel_strategy(const TrainConfig& config);
-std::unique_ptr<TrainStrategy> make_ddp_strategy(const TrainConfig& config);
-std::unique_ptr<TrainStrategy> make_single_device_strategy(const TrainConfig& config);
+#define EMBER_DECLARE_MODE(mode) std::unique_ptr<TrainStrategy> make_##mode##_strategy(const TrainConfig& config);
+EMBER_TRAIN_MODES(EMBER_DECLARE_MODE)
+#undef EMBER_DECLARE_MODE
 
 std::unique_ptr<TrainStrategy> make_strategy(const TrainConfig& config) {
-  // Tried in order; the one-process modes before DDP, which any launch selects, and the single
-  // device last, which selects every config.
   using Factory = std::unique_ptr<TrainStrategy> (*)(const TrainConfig&);
-  static constexpr Factory kModes[] = {
-      make_model_parallel_strategy, make_pipeline_strategy, make_data_parallel_strategy, make_ddp_strategy,
-      make_single_device_strategy,
-  };
+#define EMBER_LIST_MODE(mode) make_##mode##_strategy,
+  static constexpr Factory kModes[] = {EMBER_TRAIN_MODES(EMBER_LIST_MODE)};
+#undef EMBER_LIST_MODE
   for (Factory make : kModes)
     if (std::unique_ptr<TrainStrategy> strategy = make(config)) return strategy;
   EMBER_CHECK(false, "train: no parallel mode accepts this configuration");
