@@ -82,6 +82,9 @@ OpCase forward_case(bool with_bias) {
   c.inputs = {InputSpec{{-1.0, 1.0}}};
   c.shapes = conv_shapes(with_bias, false);
   c.allow_empty = false;
+  c.sum_terms = [=](const std::vector<Shape>& s, const OpArgs&) { return s[1][1] * s[1][2] * s[1][3] + with_bias; };
+  // The bias may be added to the rounded convolution (cuDNN's path, as in PyTorch).
+  if (with_bias) c.tolerance_scale = 2;
   c.run = [=](const Tensors& x, const OpArgs& a) {
     return Tensors{run_conv(x[0], x[1], with_bias ? x[2] : Tensor(), a)};
   };
@@ -111,7 +114,11 @@ OpCase backward_case() {
   c.inputs = {InputSpec{{-1.0, 1.0}}};
   c.shapes = conv_shapes(true, true);
   c.allow_empty = false;
-  c.tolerance_scale = 4;  // the weight gradient sums N * OH * OW products
+  // The input gradient sums O / groups * KH * KW products, the weight's and bias's N * OH * OW.
+  c.sum_terms = [](const std::vector<Shape>& s, const OpArgs& a) {
+    const Shape &w = s[1], &dy = s[3];
+    return std::max(w[0] / a.params[6] * w[2] * w[3], dy[0] * dy[2] * dy[3]);
+  };
   c.run = [](const Tensors& x, const OpArgs& a) {
     Tensor input = x[0].detach().requires_grad_(true), weight = x[1].detach().requires_grad_(true);
     Tensor bias = x[2].detach().requires_grad_(true);

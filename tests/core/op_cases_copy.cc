@@ -103,10 +103,20 @@ std::vector<OpCase> copy_cases() {
       calling({"add_"}, inplace_case(
                             "add_scalar_", numeric, {InputSpec{symmetric}},
                             [](Tensor& d, const Tensors&) { d.add_(2); }, [](const Values& v) { return v[0] + 2; })));
-  // A wider operand: computed in float64 (or int64), cast back into the destination.
-  cases.push_back(calling({"add_"}, inplace_case(
-                                        "add_float64_", floats, {InputSpec{symmetric}, InputSpec{symmetric, kFloat64}},
-                                        [](Tensor& d, const Tensors& x) { d.add_(x[1]); }, sum)));
+  // A wider operand: computed in float64 (or int64), cast back into the destination. A 0-dim one
+  // does not promote: it rounds to the destination's dtype first, as in PyTorch.
+  OpCase add_float64 =
+      calling({"add_"}, inplace_case(
+                            "add_float64_", floats, {InputSpec{symmetric}, InputSpec{symmetric, kFloat64}},
+                            [](Tensor& d, const Tensors& x) { d.add_(x[1]); }, sum));
+  add_float64.tolerance_scale = 2;
+  add_float64.reference = [sum](const Refs& x, const OpArgs&) {
+    RefTensor out = ref_elementwise(x, x[0].dtype, sum);
+    out.magnitude =
+        ref_elementwise(x, kFloat64, [](const Values& v) { return std::fabs(v[0]) + std::fabs(v[1]); }).values;
+    return Refs{out};
+  };
+  cases.push_back(add_float64);
   cases.push_back(calling({"add_"}, inplace_case(
                                         "add_int64_", kIntegerDTypes, {InputSpec{whole}, InputSpec{{0.0, 3.0}, kInt64}},
                                         [](Tensor& d, const Tensors& x) { d.add_(x[1]); }, sum)));

@@ -152,9 +152,17 @@ OpCase batch_norm_case(const BatchNormForm& f) {
     if (f.running) {
       const double count = static_cast<double>(x.numel() / x.shape[1]);
       RefTensor new_mean = *running_mean, new_var = *running_var;
+      // Each term rounds apart in a 16-bit dtype before they add, and they may cancel.
+      new_mean.magnitude.resize(mean.size());
+      new_var.magnitude.resize(mean.size());
       for (size_t ch = 0; ch < mean.size(); ++ch) {
-        new_mean.values[ch] = (1 - kMomentum) * running_mean->values[ch] + kMomentum * mean[ch];
-        new_var.values[ch] = (1 - kMomentum) * running_var->values[ch] + kMomentum * var[ch] * count / (count - 1);
+        const double old_mean = (1 - kMomentum) * running_mean->values[ch], batch_mean = kMomentum * mean[ch];
+        const double old_var = (1 - kMomentum) * running_var->values[ch];
+        const double batch_var = kMomentum * var[ch] * count / (count - 1);
+        new_mean.values[ch] = old_mean + batch_mean;
+        new_var.values[ch] = old_var + batch_var;
+        new_mean.magnitude[ch] = std::fabs(old_mean) + std::fabs(batch_mean);
+        new_var.magnitude[ch] = std::fabs(old_var) + std::fabs(batch_var);
       }
       out.push_back(new_mean);
       out.push_back(new_var);

@@ -84,6 +84,7 @@ std::vector<OpCase> structural_cases() {
   matmul_case.dtypes = kFloatingDTypes;
   matmul_case.inputs = {InputSpec{{-1.0, 1.0}}};
   matmul_case.shapes = matmul_shapes();
+  matmul_case.sum_terms = [](const std::vector<Shape>& s, const OpArgs&) { return s[0].back(); };
   matmul_case.run = [](const Tensors& x, const OpArgs&) { return Tensors{x[0].matmul(x[1])}; };
   matmul_case.reference = [](const Refs& x, const OpArgs&) { return Refs{ref_matmul(x[0], x[1])}; };
   cases.push_back(matmul_case);
@@ -100,6 +101,7 @@ std::vector<OpCase> structural_cases() {
       const int64_t b = size();
       return std::vector<Shape>{{b, m, k}, {b, k, n}};
     };
+    c.sum_terms = [](const std::vector<Shape>& s, const OpArgs&) { return s[0].back(); };
     c.run = [batched](const Tensors& x, const OpArgs&) { return Tensors{batched ? bmm(x[0], x[1]) : mm(x[0], x[1])}; };
     c.reference = [](const Refs& x, const OpArgs&) { return Refs{ref_matmul(x[0], x[1])}; };
     cases.push_back(c);
