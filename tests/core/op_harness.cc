@@ -268,6 +268,8 @@ struct BuiltInput {
 
 double draw_value(Rng& rng, const ValueRange& range, DType dtype) {
   if (dtype == kBool) return range.nonzero ? 1.0 : (rng.chance(0.5) ? 1.0 : 0.0);
+  if (!range.specials.empty() && is_floating(dtype) && rng.chance(0.25))
+    return round_to_dtype(rng.pick(range.specials), dtype);
   double low = range.low, high = range.high;
   if (dtype == kUInt8) low = std::max(low, 0.0);
   for (;;) {
@@ -352,7 +354,9 @@ double allowed_error(const Expected& e, DType dtype, double roundings) {
 
 bool close_enough(double got, const Expected& e, DType dtype, double roundings, bool exact) {
   if (std::isnan(e.value)) return std::isnan(got);
-  if (exact || std::isinf(e.value) || !is_floating(dtype)) return got == e.value;
+  // Exact: floating zeros keep their sign too.
+  if (exact) return got == e.value && (!is_floating(dtype) || std::signbit(got) == std::signbit(e.value));
+  if (std::isinf(e.value) || !is_floating(dtype)) return got == e.value;
   return std::fabs(got - e.value) <= allowed_error(e, dtype, roundings);
 }
 

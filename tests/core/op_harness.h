@@ -75,6 +75,9 @@ struct ValueRange {
   double low = -2.0, high = 2.0;
   bool integers = false;  // whole numbers even for floating dtypes: ties, exact products
   bool nonzero = false;   // keeps |v| >= 0.25 (divisors)
+  // For floating dtypes, one value in four is one of these (rounded to the dtype): infinities,
+  // NaN, ties, the edges of a dtype's range.
+  std::vector<double> specials;
 };
 
 struct InputSpec {
