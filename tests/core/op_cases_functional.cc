@@ -110,16 +110,20 @@ OpCase layer_norm_case(bool affine) {
     const int64_t k = a.params[0];
     const int64_t group = count_elements(Shape(in.shape.end() - k, in.shape.end()));
     RefTensor y{in.shape, in.dtype, std::vector<double>(in.values.size())};
-    y.magnitude.resize(in.values.size());  // the normalised value, and the affine map's two terms
+    // The scale each step rounds at: x - mean (|x| + |mean|, then over the deviation), the affine
+    // map's product and sum.
+    y.magnitude.resize(in.values.size());
     for (int64_t start = 0; start < in.numel(); start += group) {
       double mean = 0, var = 0;
       for (int64_t i = 0; i < group; ++i) mean += in.values[start + i] / static_cast<double>(group);
       for (int64_t i = 0; i < group; ++i) var += std::pow(in.values[start + i] - mean, 2) / static_cast<double>(group);
       for (int64_t i = 0; i < group; ++i) {
-        double v = (in.values[start + i] - mean) / std::sqrt(var + kLayerNormEps);
+        const double deviation = std::sqrt(var + kLayerNormEps);
+        double v = (in.values[start + i] - mean) / deviation;
         y.values[start + i] = affine ? v * x[1].values[i] + x[2].values[i] : v;
+        const double centred = (std::fabs(in.values[start + i]) + std::fabs(mean)) / deviation;
         y.magnitude[start + i] =
-            affine ? std::max(std::fabs(v), std::fabs(v * x[1].values[i]) + std::fabs(x[2].values[i])) : std::fabs(v);
+            affine ? centred * std::max(1.0, std::fabs(x[1].values[i])) + std::fabs(x[2].values[i]) : centred;
       }
     }
     return Refs{y};
