@@ -31,11 +31,23 @@ const std::vector<GradSpec> kSpecs = {{kFloat32, {7}},   {kBFloat16, {3, 5}},   
                                       {kFloat16, {1}},   {kFloat32, {0}},          {kFloat32, {4100}},
                                       {kBFloat16, {33}}, {kFloat32, {5, 3}, true}, {kFloat16, {3, 11}}};
 
-Tensor make_grad(const GradSpec& spec, Device device, uint64_t seed) {
-  Generator g(seed);
-  Tensor values = (randn(spec.shape, TensorOptions(kFloat64), &g) * 1000.0).to(spec.dtype);
-  if (!spec.transposed) return values.to(device);
-  return values.t().contiguous().to(device).t();
+// The specs' grads on the CPU, drawn once (every check copies them to its device).
+const std::vector<Tensor>& host_grads() {
+  static const std::vector<Tensor> grads = [] {
+    std::vector<Tensor> all;
+    for (size_t i = 0; i < kSpecs.size(); ++i) {
+      Generator g(100 + i);
+      all.push_back((randn(kSpecs[i].shape, TensorOptions(kFloat64), &g) * 1000.0).to(kSpecs[i].dtype));
+    }
+    return all;
+  }();
+  return grads;
+}
+
+// A copy of `host` on `device` (a new one on the CPU too: the kernel writes it).
+Tensor to_device(const Tensor& host, const GradSpec& spec, Device device) {
+  if (spec.transposed) return host.t().contiguous().to(device).t();
+  return device.is_cpu() ? host.clone() : host.to(device);
 }
 
 // What PyTorch's kernel makes of one element: the product in float32 (float64 for float64 grads),
@@ -67,19 +79,20 @@ void check_unscale(Device device, const Tensor& inv_scale, const std::optional<I
   std::vector<Tensor> grads;
   std::vector<std::vector<double>> before;
   for (size_t i = 0; i < kSpecs.size(); ++i) {
-    Tensor grad = make_grad(kSpecs[i], device, 100 + i);
+    Tensor host = host_grads()[i];
     if (injection && injection->grad == i) {
-      Tensor flat = grad;
+      host = host.clone();
+      Tensor element = host;
       int64_t index = injection->index;
-      while (flat.dim() > 0) {  // element `index` in row-major order
-        const int64_t inner = flat.numel() / flat.size(0);
-        flat = flat.select(0, index / inner);
+      while (element.dim() > 0) {  // element `index` in row-major order
+        const int64_t inner = element.numel() / element.size(0);
+        element = element.select(0, index / inner);
         index %= inner;
       }
-      flat.fill_(injection->value);
+      element.fill_(injection->value);
     }
-    grads.push_back(grad);
-    before.push_back(grad.to(kFloat64).to(Device(kCPU)).to_vector<double>());
+    grads.push_back(to_device(host, kSpecs[i], device));
+    before.push_back(host.to(kFloat64).to_vector<double>());
   }
   std::vector<Tensor> found = amp_unscale_(grads, inv_scale);
   REQUIRE(found.size() == 1);
@@ -89,12 +102,14 @@ void check_unscale(Device device, const Tensor& inv_scale, const std::optional<I
   for (size_t i = 0; i < grads.size(); ++i) {
     INFO("grad " << i << " (" << dtype_name(kSpecs[i].dtype) << " " << shape_str(kSpecs[i].shape) << ")");
     REQUIRE(grads[i].dtype() == kSpecs[i].dtype);
-    const std::vector<double> after = grads[i].to(kFloat64).to(Device(kCPU)).to_vector<double>();
-    for (size_t e = 0; e < after.size(); ++e) {
-      const double want = expected_value(before[i][e], inv, kSpecs[i].dtype);
-      INFO("element " << e << ": " << before[i][e] << " -> " << after[e] << ", expected " << want);
-      REQUIRE(same_value(after[e], want));
-    }
+    const std::vector<double> after = grads[i].to(Device(kCPU)).to(kFloat64).to_vector<double>();
+    REQUIRE(after.size() == before[i].size());
+    size_t mismatches = 0, first = 0;
+    for (size_t e = 0; e < after.size(); ++e)
+      if (!same_value(after[e], expected_value(before[i][e], inv, kSpecs[i].dtype)) && mismatches++ == 0) first = e;
+    if (mismatches > 0)
+      FAIL(mismatches << " elements differ; the first, " << first << ": " << before[i][first] << " -> " << after[first]
+                      << ", expected " << expected_value(before[i][first], inv, kSpecs[i].dtype));
   }
 }
 
