@@ -13,11 +13,19 @@ void TrainStrategy::wrap(const std::shared_ptr<nn::Module>& model) {
   model_ = trained_ = model;
 }
 
+AutocastGuard TrainStrategy::autocast() const {
+  return AutocastGuard(device_.type, config_.amp == "fp16" ? kFloat16 : kBFloat16, config_.amp != "off");
+}
+
 StepResult TrainStrategy::train_step(const data::Batch& batch, const LossFn& loss_fn) {
   StepResult r;
   Tensor target = batch.target.to(output_device(), true);
-  Tensor logits = trained_->forward(batch.data.to(input_device(), true));
-  r.loss = loss_fn(logits, target);
+  Tensor logits;
+  {
+    AutocastGuard mixed_precision = autocast();
+    logits = trained_->forward(batch.data.to(input_device(), true));
+    r.loss = loss_fn(logits, target);
+  }
   {
     NoGradGuard no_grad;
     r.correct = count_correct(logits.detach(), target);

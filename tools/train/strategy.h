@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comm/process_group.h"
+#include "core/autocast.h"
 #include "core/ember_core.h"
 #include "data/batch.h"
 #include "nn/checkpoint.h"
@@ -52,8 +53,14 @@ class TrainStrategy {
   nn::Module& model() const { return *model_; }
   nn::Module& trained() const { return *trained_; }
 
-  // Forward and backward of one batch; the optimizer step is the caller's.
+  // Forward and backward of one batch, the forward and the loss under autocast(); the optimizer
+  // step is the caller's.
   virtual StepResult train_step(const data::Batch& batch, const LossFn& loss_fn);
+
+  // The autocast of --amp for the training device's type (disabled without --amp): what the
+  // forward passes of training and evaluation run under, as PyTorch users write them. Threads
+  // that run the caller's work (DataParallel's replicas, pipeline stages) inherit it.
+  AutocastGuard autocast() const;
 
   // What the evaluation after an epoch runs, and what --eval-only runs (the bare model on
   // --device, unless the model is split across devices).

@@ -25,8 +25,10 @@ class PipelineStrategy : public SplitStrategy {
     trained_ = pipe_;
   }
 
-  // The loss and count come back detached.
+  // The loss and count come back detached. The backward runs inside too, where autograd holds
+  // autocast off.
   StepResult train_step(const data::Batch& batch, const LossFn& loss_fn) override {
+    AutocastGuard mixed_precision = autocast();
     parallel::PipelineStep r = pipe_->train_step(batch.data.to(input_device(), true), batch.target, loss_fn,
                                                  parallel::LossReduction::kMean, count_correct);
     return {r.loss, r.metric};

@@ -160,14 +160,18 @@ TrainResult run_training(const TrainConfig& config) {
   int64_t parameters = 0;
   for (const Tensor& p : model->parameters()) parameters += p.numel();
   if (leader) {
-    std::printf("train: %s (%.3fM parameters) on %s, %s; %d process%s x %d thread%s, batch %lld per process%s\n",
+    const std::string amp = config.amp == "off"    ? ""
+                            : config.amp == "bf16" ? "; autocast to bfloat16"
+                                                   : "; autocast to float16, gradient scaler";
+    std::printf("train: %s (%.3fM parameters) on %s, %s; %d process%s x %d thread%s, batch %lld per process%s%s\n",
                 config.model.c_str(), parameters / 1e6, data_setup.description.c_str(), strategy->where().c_str(),
                 world_size, world_size > 1 ? "es" : "", cpu::num_threads(), cpu::num_threads() > 1 ? "s" : "",
-                static_cast<long long>(config.batch_size), strategy->batch_note().c_str());
+                static_cast<long long>(config.batch_size), strategy->batch_note().c_str(), amp.c_str());
     std::fflush(stdout);
   }
 
   if (config.eval_only) {
+    AutocastGuard mixed_precision = strategy->autocast();
     Evaluation e = evaluate(strategy->eval_only_target(), test_loader, flipped_loader.get(), world);
     result.test_accuracy = e.accuracy;
     result.test_loss = e.loss;
@@ -194,6 +198,7 @@ TrainResult run_training(const TrainConfig& config) {
     state.loader_batches = position.batches;
     state.extra.set("best_accuracy", json::Value::number(best_accuracy));
     state.extra.set("run", run_settings(config, steps_per_epoch));
+    state.extra.set("amp", json::Value::string(config.amp));
     strategy->save_checkpoint(checkpoint_path(config.checkpoint_dir, name), *optimizer, *schedule, state);
   };
 
@@ -273,8 +278,12 @@ TrainResult run_training(const TrainConfig& config) {
     double train_time = seconds_since(epoch_start);
     // Mirror-image evaluation doubles the cost, so it runs only for the result the run reports.
     const bool final_evaluation = stop || epoch + 1 == config.epochs;
-    Evaluation test =
-        evaluate(strategy->evaluation_target(), test_loader, final_evaluation ? flipped_loader.get() : nullptr, world);
+    Evaluation test;
+    {
+      AutocastGuard mixed_precision = strategy->autocast();
+      test = evaluate(strategy->evaluation_target(), test_loader, final_evaluation ? flipped_loader.get() : nullptr,
+                      world);
+    }
     Tensor train_sums = tensor(std::vector<double>{loss_sum, correct, seen}).to(device);
     if (world) world->all_reduce(train_sums)->wait();
     std::vector<double> ts = train_sums.to_vector<double>();
