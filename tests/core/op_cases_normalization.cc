@@ -98,10 +98,13 @@ RefTensor ref_normalise(const RefTensor& x, const std::vector<double>& mean, con
   return y;
 }
 
-// Which of batch norm's optional parts a case has.
+// Which of batch norm's optional parts a case has. `mixed`: bfloat16 and float16 activations with
+// float32 weight, bias and running statistics (autocast's batch norm); the output keeps the
+// activations' dtype, the running statistics theirs.
 struct BatchNormForm {
   std::string name;
   bool training, relu, weight, bias, running;
+  bool mixed = false;
 };
 
 constexpr double kMomentum = 0.2, kEps = 1e-3;
@@ -121,6 +124,10 @@ OpCase batch_norm_case(const BatchNormForm& f) {
   if (f.weight) c.inputs.push_back(InputSpec{{-1.5, 1.5}});
   if (f.bias) c.inputs.push_back(InputSpec{{-1.0, 1.0}});
   const int per_channel = static_cast<int>(c.inputs.size()) - 1;
+  if (f.mixed) {
+    c.dtypes = {kBFloat16, kFloat16};
+    for (size_t i = 1; i < c.inputs.size(); ++i) c.inputs[i].dtype = kFloat32;
+  }
   c.shapes = batch_norm_shapes(1, per_channel, f.training ? 2 : 0);
   c.allow_empty = !f.training;  // training needs two values per channel
   // The running statistics round in the op's dtype at each of mul_ and add_.
@@ -152,9 +159,17 @@ OpCase batch_norm_case(const BatchNormForm& f) {
     if (f.running) {
       const double count = static_cast<double>(x.numel() / x.shape[1]);
       RefTensor new_mean = *running_mean, new_var = *running_var;
+      // Each term rounds apart in a 16-bit dtype before they add, and they may cancel.
+      new_mean.magnitude.resize(mean.size());
+      new_var.magnitude.resize(mean.size());
       for (size_t ch = 0; ch < mean.size(); ++ch) {
-        new_mean.values[ch] = (1 - kMomentum) * running_mean->values[ch] + kMomentum * mean[ch];
-        new_var.values[ch] = (1 - kMomentum) * running_var->values[ch] + kMomentum * var[ch] * count / (count - 1);
+        const double old_mean = (1 - kMomentum) * running_mean->values[ch], batch_mean = kMomentum * mean[ch];
+        const double old_var = (1 - kMomentum) * running_var->values[ch];
+        const double batch_var = kMomentum * var[ch] * count / (count - 1);
+        new_mean.values[ch] = old_mean + batch_mean;
+        new_var.values[ch] = old_var + batch_var;
+        new_mean.magnitude[ch] = std::fabs(old_mean) + std::fabs(batch_mean);
+        new_var.magnitude[ch] = std::fabs(old_var) + std::fabs(batch_var);
       }
       out.push_back(new_mean);
       out.push_back(new_var);
@@ -269,6 +284,62 @@ OpCase batch_norm_backward_input_case(const std::string& name, bool relu, bool w
       dx.values[i] = g * s * (w ? w->values[ch] : 1.0);
     }
     return Refs{dx};
+  };
+  return c;
+}
+
+// Training batch norm (params[0] = 1: batch_norm_relu) of bfloat16 or float16 activations with
+// float32 weight and bias, and its backward through autograd, as autocast runs it: inputs x, dy,
+// weight, bias; outputs y and dx in the activations' dtype, the weight and bias gradients in
+// float32.
+OpCase batch_norm_mixed_backward_case() {
+  OpCase c;
+  c.name = "batch_norm_mixed_backward";
+  c.ops = {"batch_norm", "batch_norm_relu", "requires_grad_", "backward"};
+  c.dtypes = {kBFloat16, kFloat16};
+  c.inputs = {InputSpec{{-2.0, 2.0}}, InputSpec{{-2.0, 2.0}}, InputSpec{{-1.5, 1.5}, kFloat32},
+              InputSpec{{-1.0, 1.0}, kFloat32}};
+  c.shapes = [](Rng& rng, OpArgs& a, bool allow_empty) {
+    std::vector<Shape> shapes = batch_norm_shapes(2, 2, 2)(rng, a, allow_empty);
+    a.params = {rng.integer(0, 1)};
+    return shapes;
+  };
+  c.allow_empty = false;
+  c.run = [](const Tensors& in, const OpArgs& a) {
+    Tensor x = in[0].detach().requires_grad_(true);
+    Tensor weight = in[2].detach().requires_grad_(true), bias = in[3].detach().requires_grad_(true);
+    auto normalise = a.params[0] ? batch_norm_relu : batch_norm;
+    Tensor y = normalise(x, Tensor(), Tensor(), weight, bias, true, kMomentum, kEps, nullptr);
+    y.backward(in[1]);
+    return Tensors{y, x.grad(), weight.grad(), bias.grad()};
+  };
+  c.reference = [](const Refs& in, const OpArgs& a) {
+    const RefTensor &x = in[0], &dy = in[1], &weight = in[2], &bias = in[3];
+    const bool relu = a.params[0] != 0;
+    auto [mean, var] = ref_moments(x);
+    const int64_t channels = x.shape[1];
+    const double count = static_cast<double>(x.numel() / channels);
+    std::vector<double> invstd(channels), xhat(x.values.size()), g(x.values.size());
+    for (int64_t ch = 0; ch < channels; ++ch) invstd[ch] = 1 / std::sqrt(var[ch] + kEps);
+    RefTensor y = ref_normalise(x, mean, var, &weight, &bias, kEps, relu);
+    RefTensor grad_weight = ref_filled(weight.shape, weight.dtype, 0.0), grad_bias = grad_weight;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const int64_t ch = channel_of(x.shape, i);
+      xhat[i] = (x.values[i] - mean[ch]) * invstd[ch];
+      g[i] = relu && !(y.values[i] > 0) ? 0.0 : dy.values[i];
+      grad_bias.values[ch] += g[i];
+      grad_weight.values[ch] += g[i] * xhat[i];
+    }
+    // dx = weight invstd (g - sum(g) / count - xhat sum(g xhat) / count): its terms may cancel.
+    RefTensor grad_input{x.shape, x.dtype, std::vector<double>(x.values.size()), std::vector<double>(x.values.size())};
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const int64_t ch = channel_of(x.shape, i);
+      const double scale = weight.values[ch] * invstd[ch];
+      const double mean_g = grad_bias.values[ch] / count, mean_gx = xhat[i] * grad_weight.values[ch] / count;
+      grad_input.values[i] = scale * (g[i] - mean_g - mean_gx);
+      grad_input.magnitude[i] = std::fabs(scale) * (std::fabs(g[i]) + std::fabs(mean_g) + std::fabs(mean_gx));
+    }
+    return Refs{y, grad_input, grad_weight, grad_bias};
   };
   return c;
 }
@@ -395,8 +466,11 @@ std::vector<OpCase> normalization_cases() {
       {"batch_norm_eval", false, false, true, true, true},
       {"batch_norm_relu_eval", false, true, true, true, true},
       {"batch_norm_eval_no_affine", false, false, false, false, true},
+      {"batch_norm_mixed_train", true, false, true, true, true, true},
+      {"batch_norm_relu_mixed_eval", false, true, true, true, true, true},
   };
   for (const BatchNormForm& f : forms) cases.push_back(batch_norm_case(f));
+  cases.push_back(batch_norm_mixed_backward_case());
   cases.push_back(batch_norm_stats_case("batch_norm_stats", {-2.0, 2.0}, batch_norm_shapes(1, 0, 0)));
   // Far from zero, where sum(x^2) - n mean^2 would cancel every digit in float32.
   cases.push_back(batch_norm_stats_case("batch_norm_stats_offset", {1000.0, 1002.0}, batch_norm_shapes(1, 0, 0)));
