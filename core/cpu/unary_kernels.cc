@@ -47,12 +47,13 @@ void unary_for_type(UnaryOp op, const StridedLoop& loop, double a, double b) {
     return unary_typed<T, UnaryOp::NAME>(loop, a, b);
     EMBER_UNARY_CASE(Neg)
     EMBER_UNARY_CASE(Exp)
-    EMBER_UNARY_CASE(Log) EMBER_UNARY_CASE(Log1p) EMBER_UNARY_CASE(Expm1) EMBER_UNARY_CASE(Sqrt) EMBER_UNARY_CASE(Rsqrt)
-        EMBER_UNARY_CASE(Abs) EMBER_UNARY_CASE(Sign) EMBER_UNARY_CASE(Relu) EMBER_UNARY_CASE(Gelu)
-            EMBER_UNARY_CASE(GeluTanh) EMBER_UNARY_CASE(Silu) EMBER_UNARY_CASE(Sigmoid) EMBER_UNARY_CASE(Tanh)
-                EMBER_UNARY_CASE(Clamp) EMBER_UNARY_CASE(PowScalar) EMBER_UNARY_CASE(LeakyRelu)
-                    EMBER_UNARY_CASE(Reciprocal) EMBER_UNARY_CASE(Square) EMBER_UNARY_CASE(Sin) EMBER_UNARY_CASE(Cos)
-                        EMBER_UNARY_CASE(Erf) EMBER_UNARY_CASE(Floor) EMBER_UNARY_CASE(Ceil) EMBER_UNARY_CASE(Round)
+    EMBER_UNARY_CASE(Log)
+    EMBER_UNARY_CASE(Log1p) EMBER_UNARY_CASE(Expm1) EMBER_UNARY_CASE(Sqrt) EMBER_UNARY_CASE(Rsqrt) EMBER_UNARY_CASE(Abs)
+        EMBER_UNARY_CASE(Sign) EMBER_UNARY_CASE(Relu) EMBER_UNARY_CASE(Gelu) EMBER_UNARY_CASE(GeluTanh)
+            EMBER_UNARY_CASE(Silu) EMBER_UNARY_CASE(Sigmoid) EMBER_UNARY_CASE(Tanh) EMBER_UNARY_CASE(Clamp)
+                EMBER_UNARY_CASE(PowScalar) EMBER_UNARY_CASE(LeakyRelu) EMBER_UNARY_CASE(Reciprocal)
+                    EMBER_UNARY_CASE(Square) EMBER_UNARY_CASE(Sin) EMBER_UNARY_CASE(Cos) EMBER_UNARY_CASE(Erf)
+                        EMBER_UNARY_CASE(Floor) EMBER_UNARY_CASE(Ceil) EMBER_UNARY_CASE(Round)
 #undef EMBER_UNARY_CASE
   }
 }
@@ -104,12 +105,13 @@ void unary_backward_for_type(UnaryOp op, const StridedLoop& loop, double a, doub
     return unary_backward_typed<T, UnaryOp::NAME>(loop, a, b);
     EMBER_UNARY_CASE(Neg)
     EMBER_UNARY_CASE(Exp)
-    EMBER_UNARY_CASE(Log) EMBER_UNARY_CASE(Log1p) EMBER_UNARY_CASE(Expm1) EMBER_UNARY_CASE(Sqrt) EMBER_UNARY_CASE(Rsqrt)
-        EMBER_UNARY_CASE(Abs) EMBER_UNARY_CASE(Sign) EMBER_UNARY_CASE(Relu) EMBER_UNARY_CASE(Gelu)
-            EMBER_UNARY_CASE(GeluTanh) EMBER_UNARY_CASE(Silu) EMBER_UNARY_CASE(Sigmoid) EMBER_UNARY_CASE(Tanh)
-                EMBER_UNARY_CASE(Clamp) EMBER_UNARY_CASE(PowScalar) EMBER_UNARY_CASE(LeakyRelu)
-                    EMBER_UNARY_CASE(Reciprocal) EMBER_UNARY_CASE(Square) EMBER_UNARY_CASE(Sin) EMBER_UNARY_CASE(Cos)
-                        EMBER_UNARY_CASE(Erf) EMBER_UNARY_CASE(Floor) EMBER_UNARY_CASE(Ceil) EMBER_UNARY_CASE(Round)
+    EMBER_UNARY_CASE(Log)
+    EMBER_UNARY_CASE(Log1p) EMBER_UNARY_CASE(Expm1) EMBER_UNARY_CASE(Sqrt) EMBER_UNARY_CASE(Rsqrt) EMBER_UNARY_CASE(Abs)
+        EMBER_UNARY_CASE(Sign) EMBER_UNARY_CASE(Relu) EMBER_UNARY_CASE(Gelu) EMBER_UNARY_CASE(GeluTanh)
+            EMBER_UNARY_CASE(Silu) EMBER_UNARY_CASE(Sigmoid) EMBER_UNARY_CASE(Tanh) EMBER_UNARY_CASE(Clamp)
+                EMBER_UNARY_CASE(PowScalar) EMBER_UNARY_CASE(LeakyRelu) EMBER_UNARY_CASE(Reciprocal)
+                    EMBER_UNARY_CASE(Square) EMBER_UNARY_CASE(Sin) EMBER_UNARY_CASE(Cos) EMBER_UNARY_CASE(Erf)
+                        EMBER_UNARY_CASE(Floor) EMBER_UNARY_CASE(Ceil) EMBER_UNARY_CASE(Round)
 #undef EMBER_UNARY_CASE
   }
 }
