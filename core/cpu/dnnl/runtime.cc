@@ -71,18 +71,6 @@ dnnl::stream& stream() {
   return instance;
 }
 
-namespace {
-
-// ISA values are bit sets; each includes the bits of the ISAs below it.
-bool has_native_bf16() {
-  isa();  // applies EMBER_CPU_ISA before oneDNN reports its ISA
-  const auto effective = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
-  return (effective & bf16) == bf16;
-}
-
-}  // namespace
-
 std::optional<dnnl::memory::data_type> data_type(DType dtype) {
   using dt = dnnl::memory::data_type;
   switch (dtype) {
