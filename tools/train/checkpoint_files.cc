@@ -62,8 +62,8 @@ json::Value run_settings(const TrainConfig& config, int64_t steps_per_epoch) {
   return run;
 }
 
-// Fails naming the flags when `path` was saved by a run whose schedule settings differ from this
-// one's (before, the scheduler's own load failed, or silently kept the saved length).
+// Fails naming the flags when `path` was saved by a run whose --amp or schedule settings differ
+// from this one's (before, the scheduler's own load failed, or silently kept the saved length).
 void check_resume_settings(const std::string& path, const TrainConfig& config, int64_t steps_per_epoch) {
   const nn::TrainingState saved = nn::read_training_state(path);
   // A float16 run's checkpoint holds its gradient scaler, which no other run has or expects; and

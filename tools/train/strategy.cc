@@ -30,9 +30,11 @@ StepResult TrainStrategy::train_step(const data::Batch& batch, const LossFn& los
     NoGradGuard no_grad;
     r.correct = count_correct(logits.detach(), target);
   }
-  r.loss.backward();
+  backward(r.loss);
   return r;
 }
+
+void TrainStrategy::backward(const Tensor& loss) { (scaler_ ? scaler_->scale(loss) : loss).backward(); }
 
 EvalTarget TrainStrategy::evaluation_target() { return {trained_.get(), input_device(), output_device()}; }
 
@@ -40,12 +42,13 @@ EvalTarget TrainStrategy::eval_only_target() { return {model_.get(), device_, de
 
 void TrainStrategy::save_checkpoint(const std::string& path, const optim::Optimizer& optimizer,
                                     const optim::LRScheduler& schedule, const nn::TrainingState& state) {
-  if (rank() == 0) nn::save_checkpoint(path, module_for_checkpoint(), &optimizer, &schedule, state);
+  if (rank() == 0)
+    nn::save_checkpoint(path, module_for_checkpoint(), &optimizer, &schedule, state, &default_generator(), scaler_);
 }
 
 nn::TrainingState TrainStrategy::load_checkpoint(const std::string& path, optim::Optimizer& optimizer,
                                                  optim::LRScheduler& schedule) {
-  return nn::load_checkpoint(path, module_for_checkpoint(), &optimizer, &schedule);
+  return nn::load_checkpoint(path, module_for_checkpoint(), &optimizer, &schedule, &default_generator(), scaler_);
 }
 
 void TrainStrategy::load_weights(const std::string& path) { nn::load_model_weights(path, module_for_checkpoint()); }

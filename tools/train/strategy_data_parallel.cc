@@ -26,7 +26,7 @@ class DataParallelStrategy : public TrainStrategy {
       AutocastGuard mixed_precision = autocast();
       r = dp_->forward_loss(batch.data, batch.target, loss_fn, parallel::LossReduction::kMean, count_correct);
     }
-    r.loss.backward();
+    backward(r.loss);
     return {r.loss, r.metric};
   }
 

@@ -17,6 +17,7 @@
 #include "core/ember_core.h"
 #include "core/kernel_select.h"
 #include "models/zoo.h"
+#include "nn/amp/grad_scaler.h"
 #include "nn/checkpoint.h"
 #include "tools/train/checkpoint_files.h"
 #include "tools/train/interrupt.h"
@@ -131,6 +132,14 @@ TrainResult run_training(const TrainConfig& config) {
   const int64_t total_steps = steps_per_epoch * config.epochs;
   auto optimizer = make_optimizer(config, *model);
   auto schedule = make_schedule(config, *optimizer, total_steps);
+  // --amp fp16 scales the loss so that small float16 gradients survive; bfloat16 has float32's
+  // range and needs no scaler, as in PyTorch.
+  std::optional<amp::GradScaler> scaler;
+  if (config.amp == "fp16") {
+    scaler.emplace(
+        amp::GradScalerOptions().init_scale(config.amp_init_scale).growth_interval(config.amp_growth_interval));
+    strategy->use_scaler(&*scaler);
+  }
 
   TrainResult result;
   result.rank = rank;
@@ -222,7 +231,13 @@ TrainResult run_training(const TrainConfig& config) {
     for (data::Batch& batch : train_loader) {
       optimizer->zero_grad();
       StepResult r = strategy->train_step(batch, loss_fn);
-      optimizer->step();
+      if (scaler) {
+        scaler->step(*optimizer);  // skipped when a gradient overflowed float16
+        scaler->update();
+        progress.set_loss_scale(scaler->get_scale());
+      } else {
+        optimizer->step();
+      }
       schedule->step();
       ++step;
       ++done_in_epoch;
@@ -241,8 +256,10 @@ TrainResult run_training(const TrainConfig& config) {
       progress.step(done_in_epoch, loss_value, batch.size() * world_size);
       if (step % config.log_every == 0) {
         double rate = window_images * world_size / std::max(seconds_since(window_start), 1e-9);
-        log.write("step", step,
-                  {{"loss", loss_value}, {"lr", schedule->get_last_lr()[0]}, {"images_per_second", rate}});
+        std::map<std::string, double> values = {
+            {"loss", loss_value}, {"lr", schedule->get_last_lr()[0]}, {"images_per_second", rate}};
+        if (scaler) values["loss_scale"] = scaler->get_scale();
+        log.write("step", step, values);
         window_start = std::chrono::steady_clock::now();
         window_images = 0;
       }

@@ -29,7 +29,7 @@ close "$single_loss" "$dp_loss" || fail "test loss with DataParallel ($dp_loss) 
 # Under bfloat16 autocast, which the replicas' threads take from the caller.
 run "the DataParallel bf16 run" dp_bf16.txt --max-steps 2 --device cuda --data-parallel 2 --amp bf16
 grep -q "(8 per device); autocast to bfloat16$" dp_bf16.txt || fail "the header does not name bf16: $(head -1 dp_bf16.txt)"
-close_bf16 "$single_loss" "$(loss dp_bf16.txt)" ||
+close_amp "$single_loss" "$(loss dp_bf16.txt)" ||
   fail "test loss with DataParallel in bf16 ($(loss dp_bf16.txt)) is far from float32's ($single_loss)"
 
 keys single/epoch-1.safetensors > single_keys.txt
