@@ -51,8 +51,7 @@ void unary_for_type(UnaryOp op, const StridedLoop& loop, double a, double b) {
     EMBER_UNARY_CASE(Log1p)
     EMBER_UNARY_CASE(Expm1)
     EMBER_UNARY_CASE(Sqrt)
-    EMBER_UNARY_CASE(Rsqrt)
-    EMBER_UNARY_CASE(Abs) EMBER_UNARY_CASE(Sign) EMBER_UNARY_CASE(Relu) EMBER_UNARY_CASE(Gelu)
+    EMBER_UNARY_CASE(Rsqrt) EMBER_UNARY_CASE(Abs) EMBER_UNARY_CASE(Sign) EMBER_UNARY_CASE(Relu) EMBER_UNARY_CASE(Gelu)
         EMBER_UNARY_CASE(GeluTanh) EMBER_UNARY_CASE(Silu) EMBER_UNARY_CASE(Sigmoid) EMBER_UNARY_CASE(Tanh)
             EMBER_UNARY_CASE(Clamp) EMBER_UNARY_CASE(PowScalar) EMBER_UNARY_CASE(LeakyRelu) EMBER_UNARY_CASE(Reciprocal)
                 EMBER_UNARY_CASE(Square) EMBER_UNARY_CASE(Sin) EMBER_UNARY_CASE(Cos) EMBER_UNARY_CASE(Erf)
@@ -112,8 +111,7 @@ void unary_backward_for_type(UnaryOp op, const StridedLoop& loop, double a, doub
     EMBER_UNARY_CASE(Log1p)
     EMBER_UNARY_CASE(Expm1)
     EMBER_UNARY_CASE(Sqrt)
-    EMBER_UNARY_CASE(Rsqrt)
-    EMBER_UNARY_CASE(Abs) EMBER_UNARY_CASE(Sign) EMBER_UNARY_CASE(Relu) EMBER_UNARY_CASE(Gelu)
+    EMBER_UNARY_CASE(Rsqrt) EMBER_UNARY_CASE(Abs) EMBER_UNARY_CASE(Sign) EMBER_UNARY_CASE(Relu) EMBER_UNARY_CASE(Gelu)
         EMBER_UNARY_CASE(GeluTanh) EMBER_UNARY_CASE(Silu) EMBER_UNARY_CASE(Sigmoid) EMBER_UNARY_CASE(Tanh)
             EMBER_UNARY_CASE(Clamp) EMBER_UNARY_CASE(PowScalar) EMBER_UNARY_CASE(LeakyRelu) EMBER_UNARY_CASE(Reciprocal)
                 EMBER_UNARY_CASE(Square) EMBER_UNARY_CASE(Sin) EMBER_UNARY_CASE(Cos) EMBER_UNARY_CASE(Erf)
@@ -125,6 +123,13 @@ void unary_backward_for_type(UnaryOp op, const StridedLoop& loop, double a, doub
 template <typename T>
 void fill_typed(const StridedLoop& loop, T value) {
   for_each_row(loop, kElementwiseGrain, [value](int64_t n, char* const* p, const int64_t* s) {
+    if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
+      if (s[0] == sizeof(T)) {  // as 16-bit words, which the compiler vectorises (the struct it does not)
+        uint16_t* out = reinterpret_cast<uint16_t*>(p[0]);
+        for (int64_t i = 0; i < n; ++i) out[i] = value.bits;
+        return;
+      }
+    }
     if (s[0] == sizeof(T)) {
       T* out = reinterpret_cast<T*>(p[0]);
       for (int64_t i = 0; i < n; ++i) out[i] = value;

@@ -11,6 +11,7 @@
 #include "core/backend.h"
 #include "core/cpu/conv/conv_reference.h"
 #include "core/cpu/isa.h"
+#include "core/cpu/thread_pool.h"
 #include "core/cpu/conv/direct_conv.h"
 #include "core/cpu/conv/direct_conv_weight_grad.h"
 #include "core/cpu/conv/strided_conv_backward_data.h"
@@ -561,7 +562,8 @@ TEST_CASE("conv2d kernels: every selectable candidate matches the references", "
   kernel_select::force("");
 }
 
-// bf16 problems (autocast's) choose among oneDNN's bf16 kernels and the problem run as float32
+// bf16 problems (autocast's) choose among oneDNN's bf16 kernels, its weight gradient split over the
+// batch between threads (3 images on 2 threads: uneven shares) and the problem run as float32
 // (as-float32): each, forced, must match the references, and each this CPU has must have run.
 // Without native bf16 (conv_avx2_test), oneDNN's are not candidates and as-float32 runs.
 TEST_CASE("conv2d kernels: every bf16 candidate matches the references", "[conv][select]") {
@@ -579,8 +581,11 @@ TEST_CASE("conv2d kernels: every bf16 candidate matches the references", "[conv]
   odd.stride_w = 2, odd.input = Layout::WidthSlice;
   cases.push_back(odd);
   const bool native = cpu::has_native_bf16();
-  for (const auto& [name, must_run] : std::vector<std::pair<std::string, bool>>{
-           {"onednn-nhwc", native}, {"onednn-blocked", native}, {"as-float32", true}}) {
+  for (const auto& [name, must_run] :
+       std::vector<std::pair<std::string, bool>>{{"onednn-nhwc", native},
+                                                 {"onednn-blocked", native},
+                                                 {"as-float32", true},
+                                                 {"onednn-split-batch", native && cpu::num_threads() > 1}}) {
     INFO("forced kernel " << name);
     kernel_select::reset();
     kernel_select::force(name);

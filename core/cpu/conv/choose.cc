@@ -41,9 +41,13 @@ using ForwardKernel = void (*)(const DirectConvGeometry&, const float* x, const 
                                float* y);
 using BackwardDataKernel = void (*)(const DirectConvGeometry&, const float* dy, const float* weight, float* dx);
 using BackwardWeightKernel = void (*)(const DirectConvGeometry&, const float* x, const float* dy, float* grad_weight);
+// A backward-weights pass on the tensors themselves (any dtype the candidate applies to).
+using TensorWeightGrad = std::pair<Tensor, Tensor> (*)(const ConvProblem&, const Tensor& grad_output,
+                                                       const Tensor& input, const Shape& weight_shape, bool want_bias);
 
 // One way to run some of the passes: one of Ember's kernels (a non-null kernel per pass it runs),
-// one of oneDNN's primitive variants (every pass), or a bf16 problem run as float32 (every pass).
+// one of oneDNN's primitive variants (every pass), a bf16 problem run as float32 (every pass), or a
+// weight-gradient pass on tensors.
 struct Candidate {
   const char* name;  // as kernel_select reports, caches and checkpoints it
   // Where trials may run it (nullptr: wherever it runs the pass); for oneDNN's, also where
@@ -59,6 +63,7 @@ struct Candidate {
   // among them, which oneDNN has for float32 only), and the result cast back: where oneDNN's bf16
   // kernels lose to its float32 ones by more than the casts cost.
   bool as_float32 = false;
+  TensorWeightGrad weight_grad_on_tensors = nullptr;
 };
 
 // A rule of Ember's kernels, on problems they can take at all (float32, ungrouped, non-empty).
@@ -93,10 +98,13 @@ const Candidate kCandidates[] = {
     {"onednn-winograd", onednn::winograd_conv_applies, onednn::winograd_conv_preferred, nullptr, nullptr, nullptr,
      ConvVariant::Winograd},
     {"as-float32", bf16_problem, bf16_without_onednn, nullptr, nullptr, nullptr, std::nullopt, true},
+    {"onednn-split-batch", onednn::split_batch_weight_grad_applies, onednn::split_batch_weight_grad_applies, nullptr,
+     nullptr, nullptr, std::nullopt, false, onednn::conv_backward_weight_split_batch},
 };
 
 bool runs(const Candidate& c, ConvPass pass) {
   if (c.onednn || c.as_float32) return true;
+  if (c.weight_grad_on_tensors) return pass == ConvPass::BackwardWeights;
   switch (pass) {
     case ConvPass::Forward:
       return c.forward != nullptr;
@@ -231,7 +239,7 @@ Tensor forward_with(const Option& o, const ConvProblem& pr, const Tensor& input,
   Tensor b = bias.defined() ? bias.to(input.dtype()).contiguous() : Tensor();
   if (ForwardKernel kernel = o.candidate->forward) {
     Tensor x = onednn::to_channels_last(input), w = weight.contiguous();
-    Tensor y = onednn::empty_channels_last({g.n, g.o, g.oh, g.ow}, input.options());
+    Tensor y = empty_channels_last({g.n, g.o, g.oh, g.ow}, input.options());
     const float* b_data = b.defined() ? b.data_ptr<float>() : nullptr;
     kernel(*pr.own, x.data_ptr<float>(), w.data_ptr<float>(), b_data, y.data_ptr<float>());
     return y;
@@ -251,7 +259,7 @@ Tensor backward_data_with(const Option& o, const ConvProblem& pr, const Tensor& 
   }
   if (BackwardDataKernel kernel = o.candidate->backward_data) {
     Tensor dy = onednn::to_channels_last(grad_output), w = weight.contiguous();
-    Tensor dx = onednn::empty_channels_last(input_shape, grad_output.options());
+    Tensor dx = empty_channels_last(input_shape, grad_output.options());
     kernel(*pr.own, dy.data_ptr<float>(), w.data_ptr<float>(), dx.data_ptr<float>());
     return dx;
   }
@@ -269,6 +277,8 @@ std::pair<Tensor, Tensor> backward_weight_with(const Option& o, const ConvProble
     auto [grad_weight, grad_bias] = backward_weight_with(chosen, f, dy, x, weight_shape, want_bias);
     return {as_bf16(grad_weight), as_bf16(grad_bias)};
   }
+  if (TensorWeightGrad run = o.candidate->weight_grad_on_tensors)
+    return run(pr, grad_output, input, weight_shape, want_bias);
   if (BackwardWeightKernel kernel = o.candidate->backward_weight) {
     Tensor x = onednn::to_channels_last(input), dy = onednn::to_channels_last(grad_output);
     Tensor grad_weight = empty(weight_shape, input.options());

@@ -65,6 +65,16 @@ void size_openmp_team() {
   }
 }
 
+OneThread::OneThread() : previous_(omp_get_max_threads()) {
+  omp_set_num_threads(1);
+  omp_team_size = 1;
+}
+
+OneThread::~OneThread() {
+  omp_set_num_threads(previous_);
+  omp_team_size = previous_;
+}
+
 dnnl::stream& stream() {
   size_openmp_team();
   thread_local dnnl::stream instance(engine());
@@ -83,11 +93,6 @@ std::optional<dnnl::memory::data_type> data_type(DType dtype) {
     default:
       return std::nullopt;
   }
-}
-
-Shape channels_last_strides(const Shape& sizes) {
-  const int64_t c = sizes[1], h = sizes[2], w = sizes[3];
-  return {h * w * c, 1, w * c, c};
 }
 
 bool is_channels_last(const Tensor& t) {
@@ -130,10 +135,6 @@ bool has_nchw_images(const Tensor& t) {
 }
 
 }  // namespace
-
-Tensor empty_channels_last(const Shape& sizes, const TensorOptions& options) {
-  return empty_strided(sizes, channels_last_strides(sizes), options);
-}
 
 Tensor to_channels_last(const Tensor& t) {
   if (is_channels_last(t)) return t;
