@@ -86,7 +86,6 @@ TEST_CASE("fp16 and bf16 compression hooks stay within their precision", "[ddp][
 TEST_CASE("under autocast the buckets stay float32 and the compression hooks keep working", "[ddp][hooks][amp]") {
   auto world = comm::init();
   const DeviceType type = rank_device().type;
-  // bf16's 2^-8 in the convolutions and the product, then the hook's rounding.
   for (bool compress : {false, true}) {
     INFO("fp16 compression hook: " << compress);
     parallel::DDPOptions options;
@@ -102,8 +101,14 @@ TEST_CASE("under autocast the buckets stay float32 and the compression hooks kee
       REQUIRE(loss.dtype() == kFloat32);
       loss.backward();
     }
+    // The reference runs under the CPU's bf16 autocast too: both round the same operands to bf16,
+    // so what differs is float32 summation order (and a bf16 activation that rounds the other way
+    // for it) and the hook's float16 rounding of each rank's share.
     expected->zero_grad();
-    for (int r = 0; r < world->size(); ++r) loss_of(*expected, data.shard(r, world->size())).backward();
+    {
+      AutocastGuard autocast(kCPU, kBFloat16);
+      for (int r = 0; r < world->size(); ++r) loss_of(*expected, data.shard(r, world->size())).backward();
+    }
     auto got = ddp->named_parameters(), want = expected->named_parameters();
     for (size_t i = 0; i < got.size(); ++i) {
       INFO(got[i].first);
@@ -112,7 +117,7 @@ TEST_CASE("under autocast the buckets stay float32 and the compression hooks kee
       double scale = reference.abs().amax().item<double>();
       double error = (got[i].second.grad().to(Device(kCPU)) - reference).abs().amax().item<double>();
       INFO("max error " << error << ", scale " << scale);
-      REQUIRE(error <= 0.05 * scale);
+      REQUIRE(error <= (0.02 + (compress ? 1e-3 * world->size() : 0.0)) * scale);
     }
   }
 }
