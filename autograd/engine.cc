@@ -8,6 +8,7 @@
 
 #include "autograd/node.h"
 #include "autograd/saved.h"
+#include "core/autocast.h"
 #include "core/backend.h"
 #include "core/device_check.h"
 #include "core/factory.h"
@@ -199,7 +200,7 @@ class GraphTask {
       rethrow_from(*node, e);
     }
     in_use.unlock();
-    if (!retain_graph_ && !is_accumulator && node->release_once()) {
+    if (!retain_graph_ && !is_accumulator && node->holds_saved_tensors() && node->release_once()) {
       std::unique_lock<std::shared_mutex> freeing(node->use_mutex());
       node->release_saved();
     }
@@ -271,6 +272,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   std::vector<Edge> edges;
   for (const Tensor& root : roots) edges.push_back(gradient_edge(root));
   NoGradGuard no_grad;
+  autocast::Hold no_autocast;  // backward formulas compute in the dtypes the forward saved
   GraphTask task(retain_graph, {});
   task.run(edges, std::move(root_grads));
 }
@@ -290,6 +292,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   std::vector<Edge> edges;
   for (const Tensor& root : outputs) edges.push_back(gradient_edge(root));
   NoGradGuard no_grad;
+  autocast::Hold no_autocast;
   GraphTask task(retain_graph, std::move(captures));
   task.accumulate_ = false;
   task.run(edges, std::move(root_grads));

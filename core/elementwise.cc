@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/autocast.h"
 #include "core/autograd_hooks.h"
 #include "core/backend.h"
 #include "core/device_check.h"
@@ -102,7 +103,36 @@ Tensor scalar_tensor(Scalar value, DType dtype, Device device) {
   return full({}, value, TensorOptions(dtype).device(device));
 }
 
+namespace {
+
+// The unary ops EMBER_AUTOCAST_OPS names.
+std::optional<autocast::Op> autocast_op(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Exp:
+      return autocast::Op::exp;
+    case UnaryOp::Expm1:
+      return autocast::Op::expm1;
+    case UnaryOp::Log:
+      return autocast::Op::log;
+    case UnaryOp::Log1p:
+      return autocast::Op::log1p;
+    case UnaryOp::Reciprocal:
+      return autocast::Op::reciprocal;
+    case UnaryOp::Rsqrt:
+      return autocast::Op::rsqrt;
+    case UnaryOp::PowScalar:
+      return autocast::Op::pow;
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace
+
 Tensor unary(UnaryOp op, const Tensor& x, double a, double b) {
+  if (autocast::active())
+    if (std::optional<autocast::Op> rule = autocast_op(op))
+      if (autocast::Scope cast{*rule, {&x}}) return unary(op, cast[0], a, b);
   if (needs_grad({&x})) return autograd_hooks()->unary(op, x, a, b);
   const char* name = unary_op_name(op);
   EMBER_CHECK(x.dtype() != kBool || op == UnaryOp::Abs || op == UnaryOp::Relu, name,
@@ -217,12 +247,16 @@ Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) {
 
 Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Mul, a, b); }
 Tensor div(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Div, a, b); }
-Tensor pow(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Pow, a, b); }
+Tensor pow(const Tensor& a, const Tensor& b) {
+  if (autocast::Scope cast{autocast::Op::pow, {&a, &b}}) return pow(cast[0], cast[1]);
+  return binary(BinaryOp::Pow, a, b);
+}
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Minimum, a, b); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Maximum, a, b); }
 Tensor add_relu(const Tensor& a, const Tensor& b) { return binary(BinaryOp::AddRelu, a, b); }
 
 Tensor pow(const Tensor& a, Scalar exponent) {
+  if (autocast::Scope cast{autocast::Op::pow, {&a}}) return pow(cast[0], exponent);
   DType dtype = result_type(a, exponent);
   EMBER_CHECK(is_floating(dtype) || exponent.to_int() >= 0,
               "pow: integers to negative integer powers are not "
@@ -274,6 +308,7 @@ bool may_overlap(const Tensor& self, const Tensor& source) {
 template <typename OutOfPlace, typename Direct>
 Tensor& inplace(Tensor& self, std::initializer_list<const Tensor*> inputs, const char* op, bool uses_old_value,
                 OutOfPlace out_of_place, Direct direct) {
+  autocast::Hold no_autocast;  // in-place ops keep self's dtype, as PyTorch's autocast leaves them
   bool grad = false;
   if (autograd_hooks() != nullptr && GradMode::is_enabled()) {
     grad = any_requires_grad(self);

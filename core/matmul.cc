@@ -1,5 +1,6 @@
 // matmul / mm / bmm. Everything funnels into bmm, the one GEMM primitive autograd differentiates;
 // broadcasting and 1-D promotion are views around it.
+#include "core/autocast.h"
 #include "core/autograd_hooks.h"
 #include "core/backend.h"
 #include "core/device_check.h"
@@ -41,6 +42,7 @@ void check_operands(const char* op, const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
+  if (autocast::Scope cast{autocast::Op::bmm, {&a_in, &b_in}}) return bmm(cast[0], cast[1]);
   check_operands("bmm", a_in, b_in);
   if (needs_grad({&a_in, &b_in})) return autograd_hooks()->bmm(a_in, b_in);
   EMBER_CHECK(a_in.dim() == 3, "bmm: batch1 must be a 3D tensor, got shape ", shape_str(a_in.sizes()));
@@ -86,6 +88,7 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor mm(const Tensor& a, const Tensor& b) {
+  if (autocast::Scope cast{autocast::Op::mm, {&a, &b}}) return mm(cast[0], cast[1]);
   check_operands("mm", a, b);
   EMBER_CHECK(a.dim() == 2, "mm: self must be a matrix, got shape ", shape_str(a.sizes()));
   EMBER_CHECK(b.dim() == 2, "mm: mat2 must be a matrix, got shape ", shape_str(b.sizes()));
@@ -95,6 +98,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (autocast::Scope cast{autocast::Op::matmul, {&a, &b}}) return matmul(cast[0], cast[1]);
   // Checked here so that errors name matmul and the caller's shapes, not the mm/bmm it becomes.
   check_operands("matmul", a, b);
   const int64_t da = a.dim(), db = b.dim();

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/autocast.h"
 #include "core/autograd_hooks.h"
 #include "core/backend.h"
 #include "core/factory.h"
@@ -55,6 +56,11 @@ DType reduce_dtype(ReduceOp op, DType in) {
 }  // namespace
 
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, double p) {
+  if (autocast::active() && (op == ReduceOp::Sum || op == ReduceOp::Prod || op == ReduceOp::Norm)) {
+    const autocast::Op rule =
+        op == ReduceOp::Sum ? autocast::Op::sum : (op == ReduceOp::Prod ? autocast::Op::prod : autocast::Op::norm);
+    if (autocast::Scope cast{rule, {&x}}) return reduce(op, cast[0], dims, keepdim, p);
+  }
   if (needs_grad({&x})) return autograd_hooks()->reduce(op, x, dims, keepdim, p);
   const char* name = reduce_op_name(op);
   std::vector<bool> mask = reduced_mask(x, dims, name);
@@ -96,6 +102,8 @@ Tensor standard_deviation(const Tensor& x, const std::vector<int64_t>& dims, int
 }
 
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  if (autocast::Scope cast{autocast::Op::logsumexp, {&x}}) return logsumexp(cast[0], dims, keepdim);
+  autocast::Hold as_one_op;  // PyTorch's logsumexp is one kernel: its exp and sum are not cast apart
   Tensor input = is_floating(x.dtype()) ? x : x.to(kFloat32);
   Tensor shift;
   {

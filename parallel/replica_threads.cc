@@ -1,6 +1,7 @@
 #include "parallel/replica_threads.h"
 
 #include <exception>
+#include <optional>
 
 #include "core/runtime.h"
 #include "core/error.h"
@@ -91,6 +92,7 @@ void ReplicaThreads::run(size_t count, const std::vector<Device>& stream_devices
   Task task;
   task.fn = &fn;
   task.grad_enabled = GradMode::is_enabled();
+  task.autocast = autocast::capture();
   task.count = count;
   for (const Device& d : stream_devices) {
     Stream stream = current_stream(d);
@@ -142,9 +144,11 @@ void ReplicaThreads::run_one(size_t replica) {
   ReplicaContext context{replica, task_.count, device, &rendezvous_};
   const ReplicaContext* outer = this_replica;
   if (caller_runs_first_) this_replica = &context;
+  std::optional<autocast::StateGuard> caller_autocast;
   try {
     if (replica != 0 || !caller_runs_first_) {
       GradMode::set_enabled(task_.grad_enabled);
+      caller_autocast.emplace(task_.autocast);  // autocast is per thread, like grad mode
       // The replica's own device last: set_current_stream also makes its device current.
       for (int own = 0; own < 2; ++own) {
         for (const Stream& stream : task_.streams)

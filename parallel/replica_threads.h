@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/runtime.h"
 #include "core/tensor.h"
 
@@ -92,6 +93,7 @@ class ReplicaThreads {
     const std::function<void(size_t)>* fn = nullptr;
     std::vector<Stream> streams;  // the caller's current ones, taken per run
     bool grad_enabled = true;
+    autocast::State autocast;
     size_t count = 0;
   };
   void work(size_t replica);

@@ -1,6 +1,7 @@
 // Activation functions as free functions (the elementwise kernels and their fused backward live
 // in core), plus dropout and layer_norm, which are compositions of differentiable ops.
 #include "autograd/functional.h"
+#include "core/autocast.h"
 #include "core/device_check.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
@@ -16,6 +17,7 @@ Tensor sigmoid(const Tensor& x) { return x.sigmoid(); }
 Tensor tanh(const Tensor& x) { return x.tanh(); }
 
 Tensor dropout(const Tensor& input, double p, bool training, Generator* generator) {
+  autocast::Hold as_one_op;  // one kernel in PyTorch: its multiply is not autocast's to cast
   EMBER_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability has to be between 0 and 1, but got ", p);
   EMBER_CHECK(is_floating(input.dtype()), "dropout: expected a floating input, got ", dtype_name(input.dtype()));
   if (!training || p == 0.0) return input;
@@ -30,6 +32,9 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator* generato
 
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
+  if (autocast::Scope cast{autocast::Op::layer_norm, {&input, &weight, &bias}})
+    return layer_norm(cast[0], normalized_shape, cast[1], cast[2], eps);
+  autocast::Hold as_one_op;  // where autocast leaves it (the CPU), its reductions keep its dtype
   common_device("layer_norm", {{input, "input"}, {weight, "weight"}, {bias, "bias"}});
   EMBER_CHECK(is_floating(input.dtype()), "layer_norm: expected a floating input, got ", dtype_name(input.dtype()));
   const int64_t k = static_cast<int64_t>(normalized_shape.size());

@@ -3,6 +3,7 @@
 // (per-channel reductions, then the input gradient), which apply ReLU's mask from the saved output.
 #include "autograd/function.h"
 #include "autograd/functional.h"
+#include "core/autocast.h"
 #include "autograd/saved.h"
 #include "core/autograd_hooks.h"
 #include "core/backend.h"
@@ -144,6 +145,8 @@ Tensor batch_norm_maybe_relu(const Tensor& input, const Tensor& running_mean, co
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps,
                   std::shared_ptr<BatchNormStatsReducer> reducer) {
+  // Not autocast's to cast: lower-precision activations with float32 statistics and parameters.
+  autocast::Hold as_one_op;
   return batch_norm_maybe_relu(input, running_mean, running_var, weight, bias, training, momentum, eps,
                                std::move(reducer), false);
 }
@@ -151,6 +154,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
 Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                        const Tensor& bias, bool training, double momentum, double eps,
                        std::shared_ptr<BatchNormStatsReducer> reducer) {
+  autocast::Hold as_one_op;
   return batch_norm_maybe_relu(input, running_mean, running_var, weight, bias, training, momentum, eps,
                                std::move(reducer), true);
 }

@@ -1,6 +1,7 @@
 // conv2d: forward, backward-data and backward-weight, all through the backend's kernel table.
 #include "autograd/function.h"
 #include "autograd/functional.h"
+#include "core/autocast.h"
 #include "autograd/saved.h"
 #include "core/autograd_hooks.h"
 #include "core/backend.h"
@@ -60,6 +61,8 @@ class Conv2dBackward final : public Node {
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Size2 stride, Size2 padding,
               Size2 dilation, int64_t groups) {
+  if (autocast::Scope cast{autocast::Op::conv2d, {&input, &weight, &bias}})
+    return conv2d(cast[0], cast[1], cast[2], stride, padding, dilation, groups);
   common_device("conv2d", {{input, "input"}, {weight, "weight"}, {bias, "bias"}});
   EMBER_CHECK(input.dim() == 4, "conv2d: input must be 4-D [N, C, H, W], got ", shape_str(input.sizes()));
   EMBER_CHECK(weight.dim() == 4, "conv2d: weight must be 4-D [O, C/groups, KH, KW], got ", shape_str(weight.sizes()));

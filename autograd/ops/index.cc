@@ -1,6 +1,7 @@
 // Index ops: gather and scatter_add (each the other's adjoint) and embedding, a row gather.
 #include "autograd/function.h"
 #include "autograd/functional.h"
+#include "core/autocast.h"
 #include "autograd/saved.h"
 #include "core/autograd_hooks.h"
 #include "core/backend.h"
@@ -123,6 +124,8 @@ Tensor gather(const Tensor& input, int64_t dim_in, const Tensor& index) {
 }
 
 Tensor scatter_add(const Tensor& self, int64_t dim_in, const Tensor& index, const Tensor& src) {
+  if (autocast::Scope cast{autocast::Op::scatter_add, {&self, &index, &src}})
+    return scatter_add(cast[0], dim_in, cast[1], cast[2]);
   common_device("scatter_add", {{self, "self"}, {index, "index"}, {src, "src"}});
   int64_t dim = wrap_dim(dim_in, self.dim(), "scatter_add");
   check_index("scatter_add", self, dim, index);
@@ -143,6 +146,7 @@ Tensor scatter_add(const Tensor& self, int64_t dim_in, const Tensor& index, cons
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
+  autocast::Hold as_one_op;
   common_device("embedding", {{weight, "weight"}, {indices, "indices"}});
   EMBER_CHECK(weight.dim() == 2, "embedding: weight must be 2-D [num_embeddings, embedding_dim], got ",
               shape_str(weight.sizes()));

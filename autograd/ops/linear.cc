@@ -1,11 +1,13 @@
 // linear: y = x Wᵀ + b over the last dim of x, composed of matmul and add (their gradients apply).
 #include "autograd/functional.h"
+#include "core/autocast.h"
 #include "core/device_check.h"
 #include "core/ops.h"
 
 namespace ember {
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  if (autocast::Scope cast{autocast::Op::linear, {&input, &weight, &bias}}) return linear(cast[0], cast[1], cast[2]);
   common_device("linear", {{input, "input"}, {weight, "weight"}, {bias, "bias"}});
   EMBER_CHECK(weight.dim() == 2, "linear: weight must be 2-D [out_features, in_features], got ",
               shape_str(weight.sizes()));

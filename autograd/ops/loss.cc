@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/functional.h"
+#include "core/autocast.h"
 #include "core/device_check.h"
 #include "core/factory.h"
 #include "core/ops.h"
@@ -78,12 +79,16 @@ Tensor checked_nll_loss(const char* op, const Tensor& input, const Tensor& targe
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction,
                 int64_t ignore_index) {
+  if (autocast::Scope cast{autocast::Op::nll_loss, {&input, &target, &weight}})
+    return nll_loss(cast[0], cast[1], cast[2], reduction, ignore_index);
   check_classification("nll_loss", input, target, weight);
   return checked_nll_loss("nll_loss", input, target, weight, reduction, ignore_index);
 }
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, Reduction reduction,
                      int64_t ignore_index, double label_smoothing) {
+  if (autocast::Scope cast{autocast::Op::cross_entropy, {&input, &target, &weight}})
+    return cross_entropy(cast[0], cast[1], cast[2], reduction, ignore_index, label_smoothing);
   check_classification("cross_entropy", input, target, weight);
   EMBER_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
               "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
@@ -118,6 +123,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (autocast::Scope cast{autocast::Op::mse_loss, {&input, &target}}) return mse_loss(cast[0], cast[1], reduction);
   common_device("mse_loss", {{input, "input"}, {target, "target"}}, CpuScalars::Allowed);
   EMBER_CHECK(input.sizes() == target.sizes(), "mse_loss: expected input and target of the same shape, got ",
               shape_str(input.sizes()), " and ", shape_str(target.sizes()));
@@ -127,6 +133,8 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight,
                                         const Tensor& pos_weight, Reduction reduction) {
+  if (autocast::Scope cast{autocast::Op::binary_cross_entropy_with_logits, {&input, &target, &weight, &pos_weight}})
+    return binary_cross_entropy_with_logits(cast[0], cast[1], cast[2], cast[3], reduction);
   common_device("binary_cross_entropy_with_logits",
                 {{input, "input"}, {target, "target"}, {weight, "weight"}, {pos_weight, "pos_weight"}},
                 CpuScalars::Allowed);

@@ -1,6 +1,7 @@
 // softmax and log_softmax along a dim, with the backward computed from the forward output.
 #include "autograd/function.h"
 #include "autograd/functional.h"
+#include "core/autocast.h"
 #include "autograd/saved.h"
 #include "core/autograd_hooks.h"
 #include "core/backend.h"
@@ -45,7 +46,13 @@ Tensor softmax_impl(const Tensor& x, int64_t dim_in, bool log) {
 }  // namespace
 }  // namespace autograd
 
-Tensor softmax(const Tensor& x, int64_t dim) { return autograd::softmax_impl(x, dim, false); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return autograd::softmax_impl(x, dim, true); }
+Tensor softmax(const Tensor& x, int64_t dim) {
+  if (autocast::Scope cast{autocast::Op::softmax, {&x}}) return softmax(cast[0], dim);
+  return autograd::softmax_impl(x, dim, false);
+}
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  if (autocast::Scope cast{autocast::Op::log_softmax, {&x}}) return log_softmax(cast[0], dim);
+  return autograd::softmax_impl(x, dim, true);
+}
 
 }  // namespace ember

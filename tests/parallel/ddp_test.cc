@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "comm/init.h"
+#include "core/autocast.h"
 #include "core/ember_core.h"
 #include "models/small.h"
 #include "nn/nn.h"
@@ -78,6 +79,45 @@ TEST_CASE("fp16 and bf16 compression hooks stay within their precision", "[ddp][
       double error = (got[i].second.grad().to(Device(kCPU)) - reference).abs().amax().item<double>();
       INFO(got[i].first << ": max error " << error << ", scale " << scale);
       REQUIRE(error <= tolerance * scale);
+    }
+  }
+}
+
+TEST_CASE("under autocast the buckets stay float32 and the compression hooks keep working", "[ddp][hooks][amp]") {
+  auto world = comm::init();
+  const DeviceType type = rank_device().type;
+  for (bool compress : {false, true}) {
+    INFO("fp16 compression hook: " << compress);
+    parallel::DDPOptions options;
+    options.gradient_as_bucket_view = true;  // the gradients are the buckets' views: their dtype is the bucket's
+    auto ddp = std::make_shared<parallel::DistributedDataParallel>(on_rank_device(make_plain_cnn(7)), world, options);
+    if (compress) ddp->register_comm_hook(parallel::fp16_compress_hook);
+    auto expected = make_plain_cnn(7);
+    Batch data = make_batch(16, 41);
+    ddp->zero_grad();
+    {
+      AutocastGuard autocast(type, kBFloat16);
+      Tensor loss = loss_of(*ddp, data.rank_shard(world->rank(), world->size()));
+      REQUIRE(loss.dtype() == kFloat32);
+      loss.backward();
+    }
+    // The reference runs under the CPU's bf16 autocast too: both round the same operands to bf16,
+    // so what differs is float32 summation order (and a bf16 activation that rounds the other way
+    // for it) and the hook's float16 rounding of each rank's share.
+    expected->zero_grad();
+    {
+      AutocastGuard autocast(kCPU, kBFloat16);
+      for (int r = 0; r < world->size(); ++r) loss_of(*expected, data.shard(r, world->size())).backward();
+    }
+    auto got = ddp->named_parameters(), want = expected->named_parameters();
+    for (size_t i = 0; i < got.size(); ++i) {
+      INFO(got[i].first);
+      REQUIRE(got[i].second.grad().dtype() == kFloat32);
+      Tensor reference = want[i].second.grad() * (1.0 / world->size());
+      double scale = reference.abs().amax().item<double>();
+      double error = (got[i].second.grad().to(Device(kCPU)) - reference).abs().amax().item<double>();
+      INFO("max error " << error << ", scale " << scale);
+      REQUIRE(error <= (0.02 + (compress ? 1e-3 * world->size() : 0.0)) * scale);
     }
   }
 }
