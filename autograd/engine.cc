@@ -200,7 +200,7 @@ class GraphTask {
       rethrow_from(*node, e);
     }
     in_use.unlock();
-    if (!retain_graph_ && !is_accumulator && node->release_once()) {
+    if (!retain_graph_ && !is_accumulator && node->holds_saved_tensors() && node->release_once()) {
       std::unique_lock<std::shared_mutex> freeing(node->use_mutex());
       node->release_saved();
     }

@@ -50,6 +50,11 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual std::vector<Tensor> apply(std::vector<Tensor>&& grads) = 0;
   // Frees what apply() needs, after a backward without retain_graph.
   virtual void release_saved() {}
+  // False for a node that keeps no tensor (a dtype or device conversion): a backward frees nothing
+  // in it, so later passes may run through it again, as PyTorch allows. Autocast's cached casts
+  // need that: every forward under one guard (accumulated gradients, a pipeline's micro-batches)
+  // shares the node of a weight's cast.
+  virtual bool holds_saved_tensors() const { return true; }
 
   uint64_t sequence_nr() const { return sequence_nr_; }
   std::vector<Edge>& next_edges() { return next_edges_; }

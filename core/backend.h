@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "core/conv_params.h"
 #include "core/device.h"
@@ -99,6 +100,9 @@ inline void note(Site& s, const ReduceLoop& l) {
 inline void note(Site& s, const GemmArgs& a) {
   if (!s.has_device) s.device = a.device, s.has_device = true;
   if (!s.has_dtype) s.dtype = a.dtype, s.has_dtype = true;
+}
+inline void note(Site& s, const std::vector<Tensor>& tensors) {
+  for (const Tensor& t : tensors) note(s, t);
 }
 inline void note(Site& s, Device d) {
   if (!s.has_device) s.device = d, s.has_device = true;

@@ -38,7 +38,8 @@ int64_t member_int(const json::Value& object, const char* key, const std::string
 }  // namespace
 
 void save_checkpoint(const std::string& path, const Module& model, const optim::Optimizer* optimizer,
-                     const optim::LRScheduler* scheduler, const TrainingState& state, const Generator* generator) {
+                     const optim::LRScheduler* scheduler, const TrainingState& state, const Generator* generator,
+                     const amp::GradScaler* scaler) {
   NamedTensors tensors = with_prefix(model.state_dict(), kModelPrefix);
   json::Value meta = json::Value::object();
   meta.set("version", json::Value::integer(1));
@@ -59,6 +60,7 @@ void save_checkpoint(const std::string& path, const Module& model, const optim::
     meta.set("optimizer", saved.json);
   }
   if (scheduler) meta.set("scheduler", scheduler->state_dict().json);
+  if (scaler) meta.set("grad_scaler", scaler->state_dict().json);
   if (generator) {
     auto rng = generator->state();
     // As strings: JSON numbers cannot carry every uint64 exactly.
@@ -110,7 +112,7 @@ TrainingState read_training_state(const std::string& path) {
 }
 
 TrainingState load_checkpoint(const std::string& path, Module& model, optim::Optimizer* optimizer,
-                              optim::LRScheduler* scheduler, Generator* generator) {
+                              optim::LRScheduler* scheduler, Generator* generator, amp::GradScaler* scaler) {
   SafetensorsFile file = load_safetensors(path);
   json::Value meta = checkpoint_metadata(file, path);
   // Validate every part before changing anything.
@@ -118,6 +120,7 @@ TrainingState load_checkpoint(const std::string& path, Module& model, optim::Opt
   EMBER_CHECK(!optimizer || meta.find("optimizer"), "load_checkpoint: '", path, "' holds no optimizer state");
   EMBER_CHECK(!scheduler || meta.find("scheduler"), "load_checkpoint: '", path, "' holds no LR-schedule state");
   EMBER_CHECK(!generator || meta.find("rng"), "load_checkpoint: '", path, "' holds no random-generator state");
+  EMBER_CHECK(!scaler || meta.find("grad_scaler"), "load_checkpoint: '", path, "' holds no gradient-scaler state");
   TrainingState state = state_of(meta, path);
 
   model.load_state_dict(model_state, /*strict=*/true);
@@ -131,6 +134,11 @@ TrainingState load_checkpoint(const std::string& path, Module& model, optim::Opt
     optim::StateDict saved;
     saved.json = *meta.find("scheduler");
     scheduler->load_state_dict(saved);
+  }
+  if (scaler) {
+    optim::StateDict saved;
+    saved.json = *meta.find("grad_scaler");
+    scaler->load_state_dict(saved);
   }
   if (generator) {
     const json::Value* rng = meta.find("rng");

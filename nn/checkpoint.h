@@ -1,8 +1,9 @@
 // Training checkpoints: model, optimizer, LR schedule, epoch/step, the random generator, the data
-// loader's position and the kernel decisions in force (core/kernel_select.h) in one safetensors
-// file, written atomically (temp file, fsync, rename) and validated on load. A run resumed from it
-// continues bit for bit: load_checkpoint adopts the decisions, so benchmark mode's trials cannot
-// pick other kernels for the problems the saved run had met.
+// loader's position, the gradient scaler (nn/amp/grad_scaler.h) and the kernel decisions in force
+// (core/kernel_select.h) in one safetensors file, written atomically (temp file, fsync, rename)
+// and validated on load. A run resumed from it continues bit for bit: load_checkpoint adopts the
+// decisions, so benchmark mode's trials cannot pick other kernels for the problems the saved run
+// had met.
 //
 //   nn::TrainingState state{epoch, step, loader.state().epoch, loader.state().batches};
 //   nn::save_checkpoint("ckpt/last.safetensors", *model, &optimizer, &schedule, state);
@@ -15,6 +16,7 @@
 
 #include "core/io/json.h"
 #include "core/random.h"
+#include "nn/amp/grad_scaler.h"
 #include "nn/module.h"
 #include "nn/optim/lr_scheduler.h"
 #include "nn/optim/optimizer.h"
@@ -32,18 +34,19 @@ struct TrainingState {
   std::map<std::string, std::string> kernels;
 };
 
-// `optimizer`, `scheduler` and `generator` may be null (not saved). Model keys are the module's
-// state_dict keys under "model.", optimizer tensors under "optimizer."; the rest is JSON in the
-// header metadata under "ember.checkpoint".
+// `optimizer`, `scheduler`, `generator` and `scaler` may be null (not saved). Model keys are the
+// module's state_dict keys under "model.", optimizer tensors under "optimizer."; the rest is JSON
+// in the header metadata under "ember.checkpoint" (the scaler's state_dict() under "grad_scaler").
 void save_checkpoint(const std::string& path, const Module& model, const optim::Optimizer* optimizer,
                      const optim::LRScheduler* scheduler, const TrainingState& state,
-                     const Generator* generator = &default_generator());
+                     const Generator* generator = &default_generator(), const amp::GradScaler* scaler = nullptr);
 
 // Restores everything given (strictly: every model key must match), adopts the saved kernel
 // decisions (kernel_select::adopt) and returns the state. A file from another run shape
 // (different model, missing optimizer state) raises naming the part, before anything changes.
 TrainingState load_checkpoint(const std::string& path, Module& model, optim::Optimizer* optimizer,
-                              optim::LRScheduler* scheduler, Generator* generator = &default_generator());
+                              optim::LRScheduler* scheduler, Generator* generator = &default_generator(),
+                              amp::GradScaler* scaler = nullptr);
 
 // The epoch/step/loader position and `extra` of a checkpoint, restoring nothing (e.g. to check a
 // run's settings against the ones it was saved with before loading it).

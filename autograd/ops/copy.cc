@@ -14,6 +14,7 @@ class ConvertBackward final : public Node {
   std::string name() const override { return is_clone_ ? "CloneBackward0" : "ToCopyBackward0"; }
   std::string forward_op() const override { return is_clone_ ? "clone" : "to"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override { return {grads[0].to(dtype_).to(device_)}; }
+  bool holds_saved_tensors() const override { return false; }
 
  private:
   DType dtype_;

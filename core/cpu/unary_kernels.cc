@@ -42,6 +42,7 @@ void unary_typed(const StridedLoop& loop, double a, double b) {
 template <typename T>
 void unary_for_type(UnaryOp op, const StridedLoop& loop, double a, double b) {
   switch (op) {
+    // clang-format off: the case macros carry no semicolon, which the formatter cannot line up
 #define EMBER_UNARY_CASE(NAME) \
   case UnaryOp::NAME:          \
     return unary_typed<T, UnaryOp::NAME>(loop, a, b);
@@ -50,12 +51,29 @@ void unary_for_type(UnaryOp op, const StridedLoop& loop, double a, double b) {
     EMBER_UNARY_CASE(Log)
     EMBER_UNARY_CASE(Log1p)
     EMBER_UNARY_CASE(Expm1)
-    EMBER_UNARY_CASE(Sqrt) EMBER_UNARY_CASE(Rsqrt) EMBER_UNARY_CASE(Abs) EMBER_UNARY_CASE(Sign) EMBER_UNARY_CASE(Relu)
-        EMBER_UNARY_CASE(Gelu) EMBER_UNARY_CASE(GeluTanh) EMBER_UNARY_CASE(Silu) EMBER_UNARY_CASE(Sigmoid)
-            EMBER_UNARY_CASE(Tanh) EMBER_UNARY_CASE(Clamp) EMBER_UNARY_CASE(PowScalar) EMBER_UNARY_CASE(LeakyRelu)
-                EMBER_UNARY_CASE(Reciprocal) EMBER_UNARY_CASE(Square) EMBER_UNARY_CASE(Sin) EMBER_UNARY_CASE(Cos)
-                    EMBER_UNARY_CASE(Erf) EMBER_UNARY_CASE(Floor) EMBER_UNARY_CASE(Ceil) EMBER_UNARY_CASE(Round)
+    EMBER_UNARY_CASE(Sqrt)
+    EMBER_UNARY_CASE(Rsqrt)
+    EMBER_UNARY_CASE(Abs)
+    EMBER_UNARY_CASE(Sign)
+    EMBER_UNARY_CASE(Relu)
+    EMBER_UNARY_CASE(Gelu)
+    EMBER_UNARY_CASE(GeluTanh)
+    EMBER_UNARY_CASE(Silu)
+    EMBER_UNARY_CASE(Sigmoid)
+    EMBER_UNARY_CASE(Tanh)
+    EMBER_UNARY_CASE(Clamp)
+    EMBER_UNARY_CASE(PowScalar)
+    EMBER_UNARY_CASE(LeakyRelu)
+    EMBER_UNARY_CASE(Reciprocal)
+    EMBER_UNARY_CASE(Square)
+    EMBER_UNARY_CASE(Sin)
+    EMBER_UNARY_CASE(Cos)
+    EMBER_UNARY_CASE(Erf)
+    EMBER_UNARY_CASE(Floor)
+    EMBER_UNARY_CASE(Ceil)
+    EMBER_UNARY_CASE(Round)
 #undef EMBER_UNARY_CASE
+    // clang-format on
   }
 }
 
@@ -101,6 +119,7 @@ void unary_backward_typed(const StridedLoop& loop, double a, double b) {
 template <typename T>
 void unary_backward_for_type(UnaryOp op, const StridedLoop& loop, double a, double b) {
   switch (op) {
+    // clang-format off: the case macros carry no semicolon, which the formatter cannot line up
 #define EMBER_UNARY_CASE(NAME) \
   case UnaryOp::NAME:          \
     return unary_backward_typed<T, UnaryOp::NAME>(loop, a, b);
@@ -109,12 +128,29 @@ void unary_backward_for_type(UnaryOp op, const StridedLoop& loop, double a, doub
     EMBER_UNARY_CASE(Log)
     EMBER_UNARY_CASE(Log1p)
     EMBER_UNARY_CASE(Expm1)
-    EMBER_UNARY_CASE(Sqrt) EMBER_UNARY_CASE(Rsqrt) EMBER_UNARY_CASE(Abs) EMBER_UNARY_CASE(Sign) EMBER_UNARY_CASE(Relu)
-        EMBER_UNARY_CASE(Gelu) EMBER_UNARY_CASE(GeluTanh) EMBER_UNARY_CASE(Silu) EMBER_UNARY_CASE(Sigmoid)
-            EMBER_UNARY_CASE(Tanh) EMBER_UNARY_CASE(Clamp) EMBER_UNARY_CASE(PowScalar) EMBER_UNARY_CASE(LeakyRelu)
-                EMBER_UNARY_CASE(Reciprocal) EMBER_UNARY_CASE(Square) EMBER_UNARY_CASE(Sin) EMBER_UNARY_CASE(Cos)
-                    EMBER_UNARY_CASE(Erf) EMBER_UNARY_CASE(Floor) EMBER_UNARY_CASE(Ceil) EMBER_UNARY_CASE(Round)
+    EMBER_UNARY_CASE(Sqrt)
+    EMBER_UNARY_CASE(Rsqrt)
+    EMBER_UNARY_CASE(Abs)
+    EMBER_UNARY_CASE(Sign)
+    EMBER_UNARY_CASE(Relu)
+    EMBER_UNARY_CASE(Gelu)
+    EMBER_UNARY_CASE(GeluTanh)
+    EMBER_UNARY_CASE(Silu)
+    EMBER_UNARY_CASE(Sigmoid)
+    EMBER_UNARY_CASE(Tanh)
+    EMBER_UNARY_CASE(Clamp)
+    EMBER_UNARY_CASE(PowScalar)
+    EMBER_UNARY_CASE(LeakyRelu)
+    EMBER_UNARY_CASE(Reciprocal)
+    EMBER_UNARY_CASE(Square)
+    EMBER_UNARY_CASE(Sin)
+    EMBER_UNARY_CASE(Cos)
+    EMBER_UNARY_CASE(Erf)
+    EMBER_UNARY_CASE(Floor)
+    EMBER_UNARY_CASE(Ceil)
+    EMBER_UNARY_CASE(Round)
 #undef EMBER_UNARY_CASE
+    // clang-format on
   }
 }
 

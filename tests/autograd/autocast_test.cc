@@ -259,6 +259,21 @@ TEST_CASE("a weight is cast once per forward, and again after it changes", "[aut
   CHECK(autocast::cached_casts() == 0);
 }
 
+// PyTorch's users accumulate gradients (and a pipeline runs its micro-batches) under one guard: a
+// backward without retain_graph frees the graph, cast weights included, so the next forward must
+// not reuse a cached cast whose backward is gone.
+TEST_CASE("several forwards and backwards under one guard accumulate gradients", "[autocast]") {
+  Tensor w = t({4, 3}).requires_grad_(true);
+  Tensor x = t({2, 3});
+  AutocastGuard guard(kType, kLower);
+  for (int pass = 0; pass < 2; ++pass) linear(x, w).sum().backward();
+  // Each pass adds the column sums of x (computed in the lower precision) to every row.
+  Tensor expected = x.to(kFloat64).sum({0}).expand({4, 3}) * 2.0;
+  CHECK(w.grad().dtype() == kFloat32);
+  CHECK((w.grad().to(kFloat64) - expected).abs().max().item<double>() <=
+        0.02 * expected.abs().max().item<double>() + 1e-3);
+}
+
 TEST_CASE("gradients reach float32 parameters in float32", "[autocast]") {
   manual_seed(3);
   Tensor x = t({4, 2, 6, 6});

@@ -88,18 +88,29 @@ RefTensor ref_per_channel(const std::vector<double>& values, DType dtype) {
 // y = (x - mean) / sqrt(var + eps) * weight + bias, then ReLU.
 RefTensor ref_normalise(const RefTensor& x, const std::vector<double>& mean, const std::vector<double>& var,
                         const RefTensor* weight, const RefTensor* bias, double eps, bool relu) {
-  RefTensor y{x.shape, x.dtype, std::vector<double>(x.values.size())};
+  RefTensor y{x.shape, x.dtype, std::vector<double>(x.values.size()), std::vector<double>(x.values.size())};
   for (int64_t i = 0; i < x.numel(); ++i) {
     const int64_t c = channel_of(x.shape, i);
-    double v = (x.values[i] - mean[c]) / std::sqrt(var[c] + eps);
-    if (weight) v *= weight->values[c];
-    if (bias) v += bias->values[c];
+    const double invstd = 1 / std::sqrt(var[c] + eps);
+    double v = (x.values[i] - mean[c]) * invstd;
+    // Kernels compute x * scale + shift in float32, which cancels where x is near the mean: the
+    // rounding is relative to the parts, not to their (possibly zero) difference.
+    double m = (std::fabs(x.values[i]) + std::fabs(mean[c])) * invstd;
+    if (weight) {
+      v *= weight->values[c];
+      m *= std::fabs(weight->values[c]);
+    }
+    if (bias) {
+      v += bias->values[c];
+      m += std::fabs(bias->values[c]);
+    }
     y.values[i] = relu && v < 0 ? 0.0 : v;
+    y.magnitude[i] = m;
   }
   return y;
 }
 
-// Which of batch norm's optional parts a case has. `mixed`: autocast's batch norm, bf16 activations
+// Which of batch norm's optional parts a case has. `mixed`: autocast's batch norm, bf16 or f16 activations
 // with float32 running statistics, weight and bias, on channel counts that leave the vector loops
 // partial vectors (16 lanes or 8) and planes longer than their blocks.
 struct BatchNormForm {
@@ -126,7 +137,7 @@ OpCase batch_norm_case(const BatchNormForm& f) {
   OpCase c;
   c.name = f.name;
   c.ops = {f.relu ? "batch_norm_relu" : "batch_norm"};
-  c.dtypes = f.mixed ? std::vector<DType>{kBFloat16} : kFloatingDTypes;
+  c.dtypes = f.mixed ? std::vector<DType>{kBFloat16, kFloat16} : kFloatingDTypes;
   const bool running = f.running || !f.training;
   const std::optional<DType> per_channel_dtype = f.mixed ? std::optional<DType>(kFloat32) : std::nullopt;
   c.inputs = {InputSpec{{-2.0, 2.0}}};
@@ -168,9 +179,17 @@ OpCase batch_norm_case(const BatchNormForm& f) {
     if (f.running) {
       const double count = static_cast<double>(x.numel() / x.shape[1]);
       RefTensor new_mean = *running_mean, new_var = *running_var;
+      // Each term rounds apart in a 16-bit dtype before they add, and they may cancel.
+      new_mean.magnitude.resize(mean.size());
+      new_var.magnitude.resize(mean.size());
       for (size_t ch = 0; ch < mean.size(); ++ch) {
-        new_mean.values[ch] = (1 - kMomentum) * running_mean->values[ch] + kMomentum * mean[ch];
-        new_var.values[ch] = (1 - kMomentum) * running_var->values[ch] + kMomentum * var[ch] * count / (count - 1);
+        const double old_mean = (1 - kMomentum) * running_mean->values[ch], batch_mean = kMomentum * mean[ch];
+        const double old_var = (1 - kMomentum) * running_var->values[ch];
+        const double batch_var = kMomentum * var[ch] * count / (count - 1);
+        new_mean.values[ch] = old_mean + batch_mean;
+        new_var.values[ch] = old_var + batch_var;
+        new_mean.magnitude[ch] = std::fabs(old_mean) + std::fabs(batch_mean);
+        new_var.magnitude[ch] = std::fabs(old_var) + std::fabs(batch_var);
       }
       out.push_back(new_mean);
       out.push_back(new_var);
@@ -315,7 +334,8 @@ OpCase batch_norm_mixed_backward_case(const std::string& name, bool relu) {
     const RefTensor y = ref_normalise(x, mean, var, &weight, &bias, kEps, relu);
     const int64_t channels = x.shape[1];
     const double count = static_cast<double>(x.numel() / channels);
-    std::vector<double> sum_g(channels, 0.0), sum_g_xhat(channels, 0.0);
+    std::vector<double> sum_g(channels, 0.0), sum_g_xhat(channels, 0.0), abs_g(channels, 0.0),
+        abs_g_xhat(channels, 0.0);
     auto g_at = [&](int64_t i) { return relu && !(y.values[i] > 0) ? 0.0 : dy.values[i]; };
     auto xhat_at = [&](int64_t i) {
       const int64_t ch = channel_of(x.shape, i);
@@ -324,12 +344,17 @@ OpCase batch_norm_mixed_backward_case(const std::string& name, bool relu) {
     for (int64_t i = 0; i < x.numel(); ++i) {
       sum_g[channel_of(x.shape, i)] += g_at(i);
       sum_g_xhat[channel_of(x.shape, i)] += g_at(i) * xhat_at(i);
+      abs_g[channel_of(x.shape, i)] += std::fabs(g_at(i));
+      abs_g_xhat[channel_of(x.shape, i)] += std::fabs(g_at(i) * xhat_at(i));
     }
-    RefTensor dx{x.shape, kBFloat16, std::vector<double>(x.values.size())};
+    // The float32 sums cancel: dx's rounding is relative to the sums' terms, not to its value.
+    RefTensor dx{x.shape, kBFloat16, std::vector<double>(x.values.size()), std::vector<double>(x.values.size())};
     for (int64_t i = 0; i < x.numel(); ++i) {
       const int64_t ch = channel_of(x.shape, i);
-      dx.values[i] = (g_at(i) - sum_g[ch] / count - xhat_at(i) * sum_g_xhat[ch] / count) * weight.values[ch] /
-                     std::sqrt(var[ch] + kEps);
+      const double scale = weight.values[ch] / std::sqrt(var[ch] + kEps);
+      dx.values[i] = (g_at(i) - sum_g[ch] / count - xhat_at(i) * sum_g_xhat[ch] / count) * scale;
+      dx.magnitude[i] =
+          (std::fabs(g_at(i)) + abs_g[ch] / count + std::fabs(xhat_at(i)) * abs_g_xhat[ch] / count) * std::fabs(scale);
     }
     return Refs{dx, ref_per_channel(sum_g_xhat, kFloat32), ref_per_channel(sum_g, kFloat32)};
   };
@@ -458,9 +483,9 @@ std::vector<OpCase> normalization_cases() {
       {"batch_norm_eval", false, false, true, true, true},
       {"batch_norm_relu_eval", false, true, true, true, true},
       {"batch_norm_eval_no_affine", false, false, false, false, true},
-      {"batch_norm_bf16_float32_params_train", true, false, true, true, true, true},
-      {"batch_norm_relu_bf16_float32_params_train", true, true, true, true, true, true},
-      {"batch_norm_relu_bf16_float32_params_eval", false, true, true, true, true, true},
+      {"batch_norm_16bit_float32_params_train", true, false, true, true, true, true},
+      {"batch_norm_relu_16bit_float32_params_train", true, true, true, true, true, true},
+      {"batch_norm_relu_16bit_float32_params_eval", false, true, true, true, true, true},
   };
   for (const BatchNormForm& f : forms) cases.push_back(batch_norm_case(f));
   cases.push_back(batch_norm_mixed_backward_case("batch_norm_bf16_float32_params_backward", false));

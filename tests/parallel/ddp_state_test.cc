@@ -1,16 +1,22 @@
 // DDP's state and buffers under mpirun: rank 0's checkpoint of a trained DDP model restores a
 // bare single-process model (same outputs, no "module." keys); broadcast_buffers=false leaves
 // each rank's BatchNorm statistics alone; SyncBatchNorm inside DDP trains like BatchNorm on the
-// whole batch in one process. DDP models run on rank_device(); bare and reference models on the CPU.
+// whole batch in one process; a GradScaler bound to DDP skips on every rank when one rank's
+// gradients overflow, and its no_sync accumulation trains like one process. DDP models run on
+// rank_device(); bare and reference models on the CPU.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <limits>
+#include <optional>
 
 #include "comm/init.h"
 #include "core/ember_core.h"
+#include "nn/amp/grad_scaler.h"
 #include "nn/checkpoint.h"
 #include "nn/optim/sgd.h"
 #include "parallel/ddp.h"
+#include "parallel/grad_scaler_sync.h"
 #include "parallel/sync_batch_norm.h"
 #include "tests/parallel/ddp_helpers.h"
 
@@ -145,4 +151,76 @@ TEST_CASE("SyncBatchNorm inside DDP trains like batch norm on the whole batch", 
   auto got = ddp->named_buffers(), want = expected->named_buffers();
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) require_close(got[i].second, want[i].second, 1e-4, got[i].first);
+}
+
+TEST_CASE("a GradScaler bound to DDP skips on every rank when one rank's unsynced grads overflow", "[ddp][amp]") {
+  auto world = comm::init();
+  if (world->size() < 2) return;
+  auto ddp = std::make_shared<parallel::DistributedDataParallel>(on_rank_device(make_mlp(5)), world);
+  optim::SGD optimizer(ddp->parameters(), optim::SGDOptions(0.1));
+  amp::GradScaler scaler;
+  parallel::sync_grad_scaler(scaler, *ddp);
+  Batch data = make_batch(8, 31);
+  // Accumulated under no_sync, the gradients stay each rank's own; the last rank's overflows.
+  {
+    auto guard = ddp->no_sync();
+    scaler.scale(loss_of(*ddp, data.rank_shard(world->rank(), world->size()))).backward();
+  }
+  if (world->rank() == world->size() - 1) {
+    NoGradGuard no_grad;
+    ddp->parameters()[1].grad().narrow(0, 3, 1).fill_(std::numeric_limits<double>::infinity());
+  }
+  std::vector<Tensor> before;
+  for (const Tensor& p : ddp->parameters()) before.push_back(p.clone());
+  REQUIRE_FALSE(scaler.step(optimizer));
+  scaler.update();
+  REQUIRE(scaler.get_scale() == 32768.0f);
+  for (size_t i = 0; i < before.size(); ++i)
+    REQUIRE((ddp->parameters()[i] - before[i]).abs().amax().item<double>() == 0.0);
+  // The next, synced step is clean everywhere and taken everywhere.
+  optimizer.zero_grad();
+  scaler.scale(loss_of(*ddp, data.rank_shard(world->rank(), world->size()))).backward();
+  REQUIRE(scaler.step(optimizer));
+  scaler.update();
+  for (const Tensor& p : ddp->parameters()) REQUIRE(same_on_every_rank(*world, p));
+}
+
+TEST_CASE("no_sync accumulation under a GradScaler trains like one process, skips included", "[ddp][amp]") {
+  auto world = comm::init();
+  const int ranks = world->size(), rank = world->rank();
+  auto ddp = std::make_shared<parallel::DistributedDataParallel>(on_rank_device(make_mlp(6)), world);
+  auto expected = make_mlp(6);
+  optim::SGD optimizer(ddp->parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  optim::SGD expected_optimizer(expected->parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  const amp::GradScalerOptions options = amp::GradScalerOptions().growth_interval(1);
+  amp::GradScaler scaler(options), expected_scaler(options);
+  parallel::sync_grad_scaler(scaler, *ddp);
+  constexpr int kMicro = 2;
+  for (int step = 0; step < 3; ++step) {
+    INFO("step " << step);
+    optimizer.zero_grad();
+    expected_optimizer.zero_grad();
+    for (int micro = 0; micro < kMicro; ++micro) {
+      Batch batch = make_batch(8, 40 + step * kMicro + micro);
+      // Step 1: an inf in rank 0's shard of a micro-batch inside no_sync; the synced backward
+      // carries it to every rank, as one process meets it in its batch.
+      if (step == 1 && micro == 0) batch.x.select(0, 0).fill_(std::numeric_limits<double>::infinity());
+      {
+        std::optional<parallel::DistributedDataParallel::NoSync> guard;
+        if (micro < kMicro - 1) guard.emplace(*ddp);
+        scaler.scale(loss_of(*ddp, batch.rank_shard(rank, ranks)) * (1.0 / kMicro)).backward();
+      }
+      for (int r = 0; r < ranks; ++r)
+        expected_scaler.scale(loss_of(*expected, batch.shard(r, ranks)) * (1.0 / (kMicro * ranks))).backward();
+    }
+    const bool stepped = scaler.step(optimizer);
+    REQUIRE(stepped == (step != 1));
+    REQUIRE(expected_scaler.step(expected_optimizer) == stepped);
+    scaler.update();
+    expected_scaler.update();
+    REQUIRE(scaler.get_scale() == expected_scaler.get_scale());
+    REQUIRE(scaler.growth_tracker() == expected_scaler.growth_tracker());
+    require_same_parameters(*ddp, *expected, 1e-5);
+  }
+  REQUIRE(scaler.get_scale() == 131072.0f);  // doubled after steps 0 and 2, halved at step 1
 }

@@ -6,6 +6,8 @@
 //      and backward (data + weight) through Ember's kernel table, next to cuDNN through PyTorch.
 //   3. Training images/s and MFU of ResNet-50 (ImageNet stem, 224x224) and ResNet-18 (CIFAR stem,
 //      32x32), next to PyTorch eager (tools/bench/pytorch_gpu.py) with the same TF32 setting.
+//   4. ResNet-50 in mixed precision: the forward and the loss under autocast to float16 with a
+//      GradScaler, and to bfloat16 without one, next to PyTorch AMP written the same way.
 //
 //   tools/bench/gpu_pack              builds it for --config=cuda and packs it for the GPU host
 //   gpu [--quick] [--tf32] [--steps=N] ...       (--help lists the flags)
@@ -14,7 +16,8 @@
 // counted per image by routing one forward through a recording copy of the CPU kernel table. A
 // training step is 3x the forward (backward-data and backward-weight each cost one; the stem's
 // backward-data, never run, is counted as MFU conventionally does). MFU = FLOPs per image x
-// images/s / the datasheet peak of the precision in use (float32 without TF32, TF32 with it).
+// images/s / the datasheet peak of the precision in use (float32 without TF32, TF32 with it; the
+// 16-bit tensor-core peak for mixed precision, float16's being bfloat16's on the parts listed).
 // Times come from CUDA events around many calls or steps, after warm-up.
 #include <algorithm>
 #include <cmath>
@@ -28,12 +31,14 @@
 #include <vector>
 
 #include "autograd/functional.h"
+#include "core/autocast.h"
 #include "core/backend.h"
 #include "core/ember_core.h"
 #include "cuda/api.h"
 #include "cuda/blas.h"
 #include "cuda/device_properties.h"
 #include "models/zoo.h"
+#include "nn/amp/grad_scaler.h"
 #include "nn/nn.h"
 #include "nn/optim/sgd.h"
 #include "tools/bench/census.h"
@@ -60,7 +65,7 @@ struct Flags {
   int steps = 20, warmup = 5;
   double min_seconds = 0.25;  // per GEMM or convolution measurement, over all its timed runs
   bool tf32 = false;
-  bool gemm = true, conv = true, models = true, torch = true;
+  bool gemm = true, conv = true, models = true, amp = true, torch = true;
   std::string python = "python3";
   std::string torch_script = "tools/bench/pytorch_gpu.py";
 };
@@ -76,7 +81,9 @@ const char* kUsage = R"(usage: gpu [flags]
   --steps=N --warmup=N  timed and untimed training steps (default 20, 5)
   --min-seconds=S       time per GEMM or convolution measurement (default 0.25)
   --tf32[=0|1]          TF32 for the convolution and model sections (default 0; GEMM runs both)
-  --no-gemm --no-conv --no-models --no-torch     skip a section or the PyTorch yardstick
+  --no-gemm --no-conv --no-models --no-amp --no-torch
+                        skip a section (--no-amp: ResNet-50's fp16 and bf16 autocast runs) or
+                        the PyTorch yardstick
   --python=COMMAND      how to start the yardstick's interpreter, a shell command prefix
                         (default python3; run_gpu.sh passes "env LD_LIBRARY_PATH=... python3")
   --torch-script=PATH   the yardstick (default tools/bench/pytorch_gpu.py, from the runfiles)
@@ -134,6 +141,8 @@ std::optional<Flags> parse_flags(int argc, char** argv) {
       f.conv = false;
     else if (key == "--no-models")
       f.models = false;
+    else if (key == "--no-amp")
+      f.amp = false;
     else if (key == "--no-torch")
       f.torch = false;
     else if (key == "--python")
@@ -299,26 +308,53 @@ PassTimes time_conv(const ConvShape& s, int64_t batch, double min_seconds) {
 
 // ---- 3. training steps ----
 
-double training_images_per_second(nn::Module& model, int64_t batch, int64_t image_size, int64_t classes,
-                                  const Flags& f) {
+// Float32, or the forward and the loss under autocast: float16 with a GradScaler (PyTorch's AMP
+// recipe), bfloat16 without one.
+enum class Precision { Float32, Float16, BFloat16 };
+
+struct TrainingRate {
+  double ips = kNaN;
+  int skipped = 0;  // timed steps the gradient scaler skipped for an inf or NaN gradient
+};
+
+TrainingRate training_rate(nn::Module& model, int64_t batch, int64_t image_size, int64_t classes, const Flags& f,
+                           Precision precision = Precision::Float32) {
   const Device gpu = Device::cuda(0);
   model.to(gpu);
   model.train();
   const Tensor images = randn({batch, 3, image_size, image_size}, TensorOptions(gpu));
   const Tensor labels = randint(0, classes, {batch}, TensorOptions(kInt64).device(gpu));
   optim::SGD optimizer(model.parameters(), optim::SGDOptions(0.1).momentum(0.9).weight_decay(5e-4));
+  std::optional<amp::GradScaler> scaler;
+  if (precision == Precision::Float16) scaler.emplace();
+  // Whether the optimizer stepped.
   auto step = [&] {
     optimizer.zero_grad();
-    cross_entropy(model.forward(images), labels).backward();
-    optimizer.step();
+    Tensor loss;
+    {
+      AutocastGuard autocast(kCUDA, precision == Precision::BFloat16 ? kBFloat16 : kFloat16,
+                             precision != Precision::Float32);
+      loss = cross_entropy(model.forward(images), labels);
+    }
+    if (!scaler) {
+      loss.backward();
+      optimizer.step();
+      return true;
+    }
+    scaler->scale(loss).backward();
+    const bool stepped = scaler->step(optimizer);
+    scaler->update();
+    return stepped;
   };
   for (int i = 0; i < f.warmup; ++i) step();
+  TrainingRate rate;
   cuda::Event start(true), end(true);
   start.record();
-  for (int i = 0; i < f.steps; ++i) step();
+  for (int i = 0; i < f.steps; ++i) rate.skipped += step() ? 0 : 1;
   end.record();
   end.synchronize();
-  return batch * f.steps / (start.elapsed_ms(end) * 1e-3);
+  rate.ips = batch * f.steps / (start.elapsed_ms(end) * 1e-3);
+  return rate;
 }
 
 // ---- 4. the PyTorch yardstick ----
@@ -330,7 +366,7 @@ TorchResults run_torch(const Flags& f, const std::vector<ConvShape>& convs) {
   args << "--tf32 " << f.tf32 << " --convs " << bench::shell_quote(specs) << " --conv-batch " << f.conv_batch
        << " --min-seconds " << f.min_seconds << " --batch50 " << f.batch50 << " --batch18 " << f.batch18
        << " --image-size " << f.image_size << " --cifar-size " << f.cifar_size << " --steps " << f.steps << " --warmup "
-       << f.warmup << (f.models ? "" : " --no-models");
+       << f.warmup << (f.models ? "" : " --no-models") << (f.models && f.amp ? " --amp 1" : "");
   return bench::run_pytorch(f.python, f.torch_script, args.str());
 }
 
@@ -342,6 +378,8 @@ struct ModelRun {
   double step_flops_per_image = kNaN;
   double ips = kNaN;
   std::string error;
+  Precision precision = Precision::Float32;
+  int skipped = 0;
 };
 
 void print_conv_table(const std::vector<ConvShape>& convs, const std::vector<PassTimes>& ember, const TorchResults& t,
@@ -386,6 +424,28 @@ void print_model_table(const std::vector<ModelRun>& runs, const TorchResults& t,
     std::printf("PyTorch: unavailable (%s); vs_torch = nan\n", t.unavailable.c_str());
   else
     std::printf("PyTorch %s: the faster of NCHW and channels_last\n", t.version.c_str());
+}
+
+// ResNet-50's mixed-precision runs next to PyTorch AMP's and next to Ember's own float32 step.
+void print_amp_table(const ModelRun& float32, const std::vector<ModelRun>& runs, const TorchResults& t,
+                     double peak16_tflops, int steps) {
+  std::printf(
+      "\nResNet-50 mixed precision (forward and loss under autocast), batch %lld; MFU against the 16-bit tensor-core "
+      "peak; vs_f32 = over Ember's float32 step above\n",
+      static_cast<long long>(float32.batch));
+  std::printf("%-28s %11s %9s %7s %13s %11s %9s\n", "precision", "Ember img/s", "Ember MFU", "vs_f32", "PyTorch img/s",
+              "PyTorch MFU", "vs_torch");
+  for (const ModelRun& m : runs) {
+    const double theirs = m.precision == Precision::Float16 ? t.resnet50_fp16_ips : t.resnet50_bf16_ips;
+    const double mfu = m.step_flops_per_image * m.ips / (peak16_tflops * 1e12);
+    const double torch_mfu = m.step_flops_per_image * theirs / (peak16_tflops * 1e12);
+    std::printf("%-28s %11.1f %8.1f%% %7.3f %13.1f %10.1f%% %9.3f\n", m.label.c_str(), m.ips, 100 * mfu,
+                m.ips / float32.ips, theirs, 100 * torch_mfu, m.ips / theirs);
+    if (m.skipped > 0)
+      std::printf("  the scaler skipped %d of the %d timed steps (an inf or NaN gradient: no optimizer step)\n",
+                  m.skipped, steps);
+    if (!m.error.empty()) std::printf("  %s failed: %s\n", m.label.c_str(), m.error.c_str());
+  }
 }
 
 }  // namespace
@@ -461,7 +521,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       try {
         nn::Module& model = run.name == "resnet50" ? *resnet50 : *resnet18;
-        run.ips = training_images_per_second(model, run.batch, run.image_size, run.classes, f);
+        run.ips = training_rate(model, run.batch, run.image_size, run.classes, f).ips;
       } catch (const std::exception& e) {
         run.error = e.what();
       }
@@ -472,6 +532,32 @@ int main(int argc, char** argv) {
   resnet18.reset();
   cuda::empty_cache();
 
+  // A fresh model for each, as the yardstick makes one per run: weights a float32 run has trained
+  // on random labels could overflow float16 where fresh ones do not.
+  std::vector<ModelRun> amp_runs = {
+      {"resnet50", "fp16 autocast + GradScaler", f.batch50, f.image_size, 1000, runs[0].step_flops_per_image},
+      {"resnet50", "bf16 autocast", f.batch50, f.image_size, 1000, runs[0].step_flops_per_image},
+  };
+  amp_runs[0].precision = Precision::Float16;
+  amp_runs[1].precision = Precision::BFloat16;
+  if (f.models && f.amp) {
+    for (ModelRun& run : amp_runs) {
+      std::printf("training resnet50 with %s, batch %lld, %d + %d steps...\n", run.label.c_str(),
+                  static_cast<long long>(run.batch), f.warmup, f.steps);
+      std::fflush(stdout);
+      try {
+        manual_seed(0);
+        auto model = models::make_model("resnet50", 3, f.image_size, 1000);
+        const TrainingRate rate = training_rate(*model, run.batch, run.image_size, run.classes, f, run.precision);
+        run.ips = rate.ips;
+        run.skipped = rate.skipped;
+      } catch (const std::exception& e) {
+        run.error = e.what();
+      }
+      cuda::empty_cache();
+    }
+  }
+
   TorchResults torch;
   if (!f.torch)
     torch.unavailable = "skipped (--no-torch)";
@@ -481,13 +567,18 @@ int main(int argc, char** argv) {
   const double model_peak = peak ? (f.tf32 ? peak->tf32 : peak->fp32) : kNaN;
   if (f.conv) print_conv_table(census50.convs, conv_times, torch, f.conv_batch);
   if (f.models) print_model_table(runs, torch, model_peak, f.tf32);
+  if (f.models && f.amp) print_amp_table(runs[0], amp_runs, torch, peak ? peak->bf16 : kNaN, f.steps);
 
   const ModelRun& r50 = runs[0];
   const ModelRun& r18 = runs[1];
+  const ModelRun& fp16 = amp_runs[0];
+  const ModelRun& bf16 = amp_runs[1];
   std::printf(
       "bench gpu: resnet50_ips=%.1f vs_torch=%.3f gemm_vs_cublas=%.3f resnet50_mfu=%.3f resnet18_ips=%.1f "
-      "resnet18_vs_torch=%.3f tf32=%d\n",
+      "resnet18_vs_torch=%.3f tf32=%d resnet50_fp16_ips=%.1f resnet50_fp16_vs_torch=%.3f resnet50_bf16_ips=%.1f "
+      "resnet50_bf16_vs_torch=%.3f\n",
       r50.ips, r50.ips / torch.resnet50_ips, gemm_vs_cublas, r50.step_flops_per_image * r50.ips / (model_peak * 1e12),
-      r18.ips, r18.ips / torch.resnet18_ips, f.tf32 ? 1 : 0);
+      r18.ips, r18.ips / torch.resnet18_ips, f.tf32 ? 1 : 0, fp16.ips, fp16.ips / torch.resnet50_fp16_ips, bf16.ips,
+      bf16.ips / torch.resnet50_bf16_ips);
   return 0;
 }

@@ -70,6 +70,8 @@ TorchResults run_pytorch(const std::string& python, const std::string& script, c
     r.version = word_after(summary, "torch");
     r.resnet50_ips = value_of(summary, "resnet50_ips");
     r.resnet18_ips = value_of(summary, "resnet18_ips");
+    r.resnet50_fp16_ips = value_of(summary, "resnet50_fp16_ips");
+    r.resnet50_bf16_ips = value_of(summary, "resnet50_bf16_ips");
   } else if (const std::string prefix = "pytorch_gpu: unavailable: "; starts_with(last, prefix)) {
     r.unavailable = last.substr(prefix.size());
   } else if (code == 127) {

@@ -19,6 +19,7 @@ struct TorchResults {
   std::string version;
   std::map<std::string, PassTimes> convs;  // by ConvShape::spec()
   double resnet50_ips = std::nan(""), resnet18_ips = std::nan("");
+  double resnet50_fp16_ips = std::nan(""), resnet50_bf16_ips = std::nan("");  // AMP (--amp 1)
 };
 
 // `python` is a shell command prefix ("python3", "env -u LD_LIBRARY_PATH python3"); `arguments`

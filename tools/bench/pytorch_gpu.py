@@ -7,6 +7,9 @@ The bench runs this script with its own settings and reads its stdout:
     models/resnet.cc builds them: a training step (forward, cross-entropy, backward, SGD with
     momentum 0.9, weight decay 5e-4) on synthetic data, images/s over --steps steps after
     --warmup, best of NCHW and channels_last;
+  - with --amp 1, ResNet-50's step again in mixed precision as PyTorch's AMP recipe writes it: the
+    forward and the loss under torch.autocast("cuda", float16) with a GradScaler (scale, step,
+    update), and under torch.autocast("cuda", bfloat16) without one; best of both layouts;
   - TF32 for matmuls and cuDNN convolutions both set from --tf32, as Ember's one switch covers both.
 cudnn.benchmark is on: the yardstick is PyTorch at its usual training setting.
 
@@ -14,7 +17,8 @@ cudnn.benchmark is on: the yardstick is PyTorch at its usual training setting.
 Protocol (one record per line):
     conv C:O:K:S:P:H:W:G fwd_ms=X bwd_ms=Y     (G = 1 when the input gradient is computed)
     model NAME layout=nchw|channels_last ips=X
-    bench pytorch_gpu: torch=VERSION resnet50_ips=X resnet18_ips=Y
+    model resnet50 amp=fp16|bf16 layout=nchw|channels_last ips=X
+    bench pytorch_gpu: torch=VERSION resnet50_ips=X resnet18_ips=Y resnet50_fp16_ips=F resnet50_bf16_ips=B
 or, without torch or a CUDA device, `pytorch_gpu: unavailable: REASON` and exit status 3.
 """
 import argparse
@@ -116,7 +120,16 @@ def time_convs(specs, batch, min_seconds):
         del x, weight, dy
 
 
-def images_per_second(make_model, batch, size, classes, channels_last, warmup, steps):
+def make_grad_scaler():
+    """torch.amp.GradScaler("cuda") where it exists (2.3 and later), else torch.cuda.amp's."""
+    try:
+        return torch.amp.GradScaler("cuda")
+    except (AttributeError, TypeError):
+        return torch.cuda.amp.GradScaler()
+
+
+def images_per_second(make_model, batch, size, classes, channels_last, warmup, steps, amp=None):
+    """amp: None (float32), "fp16" (autocast and a GradScaler) or "bf16" (autocast alone)."""
     torch.manual_seed(0)
     model = make_model().cuda()
     images = torch.randn(batch, 3, size, size, device="cuda")
@@ -126,10 +139,20 @@ def images_per_second(make_model, batch, size, classes, channels_last, warmup, s
         images = images.contiguous(memory_format=torch.channels_last)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
 
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(amp)
+    scaler = make_grad_scaler() if amp == "fp16" else None
+
     def step():
         optimizer.zero_grad(set_to_none=True)
-        F.cross_entropy(model(images), labels).backward()
-        optimizer.step()
+        with torch.autocast("cuda", dtype=dtype, enabled=dtype is not None):
+            loss = F.cross_entropy(model(images), labels)
+        if scaler is None:
+            loss.backward()
+            optimizer.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
 
     for _ in range(warmup):
         step()
@@ -155,6 +178,7 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--no-models", action="store_true")
+    parser.add_argument("--amp", type=int, default=0, help="also ResNet-50 under fp16 and bf16 autocast")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print(f"pytorch_gpu: unavailable: torch {torch.__version__} sees no CUDA device")
@@ -184,8 +208,19 @@ def main():
                 rates.append(ips)
                 torch.cuda.empty_cache()
             best[name] = max(rates)
+        if args.amp:
+            for amp in ("fp16", "bf16"):
+                rates = []
+                for layout in ("nchw", "channels_last"):
+                    ips = images_per_second(ResNet50, args.batch50, args.image_size, 1000, layout == "channels_last",
+                                            args.warmup, args.steps, amp)
+                    print(f"model resnet50 amp={amp} layout={layout} ips={ips:.1f}", flush=True)
+                    rates.append(ips)
+                    torch.cuda.empty_cache()
+                best["resnet50_" + amp] = max(rates)
     print(f"bench pytorch_gpu: torch={torch.__version__} resnet50_ips={best['resnet50']:.1f} "
-          f"resnet18_ips={best['resnet18']:.1f}")
+          f"resnet18_ips={best['resnet18']:.1f} resnet50_fp16_ips={best.get('resnet50_fp16', float('nan')):.1f} "
+          f"resnet50_bf16_ips={best.get('resnet50_bf16', float('nan')):.1f}")
 
 
 if __name__ == "__main__":

@@ -62,10 +62,17 @@ json::Value run_settings(const TrainConfig& config, int64_t steps_per_epoch) {
   return run;
 }
 
-// Fails naming the flags when `path` was saved by a run whose schedule settings differ from this
-// one's (before, the scheduler's own load failed, or silently kept the saved length).
+// Fails naming the flags when `path` was saved by a run whose --amp or schedule settings differ
+// from this one's (before, the scheduler's own load failed, or silently kept the saved length).
 void check_resume_settings(const std::string& path, const TrainConfig& config, int64_t steps_per_epoch) {
   const nn::TrainingState saved = nn::read_training_state(path);
+  // A float16 run's checkpoint holds its gradient scaler, which no other run has or expects; and
+  // a resumed run that changed precision would not continue the saved one.
+  const json::Value* amp = saved.extra.find("amp");
+  const std::string saved_amp = amp && amp->is_string() ? amp->as_string() : "off";
+  EMBER_CHECK(saved_amp == config.amp, "--resume ", path, ": the checkpoint was saved by a run with --amp ", saved_amp,
+              ", this run has --amp ", config.amp, "; resume with --amp ", saved_amp,
+              ", or start a new run without --resume");
   const json::Value* run = saved.extra.find("run");
   if (!run) return;  // a checkpoint from before run settings were saved: the load checks what it can
   const json::Value mine = run_settings(config, steps_per_epoch);

@@ -18,7 +18,8 @@ std::string latest_checkpoint(const std::string& dir);
 // The settings that shape a run's learning-rate schedule, saved with every checkpoint: the
 // schedule spans the whole run, so a resumed run must have the same ones.
 json::Value run_settings(const TrainConfig& config, int64_t steps_per_epoch);
-// Fails naming the flags when `path` was saved by a run whose schedule settings differ.
+// Fails naming the flags when `path` was saved by a run whose schedule settings or --amp differ
+// (a checkpoint without an "amp" entry was saved in float32: --amp off).
 void check_resume_settings(const std::string& path, const TrainConfig& config, int64_t steps_per_epoch);
 // Keeps the newest `keep` epoch checkpoints: removes every epoch-N file in `dir` with N at or
 // below current_epoch - keep, including ones left by earlier runs in the same directory.

@@ -224,6 +224,26 @@ void resolve_split(const Flags& f, TrainConfig& c) {
   c.recompute = f.get_bool("recompute");
 }
 
+// --amp and the gradient scaler's flags into `c`, checked against the device the run trains on
+// (c.device, resolved before): the CPU autocasts to bfloat16 only, as in PyTorch.
+void resolve_amp(const Flags& f, TrainConfig& c) {
+  c.amp = f.get_string("amp");
+  if (c.amp != "fp16") {
+    for (const char* name : {"amp-init-scale", "amp-growth-interval"})
+      if (f.was_set(name))
+        throw FlagError("--" + std::string(name) + " needs --amp fp16 (it sets float16's gradient scaler; " +
+                        (c.amp == "bf16" ? "bfloat16 autocast needs none" : "there is none without --amp") + ")");
+    if (c.amp == "off") return;
+  }
+  if (c.amp == "fp16" && Device::parse(c.device).is_cpu())
+    throw FlagError(
+        "--amp fp16: this run trains on the CPU (--device cpu), which autocasts to bfloat16 only; give --amp bf16 "
+        "on the CPU, or train on a CUDA device for float16");
+  c.amp_init_scale = f.get_double("amp-init-scale");
+  if (!(c.amp_init_scale > 0)) throw FlagError("--amp-init-scale: expected a positive scale, got 0");
+  c.amp_growth_interval = f.get_int("amp-growth-interval");
+}
+
 }  // namespace
 
 Flags make_flags() {
@@ -282,6 +302,15 @@ Flags make_flags() {
   f.add_bool("deterministic",
              "run the same kernels every time (EMBER_KERNEL_SELECT=heuristic): no timing trials "
              "on a shape's first use, so two runs with the same seed give the same numbers");
+  f.add_string("amp", "off",
+               "mixed precision: the forward and the loss under autocast to bfloat16 (bf16, on the CPU or CUDA) or "
+               "float16 (fp16, CUDA only, with a gradient scaler), as torch.autocast and GradScaler",
+               {"off", "bf16", "fp16"});
+  f.add_double("amp-init-scale", 65536.0, "with --amp fp16: the gradient scaler's first scale", 0.0);
+  f.add_int("amp-growth-interval", 2000,
+            "with --amp fp16: clean steps in a row after which the scaler doubles the scale (it halves it on a step "
+            "skipped for an inf or NaN gradient)",
+            1);
   f.add_string("checkpoint-dir", "", "write a checkpoint here after every epoch (and on Ctrl-C)");
   f.add_int("keep-checkpoints", 2, "how many epoch checkpoints to keep, besides best.safetensors", 1);
   f.add_string("resume", "", "continue from this checkpoint, or 'latest' in --checkpoint-dir");
@@ -330,6 +359,7 @@ TrainConfig config_from(const Flags& f) {
     c.device = c.pipeline.front();
   else
     c.device = c.data_parallel.empty() ? resolve_device(f.get_string("device")) : c.data_parallel.front();
+  resolve_amp(f, c);
   c.threads = f.get_int("threads");
   c.deterministic = f.get_bool("deterministic");
   c.checkpoint_dir = f.get_string("checkpoint-dir");

@@ -36,6 +36,12 @@ struct TrainConfig {
   bool recompute = false;                   // --pipeline: stages rerun their forward in the backward
   int64_t threads = 0;                      // 0: EMBER_NUM_THREADS or every core
   bool deterministic = false;               // fixed kernels (core/kernel_select.h heuristic mode)
+  // Mixed precision: "off", "bf16" (autocast to bfloat16) or "fp16" (autocast to float16, CUDA
+  // only, with a gradient scaler started at amp_init_scale that doubles it every
+  // amp_growth_interval clean steps).
+  std::string amp = "off";
+  double amp_init_scale = 65536.0;
+  int64_t amp_growth_interval = 2000;
   std::string checkpoint_dir;
   int64_t keep_checkpoints = 2;
   std::string resume;  // a checkpoint path, or "latest" (the newest in checkpoint_dir)

@@ -66,19 +66,21 @@ void Progress::draw(int64_t step, double loss) {
   double mean_loss = loss_count_ ? loss_sum_ / loss_count_ : 0;
   char memory[48] = "";
   if (device_peak_ >= 0) std::snprintf(memory, sizeof(memory), " peak mem %.2f GiB", device_peak_ / 1073741824.0);
+  char scale[40] = "";  // powers of two: whole numbers in full, fractions after backoffs below 1
+  if (loss_scale_ >= 0) std::snprintf(scale, sizeof(scale), " scale %.9g", loss_scale_);
   if (interactive_) {
     const int width = 24;
     int filled = steps_ > 0 ? static_cast<int>(width * step / steps_) : 0;
     std::string bar(filled, '#');
     bar.append(width - filled, '.');
-    std::printf("\repoch %lld/%lld [%s] %lld/%lld loss %.4f (avg %.4f) %.0f img/s%s ETA %s   ",
+    std::printf("\repoch %lld/%lld [%s] %lld/%lld loss %.4f (avg %.4f)%s %.0f img/s%s ETA %s   ",
                 static_cast<long long>(epoch_), static_cast<long long>(epochs_), bar.c_str(),
-                static_cast<long long>(step), static_cast<long long>(steps_), loss, mean_loss, rate_, memory,
+                static_cast<long long>(step), static_cast<long long>(steps_), loss, mean_loss, scale, rate_, memory,
                 clock_text(eta).c_str());
   } else {
-    std::printf("epoch %lld/%lld step %lld/%lld loss %.4f (avg %.4f) %.0f img/s%s ETA %s\n",
+    std::printf("epoch %lld/%lld step %lld/%lld loss %.4f (avg %.4f)%s %.0f img/s%s ETA %s\n",
                 static_cast<long long>(epoch_), static_cast<long long>(epochs_), static_cast<long long>(step),
-                static_cast<long long>(steps_), loss, mean_loss, rate_, memory, clock_text(eta).c_str());
+                static_cast<long long>(steps_), loss, mean_loss, scale, rate_, memory, clock_text(eta).c_str());
   }
   std::fflush(stdout);
 }

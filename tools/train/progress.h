@@ -1,5 +1,5 @@
-// Training progress on rank 0: a live bar on a terminal (epoch, step, loss, images/s, ETA),
-// or one plain line every N steps when stdout is a file or pipe.
+// Training progress on rank 0: a live bar on a terminal (epoch, step, loss, the loss scale of
+// float16 training, images/s, ETA), or one plain line every N steps when stdout is a file or pipe.
 #pragma once
 
 #include <chrono>
@@ -18,6 +18,8 @@ class Progress {
   void end_epoch();
   // The training device's peak allocated memory, shown from then on (GPUs only).
   void set_device_peak(int64_t bytes) { device_peak_ = bytes; }
+  // The gradient scaler's loss scale (--amp fp16), shown after the loss from then on.
+  void set_loss_scale(double scale) { loss_scale_ = scale; }
   bool interactive() const { return interactive_; }
 
  private:
@@ -32,6 +34,7 @@ class Progress {
   int64_t window_images_ = 0;
   double rate_ = 0;
   int64_t device_peak_ = -1;
+  double loss_scale_ = -1;
 };
 
 }  // namespace ember::train

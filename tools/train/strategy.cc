@@ -13,18 +13,28 @@ void TrainStrategy::wrap(const std::shared_ptr<nn::Module>& model) {
   model_ = trained_ = model;
 }
 
+AutocastGuard TrainStrategy::autocast() const {
+  return AutocastGuard(device_.type, config_.amp == "fp16" ? kFloat16 : kBFloat16, config_.amp != "off");
+}
+
 StepResult TrainStrategy::train_step(const data::Batch& batch, const LossFn& loss_fn) {
   StepResult r;
   Tensor target = batch.target.to(output_device(), true);
-  Tensor logits = trained_->forward(batch.data.to(input_device(), true));
-  r.loss = loss_fn(logits, target);
+  Tensor logits;
+  {
+    AutocastGuard mixed_precision = autocast();
+    logits = trained_->forward(batch.data.to(input_device(), true));
+    r.loss = loss_fn(logits, target);
+  }
   {
     NoGradGuard no_grad;
     r.correct = count_correct(logits.detach(), target);
   }
-  r.loss.backward();
+  backward(r.loss);
   return r;
 }
+
+void TrainStrategy::backward(const Tensor& loss) { (scaler_ ? scaler_->scale(loss) : loss).backward(); }
 
 EvalTarget TrainStrategy::evaluation_target() { return {trained_.get(), input_device(), output_device()}; }
 
@@ -32,12 +42,13 @@ EvalTarget TrainStrategy::eval_only_target() { return {model_.get(), device_, de
 
 void TrainStrategy::save_checkpoint(const std::string& path, const optim::Optimizer& optimizer,
                                     const optim::LRScheduler& schedule, const nn::TrainingState& state) {
-  if (rank() == 0) nn::save_checkpoint(path, module_for_checkpoint(), &optimizer, &schedule, state);
+  if (rank() == 0)
+    nn::save_checkpoint(path, module_for_checkpoint(), &optimizer, &schedule, state, &default_generator(), scaler_);
 }
 
 nn::TrainingState TrainStrategy::load_checkpoint(const std::string& path, optim::Optimizer& optimizer,
                                                  optim::LRScheduler& schedule) {
-  return nn::load_checkpoint(path, module_for_checkpoint(), &optimizer, &schedule);
+  return nn::load_checkpoint(path, module_for_checkpoint(), &optimizer, &schedule, &default_generator(), scaler_);
 }
 
 void TrainStrategy::load_weights(const std::string& path) { nn::load_model_weights(path, module_for_checkpoint()); }

@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "comm/process_group.h"
+#include "core/autocast.h"
 #include "core/ember_core.h"
 #include "data/batch.h"
+#include "nn/amp/grad_scaler.h"
 #include "nn/checkpoint.h"
 #include "nn/module.h"
 #include "nn/optim/optim.h"
@@ -52,8 +54,18 @@ class TrainStrategy {
   nn::Module& model() const { return *model_; }
   nn::Module& trained() const { return *trained_; }
 
-  // Forward and backward of one batch; the optimizer step is the caller's.
+  // Forward and backward of one batch, the forward and the loss under autocast(); the optimizer
+  // step is the caller's.
   virtual StepResult train_step(const data::Batch& batch, const LossFn& loss_fn);
+
+  // The autocast of --amp for the training device's type (disabled without --amp): what the
+  // forward passes of training and evaluation run under, as PyTorch users write them. Threads
+  // that run the caller's work (DataParallel's replicas, pipeline stages) inherit it.
+  AutocastGuard autocast() const;
+  // --amp fp16's gradient scaler, given after wrap() (null: none). The backward then starts from
+  // the scaled loss, checkpoints carry the scaler's state, and DDP binds it to its group so that
+  // every rank skips the same steps.
+  virtual void use_scaler(amp::GradScaler* scaler) { scaler_ = scaler; }
 
   // What the evaluation after an epoch runs, and what --eval-only runs (the bare model on
   // --device, unless the model is split across devices).
@@ -80,10 +92,13 @@ class TrainStrategy {
   // Where a batch's images go, and where the logits (and so the targets) are.
   virtual Device input_device() const { return device_; }
   virtual Device output_device() const { return device_; }
+  // loss.backward(), from the loss times the scaler's scale when there is a scaler.
+  void backward(const Tensor& loss);
 
   const TrainConfig& config_;
   Device device_;
   std::shared_ptr<nn::Module> model_, trained_;
+  amp::GradScaler* scaler_ = nullptr;
 };
 
 // The strategy of the mode `config` asks for (strategies.cc lists them).

@@ -21,9 +21,12 @@ class DataParallelStrategy : public TrainStrategy {
 
   // Only the scalars meet on --device.
   StepResult train_step(const data::Batch& batch, const LossFn& loss_fn) override {
-    parallel::ReplicaLoss r =
-        dp_->forward_loss(batch.data, batch.target, loss_fn, parallel::LossReduction::kMean, count_correct);
-    r.loss.backward();
+    parallel::ReplicaLoss r;
+    {
+      AutocastGuard mixed_precision = autocast();
+      r = dp_->forward_loss(batch.data, batch.target, loss_fn, parallel::LossReduction::kMean, count_correct);
+    }
+    backward(r.loss);
     return {r.loss, r.metric};
   }
 

@@ -2,6 +2,7 @@
 // the data; the gradients are averaged across ranks in the backward.
 #include "comm/init.h"
 #include "parallel/ddp.h"
+#include "parallel/grad_scaler_sync.h"
 #include "tools/train/strategy.h"
 
 namespace ember::train {
@@ -19,6 +20,11 @@ class DdpStrategy : public TrainStrategy {
     model_ = model;
     ddp_ = std::make_shared<parallel::DistributedDataParallel>(model, world_);
     trained_ = ddp_;
+  }
+
+  void use_scaler(amp::GradScaler* scaler) override {
+    TrainStrategy::use_scaler(scaler);
+    if (scaler) parallel::sync_grad_scaler(*scaler, *ddp_);
   }
 
   // Every rank evaluates with rank 0's batch-norm statistics, the ones its checkpoint holds (in

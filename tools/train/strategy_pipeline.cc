@@ -25,10 +25,19 @@ class PipelineStrategy : public SplitStrategy {
     trained_ = pipe_;
   }
 
-  // The loss and count come back detached.
+  // The loss and count come back detached. The backward runs inside too (where autograd holds
+  // autocast off), from each micro-batch's loss: with a scaler, the loss function scales them, on
+  // the last stage's thread, one micro-batch at a time, and the step's loss is divided back.
   StepResult train_step(const data::Batch& batch, const LossFn& loss_fn) override {
-    parallel::PipelineStep r = pipe_->train_step(batch.data.to(input_device(), true), batch.target, loss_fn,
+    LossFn scaled_loss_fn = loss_fn;
+    if (scaler_)
+      scaled_loss_fn = [&](const Tensor& logits, const Tensor& target) {
+        return scaler_->scale(loss_fn(logits, target));
+      };
+    AutocastGuard mixed_precision = autocast();
+    parallel::PipelineStep r = pipe_->train_step(batch.data.to(input_device(), true), batch.target, scaled_loss_fn,
                                                  parallel::LossReduction::kMean, count_correct);
+    if (scaler_) r.loss = r.loss / static_cast<double>(scaler_->get_scale());  // a power of two: exact
     return {r.loss, r.metric};
   }
 

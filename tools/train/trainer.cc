@@ -17,6 +17,7 @@
 #include "core/ember_core.h"
 #include "core/kernel_select.h"
 #include "models/zoo.h"
+#include "nn/amp/grad_scaler.h"
 #include "nn/checkpoint.h"
 #include "tools/train/checkpoint_files.h"
 #include "tools/train/interrupt.h"
@@ -131,6 +132,14 @@ TrainResult run_training(const TrainConfig& config) {
   const int64_t total_steps = steps_per_epoch * config.epochs;
   auto optimizer = make_optimizer(config, *model);
   auto schedule = make_schedule(config, *optimizer, total_steps);
+  // --amp fp16 scales the loss so that small float16 gradients survive; bfloat16 has float32's
+  // range and needs no scaler, as in PyTorch.
+  std::optional<amp::GradScaler> scaler;
+  if (config.amp == "fp16") {
+    scaler.emplace(
+        amp::GradScalerOptions().init_scale(config.amp_init_scale).growth_interval(config.amp_growth_interval));
+    strategy->use_scaler(&*scaler);
+  }
 
   TrainResult result;
   result.rank = rank;
@@ -160,14 +169,18 @@ TrainResult run_training(const TrainConfig& config) {
   int64_t parameters = 0;
   for (const Tensor& p : model->parameters()) parameters += p.numel();
   if (leader) {
-    std::printf("train: %s (%.3fM parameters) on %s, %s; %d process%s x %d thread%s, batch %lld per process%s\n",
+    const std::string amp = config.amp == "off"    ? ""
+                            : config.amp == "bf16" ? "; autocast to bfloat16"
+                                                   : "; autocast to float16, gradient scaler";
+    std::printf("train: %s (%.3fM parameters) on %s, %s; %d process%s x %d thread%s, batch %lld per process%s%s\n",
                 config.model.c_str(), parameters / 1e6, data_setup.description.c_str(), strategy->where().c_str(),
                 world_size, world_size > 1 ? "es" : "", cpu::num_threads(), cpu::num_threads() > 1 ? "s" : "",
-                static_cast<long long>(config.batch_size), strategy->batch_note().c_str());
+                static_cast<long long>(config.batch_size), strategy->batch_note().c_str(), amp.c_str());
     std::fflush(stdout);
   }
 
   if (config.eval_only) {
+    AutocastGuard mixed_precision = strategy->autocast();
     Evaluation e = evaluate(strategy->eval_only_target(), test_loader, flipped_loader.get(), world);
     result.test_accuracy = e.accuracy;
     result.test_loss = e.loss;
@@ -194,6 +207,7 @@ TrainResult run_training(const TrainConfig& config) {
     state.loader_batches = position.batches;
     state.extra.set("best_accuracy", json::Value::number(best_accuracy));
     state.extra.set("run", run_settings(config, steps_per_epoch));
+    state.extra.set("amp", json::Value::string(config.amp));
     strategy->save_checkpoint(checkpoint_path(config.checkpoint_dir, name), *optimizer, *schedule, state);
   };
 
@@ -217,7 +231,13 @@ TrainResult run_training(const TrainConfig& config) {
     for (data::Batch& batch : train_loader) {
       optimizer->zero_grad();
       StepResult r = strategy->train_step(batch, loss_fn);
-      optimizer->step();
+      if (scaler) {
+        scaler->step(*optimizer);  // skipped when a gradient overflowed float16
+        scaler->update();
+        progress.set_loss_scale(scaler->get_scale());
+      } else {
+        optimizer->step();
+      }
       schedule->step();
       ++step;
       ++done_in_epoch;
@@ -236,8 +256,10 @@ TrainResult run_training(const TrainConfig& config) {
       progress.step(done_in_epoch, loss_value, batch.size() * world_size);
       if (step % config.log_every == 0) {
         double rate = window_images * world_size / std::max(seconds_since(window_start), 1e-9);
-        log.write("step", step,
-                  {{"loss", loss_value}, {"lr", schedule->get_last_lr()[0]}, {"images_per_second", rate}});
+        std::map<std::string, double> values = {
+            {"loss", loss_value}, {"lr", schedule->get_last_lr()[0]}, {"images_per_second", rate}};
+        if (scaler) values["loss_scale"] = scaler->get_scale();
+        log.write("step", step, values);
         window_start = std::chrono::steady_clock::now();
         window_images = 0;
       }
@@ -273,8 +295,12 @@ TrainResult run_training(const TrainConfig& config) {
     double train_time = seconds_since(epoch_start);
     // Mirror-image evaluation doubles the cost, so it runs only for the result the run reports.
     const bool final_evaluation = stop || epoch + 1 == config.epochs;
-    Evaluation test =
-        evaluate(strategy->evaluation_target(), test_loader, final_evaluation ? flipped_loader.get() : nullptr, world);
+    Evaluation test;
+    {
+      AutocastGuard mixed_precision = strategy->autocast();
+      test = evaluate(strategy->evaluation_target(), test_loader, final_evaluation ? flipped_loader.get() : nullptr,
+                      world);
+    }
     Tensor train_sums = tensor(std::vector<double>{loss_sum, correct, seen}).to(device);
     if (world) world->all_reduce(train_sums)->wait();
     std::vector<double> ts = train_sums.to_vector<double>();

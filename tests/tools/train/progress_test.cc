@@ -145,3 +145,27 @@ TEST_CASE("A disabled display prints nothing", "[train][progress]") {
   CHECK(read_fd(pipe_fds[0]).empty());
   ::close(pipe_fds[0]);
 }
+
+TEST_CASE("A loss scale, once set, follows the loss in every line", "[train][progress]") {
+  std::string path = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/scale.txt";
+  int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_RDWR, 0644);
+  REQUIRE(fd >= 0);
+  with_stdout(fd, [&] {
+    Progress progress(true, 1, "lines");
+    progress.start_epoch(1, 1, 3);
+    progress.step(1, 2.0, 8);
+    progress.set_loss_scale(65536);
+    progress.step(2, 1.5, 8);
+    progress.set_loss_scale(0.5);  // many steps skipped for overflows
+    progress.step(3, 1.0, 8);
+  });
+  ::lseek(fd, 0, SEEK_SET);
+  std::istringstream in(read_fd(fd));
+  ::close(fd);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  REQUIRE(lines.size() == 3);
+  CHECK_THAT(lines[0], Catch::StartsWith("epoch 1/1 step 1/3 loss 2.0000 (avg 2.0000) ") && !Catch::Contains("scale"));
+  CHECK_THAT(lines[1], Catch::StartsWith("epoch 1/1 step 2/3 loss 1.5000 (avg 1.7500) scale 65536 "));
+  CHECK_THAT(lines[2], Catch::StartsWith("epoch 1/1 step 3/3 loss 1.0000 (avg 1.5000) scale 0.5 "));
+}

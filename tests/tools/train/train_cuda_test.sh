@@ -4,6 +4,9 @@
 # on the GPU resumes there and evaluates with --eval-only; bare `--device cuda` takes cuda:0 alone
 # and cuda:LOCAL_RANK under a launcher (trained there by train_cuda_mpirun_test.sh); a device
 # beyond the machine's, or a launched CUDA run with EMBER_BACKEND=mpi, is exit status 2, named.
+# --amp fp16 trains near the CPU's loss through a gradient scaler whose scale the progress lines
+# and the logs show, saved in the checkpoint and continued by a resume; a resume with another --amp
+# fails naming both; an overflowing scale skips steps, halving it, and leaves the weights finite.
 set -uo pipefail
 train="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 work="${TEST_TMPDIR:-$(mktemp -d)}/train_cuda"
@@ -34,6 +37,35 @@ grep -q "steps=5 " resumed.txt || fail "resumed run did not end at step 5: $(tai
   fail "--eval-only exited $?: $(cat eval.txt)"
 grep -q "eval: 19 examples, loss $(printf '%.4f' "$(loss resumed.txt)")" eval.txt ||
   fail "--eval-only on cuda:0 does not give the resumed run's test loss: $(cat eval.txt) vs $(tail -1 resumed.txt)"
+
+# --amp fp16, the scale doubling every 2 clean steps: after steps 1-3 the scaler holds 131072, with
+# one clean step since it grew; resumed, step 4 completes the interval (262144), which a resume
+# that restored only the scale (131072) or nothing (65536) would not show.
+"$train" "${tiny[@]}" --max-steps 3 --device cuda:1 --amp fp16 --amp-growth-interval 2 --checkpoint-dir fp16 \
+  --log-dir fp16_logs > fp16.txt 2>&1 || fail "fp16 run exited $?: $(cat fp16.txt)"
+grep -q "cuda:1; 1 process x 1 thread, batch 16 per process; autocast to float16, gradient scaler$" fp16.txt ||
+  fail "the fp16 header: $(head -1 fp16.txt)"
+scales() { sed -n 's|^epoch [0-9]*/[0-9]* step [0-9]*/[0-9]* loss [0-9]*\.[0-9]* (avg [0-9.]*) scale \([0-9.e+]*\) .*|\1|p' "$1" | tr '\n' ' '; }
+[ "$(scales fp16.txt)" = "65536 131072 131072 " ] || fail "fp16 scales at steps 1-3: $(scales fp16.txt)"
+awk -v a="$cpu_loss" -v b="$(loss fp16.txt)" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b != "" && d <= 5e-3 * (1 + a)) }' ||
+  fail "test loss with --amp fp16 ($(loss fp16.txt)) is far from the CPU's float32 ($cpu_loss)"
+grep -q '"kind":"step","step":3,.*"loss_scale":131072,' fp16_logs/metrics.jsonl || fail "no loss_scale in the step-3 record"
+grep -q '"amp\\":\\"fp16\\"' fp16/epoch-1.safetensors &&
+  grep -q '"grad_scaler\\":{\\"scale\\":131072,.*\\"_growth_tracker\\":1}' fp16/epoch-1.safetensors ||
+  fail "the fp16 checkpoint lacks the mode or the scaler's state"
+"$train" "${tiny[@]}" --device cuda:1 --amp bf16 --checkpoint-dir fp16 --resume latest > mismatch.txt 2>&1
+[ $? -eq 1 ] && grep -qF "the checkpoint was saved by a run with --amp fp16, this run has --amp bf16" mismatch.txt ||
+  fail "resume of an fp16 checkpoint with --amp bf16: $(cat mismatch.txt)"
+"$train" "${tiny[@]}" --max-steps 4 --device cuda:1 --amp fp16 --checkpoint-dir fp16 --resume latest > fp16b.txt 2>&1 ||
+  fail "fp16 resume exited $?: $(cat fp16b.txt)"
+grep -q "resumed from fp16/epoch-1.safetensors (epoch 0, step 3)" fp16b.txt && [ "$(scales fp16b.txt)" = "262144 " ] ||
+  fail "the resumed fp16 run does not continue the scale: $(cat fp16b.txt)"
+# A scale that overflows float16's gradients: each step is skipped and the scale halved (1e30 is
+# 1.00000002e+30 in float32); the weights, never stepped with an inf, give finite losses.
+"$train" "${tiny[@]}" --max-steps 2 --device cuda:0 --amp fp16 --amp-init-scale 1e30 > overflow.txt 2>&1 ||
+  fail "fp16 overflow run exited $?: $(cat overflow.txt)"
+[ "$(scales overflow.txt)" = "5.00000008e+29 2.50000004e+29 " ] || fail "scales after overflows: $(cat overflow.txt)"
+[ -n "$(loss overflow.txt)" ] || fail "no finite test loss after skipped steps: $(tail -1 overflow.txt)"
 
 "$train" "${tiny[@]}" --max-steps 1 --device cuda > bare.txt 2>&1 || fail "--device cuda exited $?: $(cat bare.txt)"
 grep -q ", cuda:0;" bare.txt || fail "--device cuda alone did not take cuda:0: $(head -1 bare.txt)"

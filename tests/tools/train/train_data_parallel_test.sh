@@ -6,6 +6,7 @@
 # checkpoint's; it resumes with plain --device cuda, ending where the single-device run resumed
 # ends, and a single-device checkpoint resumes under --devices cuda:1,cuda:0 (the model on cuda:1);
 # under mpirun -np 2 DDP (over NCCL) resumes the DataParallel checkpoint as it resumes one device's.
+# Under --amp bf16 it trains to near the float32 loss.
 # Bad DataParallel flags are exit status 2 with a message naming the flag.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/train_run_lib.sh"
@@ -24,6 +25,12 @@ grep -qE '^train: test_accuracy=.* steps=2 processes=1$' dp.txt || fail "the Dat
 single_loss=$(loss single.txt) dp_loss=$(loss dp.txt)
 [ -n "$single_loss" ] && [ -n "$dp_loss" ] || fail "no finite test loss in a summary line"
 close "$single_loss" "$dp_loss" || fail "test loss with DataParallel ($dp_loss) differs from one device's ($single_loss)"
+
+# Under bfloat16 autocast, which the replicas' threads take from the caller.
+run "the DataParallel bf16 run" dp_bf16.txt --max-steps 2 --device cuda --data-parallel 2 --amp bf16
+grep -q "(8 per device); autocast to bfloat16$" dp_bf16.txt || fail "the header does not name bf16: $(head -1 dp_bf16.txt)"
+close_amp "$single_loss" "$(loss dp_bf16.txt)" ||
+  fail "test loss with DataParallel in bf16 ($(loss dp_bf16.txt)) is far from float32's ($single_loss)"
 
 keys single/epoch-1.safetensors > single_keys.txt
 keys dp/epoch-1.safetensors > dp_keys.txt

@@ -5,7 +5,8 @@
 # run's, under GPipe and under 1F1B with recomputation and uneven micro-batches (LeNet has no batch
 # norm, so micro-batches change only the order of sums); the checkpoint has the single-device
 # checkpoint's keys; it resumes on one device and a single-device checkpoint resumes pipelined,
-# the two ending alike. Bad flags are exit status 2 with a message naming the flag.
+# the two ending alike. Under --amp fp16 it trains to near the float32 loss. Bad flags are exit
+# status 2 with a message naming the flag.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/train_run_lib.sh"
 train="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
@@ -27,6 +28,17 @@ grep -q "Pipeline on cuda:0,cuda:1 (layers 8/4 balanced by parameters; 3 micro-b
   fail "the header does not name the 1F1B schedule and recomputation: $(head -1 1f1b.txt)"
 close "$(loss single.txt)" "$(loss 1f1b.txt)" ||
   fail "test loss with 1F1B and recomputation ($(loss 1f1b.txt)) differs from one device's ($(loss single.txt))"
+
+# Under float16 autocast: every micro-batch's forward shares the stage's cast weights, whose
+# backward then runs once per micro-batch, from the micro-batch's loss that the loss function
+# scaled on the last stage; the progress shows the step's loss unscaled.
+run "the GPipe fp16 run" gpipe_fp16.txt --max-steps 2 --pipeline 2 --chunks 4 --amp fp16
+grep -q "gpipe schedule); 1 process x 1 thread, batch 16 per process; autocast to float16, gradient scaler$" \
+  gpipe_fp16.txt || fail "the header does not name float16 autocast: $(head -1 gpipe_fp16.txt)"
+grep -qE "^epoch 1/2 step 2/4 loss [0-2]\.[0-9]+ \(avg [0-9.]+\) scale 65536 " gpipe_fp16.txt ||
+  fail "no unscaled loss and scale at step 2: $(cat gpipe_fp16.txt)"
+close_amp "$(loss single.txt)" "$(loss gpipe_fp16.txt)" ||
+  fail "test loss with the GPipe pipeline in fp16 ($(loss gpipe_fp16.txt)) is far from float32's ($(loss single.txt))"
 
 keys single/epoch-1.safetensors > single_keys.txt
 keys gpipe/epoch-1.safetensors > gpipe_keys.txt

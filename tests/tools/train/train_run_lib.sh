@@ -14,6 +14,8 @@ run() {
 }
 loss() { sed -n 's/^train: .*test_loss=\([0-9.]*\) .*/\1/p' "$1"; }
 close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 2e-4 * (1 + a)) }'; }
+# Within what 2 steps under autocast (bfloat16, or float16) move a test loss from float32's.
+close_amp() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 5e-3 * (1 + a)) }'; }
 # The tensor names in a safetensors file's JSON header (the 8 bytes before it give its length).
 keys() {
   local length

@@ -3,8 +3,10 @@
 # synthetic data with checkpoints and logs; --resume latest continuing from the saved step, ending
 # byte-identical to an uninterrupted run; a crash after the last checkpoint, resumed, leaving one log
 # record per step; --eval-only on the checkpoint giving the run's final
-# accuracy; resuming with other schedule settings failing by name; keep-last-K plus best (also
-# across runs); Ctrl-C saving a checkpoint that --resume latest picks up, a second Ctrl-C exiting.
+# accuracy; resuming with other schedule settings failing by name; --amp bf16 training within
+# bfloat16's rounding of float32, its mode saved and a resume with another --amp failing by name;
+# keep-last-K plus best (also across runs); Ctrl-C saving a checkpoint that --resume latest picks
+# up, a second Ctrl-C exiting.
 set -uo pipefail
 train="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 work="${TEST_TMPDIR:-$(mktemp -d)}/train_smoke"
@@ -16,7 +18,7 @@ tiny=(--model lenet --data synthetic --synthetic-size 256 --batch-size 32 --thre
 # --help: exit 0, every flag of the issue documented.
 "$train" --help > help.txt || fail "--help exited $?"
 for flag in model data data-dir epochs batch-size lr momentum weight-decay optimizer schedule label-smoothing \
-            workers seed device threads checkpoint-dir resume log-dir max-steps eval-only; do
+            workers seed device threads checkpoint-dir resume log-dir max-steps eval-only amp; do
   grep -q -- "^  --$flag[ {]\|^  --$flag\$" help.txt || fail "--help does not document --$flag"
 done
 
@@ -38,6 +40,10 @@ expect_usage_error "train: --device: " --device gpu
 expect_usage_error "train: --device cuda:0: cuda:0 does not exist: no CUDA device is available" --device cuda:0
 expect_usage_error "train: --eval-only needs --resume" --eval-only
 expect_usage_error "train: --batch-size: missing value" --batch-size
+expect_usage_error "train: --amp: expected one of {off, bf16, fp16}, got 'fp8'" --amp fp8
+expect_usage_error "train: --amp fp16: this run trains on the CPU (--device cpu), which autocasts to bfloat16 only" \
+  --amp fp16
+expect_usage_error "train: --amp-growth-interval needs --amp fp16" --amp bf16 --amp-growth-interval 4
 
 # A smoke run: stops after 4 of 16 steps, saves a checkpoint, logs every step.
 "$train" "${tiny[@]}" --epochs 2 --max-steps 4 --log-every 1 --checkpoint-dir ck --log-dir logs > run1.txt 2>&1 \
@@ -51,6 +57,34 @@ ls logs/events.out.tfevents.* > /dev/null || fail "no TensorBoard event file"
 [ "$(grep -c '"kind":"epoch"' logs/metrics.jsonl)" -eq 0 ] || fail "a cut-short epoch was logged as an epoch"
 [ "$(grep -c '"kind":"stop"' logs/metrics.jsonl)" -eq 1 ] || fail "expected 1 stop record"
 grep -q "^epoch 1/2 (stopped at step 4/8): train loss" run1.txt || fail "cut-short epoch line"
+
+# --amp bf16: the same 4 steps under bfloat16 autocast. Each step's loss is within bfloat16's
+# rounding of the float32 run's, yet the arithmetic was not float32's (the checkpoints' tensors
+# differ); there is no loss scale, and the checkpoint records the mode.
+"$train" "${tiny[@]}" --epochs 2 --max-steps 4 --log-every 1 --amp bf16 --checkpoint-dir bf16 > bf16.txt 2>&1 \
+  || { cat bf16.txt; fail "bf16 run exited $?"; }
+grep -q "^train: lenet .*, batch 32 per process; autocast to bfloat16$" bf16.txt || fail "bf16 header: $(head -1 bf16.txt)"
+grep -q "^train: test_accuracy=.* epochs=1 steps=4 processes=1$" bf16.txt || fail "bf16 run summary: $(cat bf16.txt)"
+grep -q " scale " bf16.txt && fail "a bf16 run shows a loss scale: $(cat bf16.txt)"
+step_losses() { sed -n 's|^epoch 1/2 step [0-9]*/8 loss \([0-9.]*\) .*|\1|p' "$1" | tr '\n' ' '; }
+awk -v a="$(step_losses run1.txt)" -v b="$(step_losses bf16.txt)" 'BEGIN { if (split(a, x, " ") != 4 || split(b, y, " ") != 4) exit 1
+  for (i = 1; i <= 4; ++i) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 0.02) exit 1 } }' ||
+  fail "bf16 step losses ($(step_losses bf16.txt)) are not within 0.02 of float32's ($(step_losses run1.txt))"
+tensor_bytes() { tail -c +$((9 + $(od -An -tu8 -N8 "$1" | tr -d ' '))) "$1"; }
+cmp -s <(tensor_bytes ck/epoch-1.safetensors) <(tensor_bytes bf16/epoch-1.safetensors) &&
+  fail "the bf16 run's weights equal the float32 run's: autocast changed nothing"
+grep -q '"amp\\":\\"bf16\\"' bf16/epoch-1.safetensors || fail "the bf16 checkpoint does not record --amp bf16"
+# Resuming in another precision fails before loading anything, naming both; in the same one it continues.
+"$train" "${tiny[@]}" --epochs 2 --checkpoint-dir bf16 --resume latest > mismatch.txt 2>&1
+[ $? -eq 1 ] && grep -qF -- "the checkpoint was saved by a run with --amp bf16, this run has --amp off" mismatch.txt ||
+  fail "resume of a bf16 checkpoint without --amp: $(cat mismatch.txt)"
+"$train" "${tiny[@]}" --epochs 2 --amp bf16 --checkpoint-dir ck --resume latest > mismatch.txt 2>&1
+[ $? -eq 1 ] && grep -qF -- "the checkpoint was saved by a run with --amp off, this run has --amp bf16" mismatch.txt ||
+  fail "resume of a float32 checkpoint with --amp bf16: $(cat mismatch.txt)"
+"$train" "${tiny[@]}" --epochs 2 --max-steps 6 --amp bf16 --checkpoint-dir bf16 --resume latest > bf16b.txt 2>&1 ||
+  { cat bf16b.txt; fail "resumed bf16 run exited $?"; }
+grep -q "^resumed from bf16/epoch-1.safetensors (epoch 0, step 4)$" bf16b.txt &&
+  grep -q "^train: .* steps=6 processes=1$" bf16b.txt || fail "resumed bf16 run: $(cat bf16b.txt)"
 
 # --resume latest continues at step 4 and stops at the new --max-steps, appending to the logs.
 "$train" "${tiny[@]}" --epochs 2 --max-steps 10 --log-every 1 --checkpoint-dir ck --log-dir logs --resume latest \
