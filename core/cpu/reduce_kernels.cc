@@ -1,13 +1,15 @@
 // CPU reductions. Each output element folds its reduced elements with an accumulator (double for
 // floating sums, so f32 sums stay accurate); contiguous runs use multi-lane float partial sums the
-// compiler vectorises. Few outputs with long reductions split the reduction across threads; sums
-// over outer dims with a contiguous kept dim accumulate whole rows at a time.
+// compiler vectorises (bf16 runs widened to float32 first). Few outputs with long reductions split
+// the reduction across threads; sums over outer dims with a contiguous kept dim accumulate whole
+// rows at a time.
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <vector>
 
 #include "core/cpu/kernels.h"
+#include "core/cpu/simd/kernels.h"
 #include "core/cpu/thread_pool.h"
 #include "core/reduce_math.h"
 
@@ -23,9 +25,18 @@ struct Reducer : formula::Reducer<T, Op> {
   using typename Base::Acc;
   using typename Base::C;
 
-  // A contiguous run; sums of floats use 16 float lanes per block of 1024, merged in double.
+  // A contiguous run; sums of floats use 16 float lanes per block of 1024, merged in double; bf16
+  // runs are widened to float32 a block at a time by the vector casts, then summed the same way.
   void add_contiguous(Acc& acc, const T* x, int64_t n) const {
-    if constexpr ((Op == ReduceOp::Sum || Op == ReduceOp::Mean) && std::is_same_v<T, float>) {
+    if constexpr ((Op == ReduceOp::Sum || Op == ReduceOp::Mean) && std::is_same_v<T, BFloat16>) {
+      alignas(64) float block[1024];
+      const Reducer<float, Op> floats;
+      for (int64_t i = 0; i < n; i += 1024) {
+        const int64_t m = std::min<int64_t>(1024, n - i);
+        simd::to_float(x + i, block, m);
+        floats.add_contiguous(acc, block, m);
+      }
+    } else if constexpr ((Op == ReduceOp::Sum || Op == ReduceOp::Mean) && std::is_same_v<T, float>) {
       int64_t i = 0;
       while (i + 16 <= n) {
         float lanes[16] = {};

@@ -8,11 +8,11 @@ channels_last memory formats. Each model runs in float32 and under `torch.autoca
 torch.bfloat16)` (forward and loss inside the autocast region, backward and step outside it, as
 PyTorch's AMP recipe has it; bf16 needs no GradScaler).
 
-    /usr/bin/python3 tools/bench/pytorch_train_step.py [steps]     # Debian's PyTorch 1.13
-    .venv-torch/bin/python tools/bench/pytorch_train_step.py       # PyPI's, if installed
+    /usr/bin/python3 tools/bench/pytorch_train_step.py [--fp32-only] [steps]   # Debian's PyTorch 1.13
+    .venv-torch/bin/python tools/bench/pytorch_train_step.py                   # PyPI's, if installed
 Last line: `bench pytorch_train_step: torch=VERSION resnet20_ips=X resnet18_ips=Y resnet20_bf16_ips=X
 resnet18_bf16_ips=Y native_bf16=0|1` (native_bf16: the CPU has AVX512_BF16 or AMX-BF16, which
-oneDNN's bf16 kernels need to be fast).
+oneDNN's bf16 kernels need to be fast; the bf16 keys are left out under --fp32-only).
 """
 import os
 import statistics
@@ -108,7 +108,9 @@ def native_bf16():
 
 
 def main():
-    steps = max(10, int(sys.argv[1]) if len(sys.argv) > 1 else 10)
+    args = [a for a in sys.argv[1:] if a != "--fp32-only"]
+    precisions = ("fp32",) if "--fp32-only" in sys.argv[1:] else ("fp32", "bf16")
+    steps = max(10, int(args[0]) if args else 10)
     torch.set_num_threads(THREADS)
     print(f"PyTorch {torch.__version__} train step: batch {BATCH}, 3x32x32, fp32 and bf16 autocast, {THREADS} threads, "
           f"median of {steps} steps (spread: slowest-fastest step)"
@@ -117,15 +119,15 @@ def main():
     best = {}
     for name in MODELS:
         params = sum(p.numel() for p in MODELS[name]().parameters())
-        for precision in ("fp32", "bf16"):
+        for precision in precisions:
             rates = {fmt: images_per_second(name, fmt == "channels_last", steps, precision == "bf16")
                      for fmt in ("nchw", "channels_last")}
             best[name, precision] = max(r[0] for r in rates.values())
             print(f"{name:10s} {params / 1e6:6.3f}M params {precision}" + "".join(
                 f"  {fmt} {r[0]:8.1f} img/s ({r[1]:.1f}-{r[2]:.1f})" for fmt, r in rates.items()))
+    bf16 = "".join(f" {name}_bf16_ips={best[name, 'bf16']:.1f}" for name in MODELS if (name, "bf16") in best)
     print(f"bench pytorch_train_step: torch={torch.__version__} resnet20_ips={best['resnet20', 'fp32']:.1f} "
-          f"resnet18_ips={best['resnet18', 'fp32']:.1f} resnet20_bf16_ips={best['resnet20', 'bf16']:.1f} "
-          f"resnet18_bf16_ips={best['resnet18', 'bf16']:.1f} native_bf16={int(native_bf16())}")
+          f"resnet18_ips={best['resnet18', 'fp32']:.1f}{bf16} native_bf16={int(native_bf16())}")
 
 
 if __name__ == "__main__":
