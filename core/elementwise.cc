@@ -214,21 +214,35 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-// b * alpha in the dtype a op b computes in: scaling in b's own dtype first would round the
-// product (p.add_(bfloat16_grad, -lr) on a float32 p must not round lr * grad to bfloat16).
+// b * alpha in the dtype a op b computes in, float32 for 16-bit dtypes: scaling in b's own dtype
+// first would round the product (p.add_(bfloat16_grad, -lr) on a float32 p must not round
+// lr * grad to bfloat16), and a 16-bit a + alpha * b rounds once, at the end, as PyTorch's does.
+// A 0-dim product is expanded to a's shape (on a's device): as a 0-dim float32 operand it would
+// not promote a 16-bit a, and would round to a's dtype before the sum.
 static Tensor scaled(const Tensor& a, const Tensor& b, Scalar alpha) {
+  DType dtype = result_type(a, b);
+  if (dtype == kBFloat16 || dtype == kFloat16) dtype = kFloat32;
+  Tensor product = (b.dtype() == dtype ? b : b.to(dtype)) * alpha;
+  if (product.dim() == 0 && a.dim() > 0 && result_type(a, product) != product.dtype())
+    product = (product.device() == a.device() ? product : product.to(a.device())).expand(a.sizes());
+  return product;
+}
+
+// a op alpha * b in the result dtype of a and b.
+static Tensor add_scaled(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha) {
   const DType dtype = result_type(a, b);
-  return (b.dtype() == dtype ? b : b.to(dtype)) * alpha;
+  Tensor out = binary(op, a, scaled(a, b, alpha));
+  return out.dtype() == dtype ? out : out.to(dtype);
 }
 
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) {
   if (alpha.to_double() == 1.0) return binary(BinaryOp::Add, a, b);
-  return binary(BinaryOp::Add, a, scaled(a, b, alpha));
+  return add_scaled(BinaryOp::Add, a, b, alpha);
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) {
   if (alpha.to_double() == 1.0) return binary(BinaryOp::Sub, a, b);
-  return binary(BinaryOp::Sub, a, scaled(a, b, alpha));
+  return add_scaled(BinaryOp::Sub, a, b, alpha);
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Mul, a, b); }

@@ -74,6 +74,28 @@ Tensor empty_like(const Tensor& t) {
   if (t.is_contiguous() || !is_dense(t)) return empty(t.sizes(), t.options());
   return empty_strided(t.sizes(), t.strides(), t.options());
 }
+bool channels_last_order(const Tensor& t) {
+  if (t.dim() != 4 || t.stride(1) == 0) return false;
+  // Walk C, W, H, N: each stride must reach past the block of the dims inside it.
+  int64_t reach = 0;
+  for (int64_t d : {1, 3, 2, 0}) {
+    if (t.size(d) == 0 || t.stride(d) < reach) return false;
+    // [N, 1, 1, 1] with equal strides, and other size-1 ties with C's stride: NCHW, as PyTorch.
+    if (d == 0 && reach == t.stride(1)) return false;
+    reach = t.stride(d) * (t.size(d) > 1 ? t.size(d) : 1);
+  }
+  return true;
+}
+
+Shape channels_last_strides(const Shape& sizes) {
+  const int64_t c = sizes[1], h = sizes[2], w = sizes[3];
+  return {h * w * c, 1, w * c, c};
+}
+
+Tensor empty_channels_last(const Shape& sizes, const TensorOptions& options) {
+  return empty_strided(sizes, channels_last_strides(sizes), options);
+}
+
 Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.options()); }
 Tensor ones_like(const Tensor& t) { return ones(t.sizes(), t.options()); }
 Tensor full_like(const Tensor& t, Scalar value) { return full(t.sizes(), value, t.options()); }

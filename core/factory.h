@@ -23,6 +23,14 @@ Tensor empty_like(const Tensor& t);
 Tensor empty_strided(const Shape& shape, const Shape& strides, const TensorOptions& options = {});
 // True when t's elements exactly fill a block of memory in some dimension order.
 bool is_dense(const Tensor& t);
+// PyTorch's suggest_memory_format for [N, C, H, W]: true when t's strides run channels fastest,
+// then W, H and N (a channels-last tensor, and views of one such as strided slices); ambiguous
+// strides (size-1 dims that could sit anywhere) count as NCHW. False for other ranks.
+bool channels_last_order(const Tensor& t);
+// Strides of a dense channels-last (NHWC in memory) tensor of logical shape [N, C, H, W], and an
+// uninitialised tensor with them.
+Shape channels_last_strides(const Shape& sizes);
+Tensor empty_channels_last(const Shape& sizes, const TensorOptions& options = {});
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, Scalar value);

@@ -1,4 +1,5 @@
-// cat and stack: one output, each input copied into its slice.
+// cat and stack: one output, each input copied into its slice; cat's output is channels-last when
+// every input is in channels-last order, else contiguous.
 #include <string>
 
 #include "core/autograd_hooks.h"
@@ -39,7 +40,12 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   }
   Shape shape = first.sizes();
   shape[d] = total;
-  Tensor out = empty(shape, TensorOptions(dtype).device(first.device()));
+  // Channels-last in, channels-last out (PyTorch's rule): a channels-last network's joins stay in
+  // its layout, so the elementwise ops after them do not meet two layouts at once.
+  bool channels_last = true;
+  for (const Tensor* t : parts) channels_last = channels_last && channels_last_order(*t);
+  const TensorOptions options = TensorOptions(dtype).device(first.device());
+  Tensor out = channels_last ? empty_channels_last(shape, options) : empty(shape, options);
   int64_t offset = 0;
   for (const Tensor* t : parts) {
     copy_into(out.narrow(d, offset, t->size(d)), *t);

@@ -45,7 +45,8 @@ cublasHandle_t handle_for(const GemmArgs& g) {
 
 bool fits_int(int64_t v) { return v <= std::numeric_limits<int>::max(); }
 
-void cublas_gemm(const GemmArgs& g) {
+// C's dtype is g.dtype, or float32 (c_float32) for 16-bit A and B.
+void cublas_gemm(const GemmArgs& g, bool c_float32) {
   EMBER_CHECK(fits_int(g.m) && fits_int(g.n) && fits_int(g.k) && fits_int(g.lda) && fits_int(g.ldb) &&
                   fits_int(g.ldc) && fits_int(g.batch),
               "matmul: sizes beyond 2^31 - 1 (m=", g.m, " n=", g.n, " k=", g.k, " batch=", g.batch,
@@ -53,6 +54,16 @@ void cublas_gemm(const GemmArgs& g) {
   DeviceGuard guard(g.device.index);
   cublasHandle_t h = handle_for(g);
   check_cublas(cublasSetStream(h, current_stream().handle()), "cublasSetStream", g);
+  // 16-bit products run on tensor cores with float32 compute (CUBLAS_COMPUTE_32F below); without
+  // this flag cuBLAS may still add split-K partial sums in the 16-bit output type (PyTorch's
+  // allow_{fp16,bf16}_reduced_precision_reduction, on by default there). Ember's 16-bit products
+  // accumulate in float32 end to end, as its own kernel does.
+  const bool sixteen_bit = g.dtype == kBFloat16 || g.dtype == kFloat16;
+  check_cublas(
+      cublasSetMathMode(h, sixteen_bit ? static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                                                   CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)
+                                       : CUBLAS_DEFAULT_MATH),
+      "cublasSetMathMode", g);
   cudaDataType_t type = CUDA_R_32F;
   cublasComputeType_t compute = allow_tf32.load() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const float alpha32 = static_cast<float>(g.alpha), beta32 = static_cast<float>(g.beta);
@@ -78,13 +89,17 @@ void cublas_gemm(const GemmArgs& g) {
     default:
       detail::unsupported_dtype("matmul", g.dtype);
   }
+  EMBER_CHECK(!c_float32 || sixteen_bit, "matmul: a float32 output is for bfloat16 and float16 operands, got ",
+              dtype_name(g.dtype));
+  const cudaDataType_t c_type = c_float32 ? CUDA_R_32F : type;
   const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  check_cublas(cublasGemmStridedBatchedEx(
-                   h, op_b, op_a, static_cast<int>(g.n), static_cast<int>(g.m), static_cast<int>(g.k), alpha, g.b, type,
-                   static_cast<int>(g.ldb), g.stride_b, g.a, type, static_cast<int>(g.lda), g.stride_a, beta, g.c, type,
-                   static_cast<int>(g.ldc), g.stride_c, static_cast<int>(g.batch), compute, CUBLAS_GEMM_DEFAULT),
-               "cublasGemmStridedBatchedEx", g);
+  check_cublas(
+      cublasGemmStridedBatchedEx(h, op_b, op_a, static_cast<int>(g.n), static_cast<int>(g.m), static_cast<int>(g.k),
+                                 alpha, g.b, type, static_cast<int>(g.ldb), g.stride_b, g.a, type,
+                                 static_cast<int>(g.lda), g.stride_a, beta, g.c, c_type, static_cast<int>(g.ldc),
+                                 g.stride_c, static_cast<int>(g.batch), compute, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmStridedBatchedEx", g);
 }
 #endif
 
@@ -98,9 +113,17 @@ GemmKernel gemm_kernel_choice() { return static_cast<GemmKernel>(kernel_choice.l
 void gemm_kernel(const GemmArgs& args) {
   if (args.m == 0 || args.n == 0 || args.batch == 0) return;
 #if defined(EMBER_CUDA)
-  if (gemm_kernel_choice() == GemmKernel::Auto) return cublas_gemm(args);
+  if (gemm_kernel_choice() == GemmKernel::Auto) return cublas_gemm(args, false);
 #endif
   ember_gemm(args);
+}
+
+void gemm_float32_output(const GemmArgs& args) {
+  if (args.m == 0 || args.n == 0 || args.batch == 0) return;
+#if defined(EMBER_CUDA)
+  if (gemm_kernel_choice() == GemmKernel::Auto) return cublas_gemm(args, true);
+#endif
+  ember_gemm_float32_output(args);
 }
 
 }  // namespace ember::cuda

@@ -19,4 +19,8 @@ GemmKernel gemm_kernel_choice();
 
 // The compute table's gemm entry, gemm_kernel, is declared in cuda/kernels/entries.h.
 
+// gemm_kernel with A and B bfloat16 or float16 (args.dtype) and C float32: for sums that go on
+// after the product (cuda/conv.cc's backward passes), which then round to 16 bits once.
+void gemm_float32_output(const GemmArgs& args);
+
 }  // namespace ember::cuda

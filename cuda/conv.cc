@@ -2,6 +2,9 @@
 // product is one batched GEMM over the chunk's images (the weight shared, stride 0). The chunk
 // bounds the column buffer; a 1x1 convolution with stride 1 and no padding needs no columns.
 // On real GPUs cuDNN goes first; this path runs what it declines and what it is not asked to run.
+// 16-bit data accumulates in float32 throughout: the sums that go on after a GEMM (the input
+// gradient's overlapping windows, the weight gradient's images) take the GEMM's float32 products
+// and round once, at their end.
 #include "cuda/conv.h"
 
 #include <algorithm>
@@ -89,9 +92,20 @@ const void* columns(const Plan& plan, const Tensor& x, int64_t first, int64_t co
   return buffer.data_ptr();
 }
 
-Tensor column_buffer(const Plan& plan, const Tensor& like) {
+Tensor column_buffer(const Plan& plan, const Tensor& like, DType dtype) {
   if (plan.direct) return Tensor();
-  return empty({std::min(plan.chunk, plan.g.images), plan.rows, plan.pixels}, like.options());
+  return empty({std::min(plan.chunk, plan.g.images), plan.rows, plan.pixels}, like.options().dtype(dtype));
+}
+
+// What sums that continue after a GEMM hold: float32 for 16-bit data, else the data's dtype.
+DType partial_sum_dtype(DType dtype) { return dtype == kBFloat16 || dtype == kFloat16 ? kFloat32 : dtype; }
+
+// A GEMM whose C holds `c_dtype`: the operands' dtype, or float32 for 16-bit operands.
+void gemm_into(const GemmArgs& args, DType c_dtype) {
+  if (c_dtype == args.dtype)
+    gemm_kernel(args);
+  else
+    gemm_float32_output(args);
 }
 
 GemmArgs batched(const Tensor& like, int64_t batch) {
@@ -103,7 +117,7 @@ GemmArgs batched(const Tensor& like, int64_t batch) {
 }
 
 void ember_forward(const Plan& plan, const Tensor& x, const Tensor& w, const Tensor& out) {
-  Tensor buffer = column_buffer(plan, x);
+  Tensor buffer = column_buffer(plan, x, x.dtype());
   const DType dt = x.dtype();
   for (int64_t first = 0; first < plan.g.images; first += plan.chunk) {
     const int64_t count = std::min(plan.chunk, plan.g.images - first);
@@ -129,8 +143,10 @@ void ember_forward(const Plan& plan, const Tensor& x, const Tensor& w, const Ten
 }
 
 void ember_backward_input(const Plan& plan, const Tensor& dy, const Tensor& w, const Tensor& grad_input) {
-  Tensor buffer = column_buffer(plan, dy);
   const DType dt = dy.dtype();
+  // Columns that col2im sums stay unrounded; the direct case's GEMM is the whole sum.
+  const DType col_dt = plan.direct ? dt : partial_sum_dtype(dt);
+  Tensor buffer = column_buffer(plan, dy, col_dt);
   const int64_t image = plan.g.channels * plan.g.height * plan.g.width;
   for (int64_t first = 0; first < plan.g.images; first += plan.chunk) {
     const int64_t count = std::min(plan.chunk, plan.g.images - first);
@@ -148,10 +164,10 @@ void ember_backward_input(const Plan& plan, const Tensor& dy, const Tensor& w, c
       a.b = at(dy.data_ptr(), dt, (first * plan.out_channels + group * plan.group_out) * plan.pixels);
       a.ldb = plan.pixels;
       a.stride_b = plan.out_channels * plan.pixels;
-      a.c = at(col, dt, group * plan.group_rows * plan.pixels);
+      a.c = at(col, col_dt, group * plan.group_rows * plan.pixels);
       a.ldc = plan.pixels;
       a.stride_c = plan.rows * plan.pixels;
-      gemm_kernel(a);
+      gemm_into(a, col_dt);
     }
     if (!plan.direct) {
       ConvGeometry g = plan.g;
@@ -162,11 +178,12 @@ void ember_backward_input(const Plan& plan, const Tensor& dy, const Tensor& w, c
 }
 
 Tensor ember_backward_weight(const Plan& plan, const Tensor& dy, const Tensor& x, const Shape& weight_shape) {
-  Tensor buffer = column_buffer(plan, x);
+  const DType dt = x.dtype(), partial_dt = partial_sum_dtype(dt);
+  Tensor buffer = column_buffer(plan, x, dt);
   // Per-image products, summed over the chunk's images afterwards: no accumulation order depends
   // on scheduling, and each GEMM stays one batched launch.
-  Tensor partial = empty({std::min(plan.chunk, plan.g.images), plan.out_channels, plan.group_rows}, x.options());
-  const DType dt = x.dtype();
+  Tensor partial =
+      empty({std::min(plan.chunk, plan.g.images), plan.out_channels, plan.group_rows}, x.options().dtype(partial_dt));
   Tensor grad_weight;
   for (int64_t first = 0; first < plan.g.images; first += plan.chunk) {
     const int64_t count = std::min(plan.chunk, plan.g.images - first);
@@ -184,10 +201,10 @@ Tensor ember_backward_weight(const Plan& plan, const Tensor& dy, const Tensor& x
       a.b = at(col, dt, group * plan.group_rows * plan.pixels);
       a.ldb = plan.pixels;
       a.stride_b = plan.rows * plan.pixels;
-      a.c = at(partial.data_ptr(), dt, group * plan.group_out * plan.group_rows);
+      a.c = at(partial.data_ptr(), partial_dt, group * plan.group_out * plan.group_rows);
       a.ldc = plan.group_rows;
       a.stride_c = plan.out_channels * plan.group_rows;
-      gemm_kernel(a);
+      gemm_into(a, partial_dt);
     }
     Tensor chunk_sum = partial.slice(0, 0, count).sum({0}).view(weight_shape);
     if (grad_weight.defined())
@@ -195,7 +212,7 @@ Tensor ember_backward_weight(const Plan& plan, const Tensor& dy, const Tensor& x
     else
       grad_weight = chunk_sum;
   }
-  return grad_weight;
+  return grad_weight.to(dt);
 }
 
 // cuDNN runs a pass on real GPUs unless Ember's kernels are asked for; false (or an undefined

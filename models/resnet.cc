@@ -17,17 +17,18 @@ nn::Conv2d conv1x1(int64_t in, int64_t out, int64_t stride) {
   return nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false));
 }
 
-// Option-A shortcut: every other pixel, channels zero-padded equally on both sides.
+// Option-A shortcut: every other pixel, channels zero-padded equally on both sides. The padding
+// takes x's layout, so that a channels-last network's shortcut stays channels-last (cat keeps it).
 Tensor shortcut_a(const Tensor& x, int64_t out_channels, int64_t stride) {
   Tensor sub = stride > 1 ? x.slice(2, 0, x.size(2), stride).slice(3, 0, x.size(3), stride) : x;
   int64_t extra = out_channels - x.size(1);
   if (extra == 0) return sub;
-  Shape pad_shape = sub.sizes();
-  pad_shape[1] = extra / 2;
-  Tensor before = zeros(pad_shape, sub.options());
-  pad_shape[1] = extra - extra / 2;
-  Tensor after = zeros(pad_shape, sub.options());
-  return cat({before, sub, after}, 1);
+  auto padding = [&](int64_t channels) {
+    Shape shape = sub.sizes();
+    shape[1] = channels;
+    return channels_last_order(x) ? empty_channels_last(shape, sub.options()).zero_() : zeros(shape, sub.options());
+  };
+  return cat({padding(extra / 2), sub, padding(extra - extra / 2)}, 1);
 }
 
 nn::Sequential projection(int64_t in, int64_t out, int64_t stride) {

@@ -29,7 +29,8 @@ const char* view_backward_name(ViewSpec::Kind kind) {
 
 class ViewBackward final : public Node {
  public:
-  ViewBackward(const ViewSpec& spec, const Tensor& x) : spec_(spec), shape_(x.sizes()) {}
+  ViewBackward(const ViewSpec& spec, const Tensor& x)
+      : spec_(spec), shape_(x.sizes()), channels_last_(channels_last_order(x)) {}
   std::string name() const override { return view_backward_name(spec_.kind); }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& g = grads[0];
@@ -44,12 +45,12 @@ class ViewBackward final : public Node {
       case ViewSpec::Kind::Expand:
         return {sum_to(g, shape_)};
       case ViewSpec::Kind::Slice: {
-        Tensor out = zeros(shape_, g.options());
+        Tensor out = zeros_in_input_layout(g);
         copy_into(out.slice(spec_.dim, spec_.start, spec_.end, spec_.step), g);
         return {out};
       }
       case ViewSpec::Kind::Select: {
-        Tensor out = zeros(shape_, g.options());
+        Tensor out = zeros_in_input_layout(g);
         copy_into(out.select(spec_.dim, spec_.index), g);
         return {out};
       }
@@ -58,8 +59,16 @@ class ViewBackward final : public Node {
   }
 
  private:
+  // The input's gradient in the input's layout (channels-last or contiguous), so that its sum with
+  // the input's other gradients (a residual block's shortcut and convolution) meets one layout.
+  Tensor zeros_in_input_layout(const Tensor& g) const {
+    if (!channels_last_) return zeros(shape_, g.options());
+    return empty_channels_last(shape_, g.options()).zero_();
+  }
+
   ViewSpec spec_;
   Shape shape_;
+  bool channels_last_;
 };
 
 class CatBackward final : public Node {

@@ -1,11 +1,14 @@
 // CPU batch norm over dim 1 of [N, C, *]: statistics, the affine apply, and the two halves of
 // the backward (per-channel reductions, then the elementwise input gradient), each optionally with
 // the ReLU that follows fused in. Works on dense data with channels outermost ([N, C, S]) or
-// innermost ([N*S, C], channels-last) without a layout copy.
+// innermost ([N*S, C], channels-last) without a layout copy. bf16 activations go to the vector
+// passes of batch_norm_bf16.cc where the CPU has them; the loops here, in float32 (or float64)
+// over a converted copy, are their reference.
 #include <cmath>
 #include <vector>
 
 #include "core/batch_norm_math.h"
+#include "core/cpu/batch_norm_layout.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/thread_pool.h"
 #include "core/elementwise_math.h"
@@ -15,20 +18,17 @@
 
 namespace ember::cpu {
 
-namespace {
+namespace batch_norm {
 
-// How the [N, C, S] view of a tensor is laid out in memory.
-struct Layout {
-  bool channels_last = false;  // element (n, c, s) at (n*S + s)*C + c, else (n*C + c)*S + s
-  int64_t n = 1, c = 1, s = 1;
-};
+namespace {
 
 bool is_channels_last(const Tensor& t) {
   if (t.dim() < 3 || t.stride(1) != 1) return false;
   return is_dense(t);
 }
 
-// Makes `t` contiguous or channels-last dense (matching `like` when given) and describes it.
+}  // namespace
+
 Tensor normalise_layout(const Tensor& t, const Tensor* like, Layout* layout) {
   Tensor out = t;
   bool want_cl = like ? is_channels_last(*like) : is_channels_last(t);
@@ -46,6 +46,14 @@ Tensor normalise_layout(const Tensor& t, const Tensor* like, Layout* layout) {
   layout->s = t.numel() / std::max<int64_t>(1, layout->n * layout->c);
   return out;
 }
+
+}  // namespace batch_norm
+
+namespace {
+
+using batch_norm::channels_last_sums;
+using batch_norm::Layout;
+using batch_norm::normalise_layout;
 
 DType compute_dtype(DType d) { return d == kFloat64 ? kFloat64 : kFloat32; }
 
@@ -106,27 +114,6 @@ void input_grad_row(const T* __restrict dy, const T* __restrict y, const T* __re
         formula::batch_norm_input_grad_element(masked<T, kMask>(dy[c], kMask ? y[c] : T(0)), x[c], k[c], a[c], b[c]);
 }
 
-// Per-channel sums over a channels-last [rows, C] block, one pass over memory: each thread sums its
-// own rows into per-channel accumulators (the inner loop runs along C, contiguous), then the
-// threads' partial sums are added. Reading channel by channel instead would fetch every cache line
-// C times. `terms(row_offset, c, acc)` adds one element's contributions to acc[0..kTerms).
-template <int kTerms, typename Terms>
-std::vector<double> channels_last_sums(int64_t rows, int64_t channels, const Terms& terms) {
-  const int threads = std::max(1, num_threads());
-  std::vector<double> partial(static_cast<size_t>(threads) * kTerms * channels, 0.0);
-  parallel_for(0, threads, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t t = lo; t < hi; ++t) {
-      double* acc = partial.data() + t * kTerms * channels;
-      const int64_t r0 = rows * t / threads, r1 = rows * (t + 1) / threads;
-      for (int64_t r = r0; r < r1; ++r) terms(r * channels, acc, channels);
-    }
-  });
-  std::vector<double> total(static_cast<size_t>(kTerms) * channels, 0.0);
-  for (int t = 0; t < threads; ++t)
-    for (size_t i = 0; i < total.size(); ++i) total[i] += partial[t * total.size() + i];
-  return total;
-}
-
 template <typename T>
 std::pair<Tensor, Tensor> stats_typed(const Tensor& x, const Layout& l) {
   Tensor mean = empty({l.c}, x.options()), var = empty({l.c}, x.options());
@@ -147,8 +134,8 @@ std::pair<Tensor, Tensor> stats_typed(const Tensor& x, const Layout& l) {
   };
   if (l.channels_last) {
     const T* shifts = shift.data();
-    std::vector<double> sums = channels_last_sums<2>(count, l.c, [&](int64_t offset, double* acc, int64_t channels) {
-      stats_row(data + offset, shifts, acc, acc + channels, channels);
+    std::vector<double> sums = channels_last_sums<2>(count, l.c, [&](int64_t r0, int64_t r1, double* acc) {
+      for (int64_t r = r0; r < r1; ++r) stats_row(data + r * l.c, shifts, acc, acc + l.c, l.c);
     });
     for (int64_t c = 0; c < l.c; ++c) finish(c, sums[c], sums[l.c + c]);
     return {mean, var};
@@ -211,11 +198,12 @@ std::pair<Tensor, Tensor> backward_reduce_typed(const Tensor& dy, const Tensor& 
   const T* g = dy.data_ptr<T>();
   const T* in = x.data_ptr<T>();
   if (l.channels_last) {
-    std::vector<double> sums =
-        channels_last_sums<2>(l.n * l.s, l.c, [&](int64_t offset, double* acc, int64_t channels) {
-          grad_sums_row<T, kMask>(g + offset, kMask ? y + offset : nullptr, in + offset, mean, acc, acc + channels,
-                                  channels);
-        });
+    std::vector<double> sums = channels_last_sums<2>(l.n * l.s, l.c, [&](int64_t r0, int64_t r1, double* acc) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t at = r * l.c;
+        grad_sums_row<T, kMask>(g + at, kMask ? y + at : nullptr, in + at, mean, acc, acc + l.c, l.c);
+      }
+    });
     for (int64_t c = 0; c < l.c; ++c) {
       a[c] = static_cast<T>(sums[c]);
       b[c] = static_cast<T>(sums[l.c + c]);
@@ -308,6 +296,7 @@ void with_compute_type(DType ct, const Body& body) {
 
 std::pair<Tensor, Tensor> batch_norm_stats_kernel(const Tensor& input) {
   NoGradGuard no_grad;
+  if (batch_norm::bf16_takes({&input})) return batch_norm::bf16_stats(input);
   DType ct = compute_dtype(input.dtype());
   Layout l;
   Tensor x = normalise_layout(input.to(ct), nullptr, &l);
@@ -317,6 +306,8 @@ std::pair<Tensor, Tensor> batch_norm_stats_kernel(const Tensor& input) {
 Tensor batch_norm_apply_kernel(const Tensor& input, const Tensor& mean_in, const Tensor& invstd_in,
                                const Tensor& weight_in, const Tensor& bias_in, bool relu) {
   NoGradGuard no_grad;
+  if (batch_norm::bf16_takes({&input}))
+    return batch_norm::bf16_apply(input, mean_in, invstd_in, weight_in, bias_in, relu);
   DType ct = compute_dtype(input.dtype());
   Layout l;
   Tensor x = normalise_layout(input.to(ct), nullptr, &l);
@@ -334,6 +325,8 @@ Tensor batch_norm_apply_kernel(const Tensor& input, const Tensor& mean_in, const
 std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_output, const Tensor& input,
                                                             const Tensor& mean_in, const Tensor& relu_output) {
   NoGradGuard no_grad;
+  if (batch_norm::bf16_takes({&grad_output, &input, &relu_output}))
+    return batch_norm::bf16_backward_reduce(grad_output, input, mean_in, relu_output);
   DType ct = compute_dtype(input.dtype());
   Layout l, other;
   Tensor x = normalise_layout(input.to(ct), nullptr, &l);
@@ -353,6 +346,9 @@ Tensor batch_norm_backward_input_kernel(const Tensor& grad_output, const Tensor&
                                         const Tensor& invstd_in, const Tensor& weight_in, const Tensor& sum_dy_in,
                                         const Tensor& sum_dy_xmu_in, int64_t count, const Tensor& relu_output) {
   NoGradGuard no_grad;
+  if (batch_norm::bf16_takes({&grad_output, &input, &relu_output}))
+    return batch_norm::bf16_backward_input(grad_output, input, mean_in, invstd_in, weight_in, sum_dy_in, sum_dy_xmu_in,
+                                           count, relu_output);
   DType ct = compute_dtype(input.dtype());
   Layout l, other;
   Tensor x = normalise_layout(input.to(ct), nullptr, &l);

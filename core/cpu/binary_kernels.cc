@@ -1,7 +1,9 @@
 // CPU binary, comparison and where kernels. Rows whose operands are contiguous, or a contiguous
-// operand against a broadcast scalar, get vectorisable loops.
+// operand against a broadcast scalar, get vectorisable loops (bf16 ones in float32 blocks,
+// bf16_rows.h).
 #include <cmath>
 
+#include "core/cpu/bf16_rows.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
 #include "core/elementwise_math.h"
@@ -24,6 +26,16 @@ void binary_typed(const StridedLoop& loop) {
     const T* a = reinterpret_cast<const T*>(p[1]);
     const T* b = reinterpret_cast<const T*>(p[2]);
     constexpr int64_t e = sizeof(T);
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      if (s[0] == e && (s[1] == e || s[1] == 0) && (s[2] == e || s[2] == 0)) {
+        bf16_rows<2>(out, n, {a, b}, {s[1] == 0, s[2] == 0}, [](float* r, const float* const* x, int64_t m) {
+          const float* __restrict x0 = x[0];
+          const float* __restrict x1 = x[1];
+          for (int64_t i = 0; i < m; ++i) r[i] = apply_binary<float, Op>(x0[i], x1[i]);
+        });
+        return;
+      }
+    }
     if (s[0] == e && s[1] == e && s[2] == e) {
       const auto value = [a, b](int64_t i) { return static_cast<T>(apply_binary<C, Op>(C(a[i]), C(b[i]))); };
       write_elements(out, n, value, streaming);

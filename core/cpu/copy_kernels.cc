@@ -1,8 +1,10 @@
-// CPU copy kernel: any dtype to any dtype over any strides; same-dtype contiguous rows are memcpy.
+// CPU copy kernel: any dtype to any dtype over any strides; same-dtype contiguous rows are memcpy,
+// contiguous float32 <-> bf16 rows (autocast's casts) the vector loops of core/cpu/simd.
 #include <cstring>
 
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
+#include "core/cpu/simd/kernels.h"
 #include "core/elementwise_math.h"
 
 namespace ember::cpu {
@@ -20,6 +22,18 @@ void copy_typed(const StridedLoop& loop) {
     if constexpr (std::is_same_v<D, S>) {
       if (s[0] == sizeof(D) && s[1] == sizeof(S)) {
         std::memcpy(p[0], p[1], static_cast<size_t>(n) * sizeof(D));
+        return;
+      }
+    }
+    if constexpr (std::is_same_v<D, float> && std::is_same_v<S, BFloat16>) {
+      if (s[0] == sizeof(D) && s[1] == sizeof(S)) {
+        simd::to_float(reinterpret_cast<const BFloat16*>(p[1]), reinterpret_cast<float*>(p[0]), n);
+        return;
+      }
+    }
+    if constexpr (std::is_same_v<D, BFloat16> && std::is_same_v<S, float>) {
+      if (s[0] == sizeof(D) && s[1] == sizeof(S)) {
+        simd::from_float(reinterpret_cast<const float*>(p[1]), reinterpret_cast<BFloat16*>(p[0]), n);
         return;
       }
     }

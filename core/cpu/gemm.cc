@@ -3,7 +3,8 @@
 // the skinny im2col shapes of small convnets on AVX-512 CPUs), with long reductions split over K
 // by Ember itself, or on Ember's own AVX2 kernel for skinny shapes (skinny_sgemm.h) where timing
 // the two on the shape's first call says so (core/kernel_select.h; under the heuristic, only on
-// CPUs without AVX-512, where oneDNN's AVX2 kernels measured behind); 16-bit floats are widened to
+// CPUs without AVX-512, where oneDNN's AVX2 kernels measured behind); bf16 runs on oneDNN's bf16
+// matmul where the CPU has native bf16 (gemm_bf16.cc), and 16-bit floats are otherwise widened to
 // float32, multiplied, and rounded back once.
 #include "core/cpu/gemm.h"
 
@@ -184,6 +185,7 @@ void gemm_kernel(const GemmArgs& g) {
                                static_cast<double*>(g.c) + batch * g.stride_c, g.ldc);
       return;
     case kBFloat16:
+      if (gemm_bf16_onednn(g)) return;
       return gemm_16bit<BFloat16>(g);
     case kFloat16:
       return gemm_16bit<Half>(g);

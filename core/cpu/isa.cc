@@ -71,4 +71,15 @@ bool has_avx512_core() {
   return native && has_avx512f();
 }
 
+bool has_native_bf16() {
+  static const bool native = [] {
+    isa();  // applies EMBER_CPU_ISA before oneDNN reports its ISA
+    // ISA values are bit sets; each includes the bits of the ISAs below it.
+    const auto effective = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+    const auto bf16 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_bf16);
+    return (effective & bf16) == bf16;
+  }();
+  return native;
+}
+
 }  // namespace ember::cpu

@@ -20,5 +20,8 @@ std::string isa_description();
 bool has_avx2_fma();     // AVX2 and FMA, within the cap
 bool has_avx512f();      // AVX-512 Foundation, within the cap
 bool has_avx512_core();  // AVX-512 F/BW/VL/DQ, what oneDNN's Winograd and bf16 kernels need
+// bf16 dot products (AVX512_BF16, or AMX), as oneDNN sees the CPU under the cap: where its bf16
+// kernels run natively rather than emulated, and bf16 is worth choosing for speed.
+bool has_native_bf16();
 
 }  // namespace ember::cpu

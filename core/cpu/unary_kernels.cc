@@ -1,5 +1,6 @@
-// CPU unary and fill kernels. Contiguous rows get a tight loop the compiler vectorises; other
-// rows use the strided form.
+// CPU unary and fill kernels. Contiguous rows get a tight loop the compiler vectorises (bf16 ones
+// in float32 blocks, bf16_rows.h); other rows use the strided form.
+#include "core/cpu/bf16_rows.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
 #include "core/elementwise_math.h"
@@ -15,6 +16,15 @@ void unary_typed(const StridedLoop& loop, double a, double b) {
   for_each_row(loop, kElementwiseGrain, [a, b, streaming](int64_t n, char* const* p, const int64_t* s) {
     T* out = reinterpret_cast<T*>(p[0]);
     const T* in = reinterpret_cast<const T*>(p[1]);
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
+        bf16_rows<1>(out, n, {in}, {false}, [a, b](float* r, const float* const* x, int64_t m) {
+          const float* __restrict x0 = x[0];
+          for (int64_t i = 0; i < m; ++i) r[i] = formula::apply_unary<float>(Op, x0[i], a, b);
+        });
+        return;
+      }
+    }
     if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
       const auto value = [in, a, b](int64_t i) {
         return static_cast<T>(formula::apply_unary<C>(Op, static_cast<C>(in[i]), a, b));
@@ -32,17 +42,38 @@ void unary_typed(const StridedLoop& loop, double a, double b) {
 template <typename T>
 void unary_for_type(UnaryOp op, const StridedLoop& loop, double a, double b) {
   switch (op) {
+    // clang-format off: the case macros carry no semicolon, which the formatter cannot line up
 #define EMBER_UNARY_CASE(NAME) \
   case UnaryOp::NAME:          \
     return unary_typed<T, UnaryOp::NAME>(loop, a, b);
     EMBER_UNARY_CASE(Neg)
-    EMBER_UNARY_CASE(Exp) EMBER_UNARY_CASE(Log) EMBER_UNARY_CASE(Log1p) EMBER_UNARY_CASE(Expm1) EMBER_UNARY_CASE(Sqrt)
-        EMBER_UNARY_CASE(Rsqrt) EMBER_UNARY_CASE(Abs) EMBER_UNARY_CASE(Sign) EMBER_UNARY_CASE(Relu)
-            EMBER_UNARY_CASE(Gelu) EMBER_UNARY_CASE(GeluTanh) EMBER_UNARY_CASE(Silu) EMBER_UNARY_CASE(Sigmoid)
-                EMBER_UNARY_CASE(Tanh) EMBER_UNARY_CASE(Clamp) EMBER_UNARY_CASE(PowScalar) EMBER_UNARY_CASE(LeakyRelu)
-                    EMBER_UNARY_CASE(Reciprocal) EMBER_UNARY_CASE(Square) EMBER_UNARY_CASE(Sin) EMBER_UNARY_CASE(Cos)
-                        EMBER_UNARY_CASE(Erf) EMBER_UNARY_CASE(Floor) EMBER_UNARY_CASE(Ceil) EMBER_UNARY_CASE(Round)
+    EMBER_UNARY_CASE(Exp)
+    EMBER_UNARY_CASE(Log)
+    EMBER_UNARY_CASE(Log1p)
+    EMBER_UNARY_CASE(Expm1)
+    EMBER_UNARY_CASE(Sqrt)
+    EMBER_UNARY_CASE(Rsqrt)
+    EMBER_UNARY_CASE(Abs)
+    EMBER_UNARY_CASE(Sign)
+    EMBER_UNARY_CASE(Relu)
+    EMBER_UNARY_CASE(Gelu)
+    EMBER_UNARY_CASE(GeluTanh)
+    EMBER_UNARY_CASE(Silu)
+    EMBER_UNARY_CASE(Sigmoid)
+    EMBER_UNARY_CASE(Tanh)
+    EMBER_UNARY_CASE(Clamp)
+    EMBER_UNARY_CASE(PowScalar)
+    EMBER_UNARY_CASE(LeakyRelu)
+    EMBER_UNARY_CASE(Reciprocal)
+    EMBER_UNARY_CASE(Square)
+    EMBER_UNARY_CASE(Sin)
+    EMBER_UNARY_CASE(Cos)
+    EMBER_UNARY_CASE(Erf)
+    EMBER_UNARY_CASE(Floor)
+    EMBER_UNARY_CASE(Ceil)
+    EMBER_UNARY_CASE(Round)
 #undef EMBER_UNARY_CASE
+    // clang-format on
   }
 }
 
@@ -51,6 +82,20 @@ void unary_backward_typed(const StridedLoop& loop, double a, double b) {
   using C = ComputeType<T>;
   const bool streaming = streams_output(loop, sizeof(T));
   for_each_row(loop, kElementwiseGrain, [a, b, streaming](int64_t n, char* const* p, const int64_t* s) {
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      if (s[0] == sizeof(T) && s[1] == sizeof(T) && s[2] == sizeof(T) && s[3] == sizeof(T)) {
+        const auto* in = reinterpret_cast<const BFloat16* const*>(p + 1);
+        bf16_rows<3>(reinterpret_cast<BFloat16*>(p[0]), n, {in[0], in[1], in[2]}, {false, false, false},
+                     [a, b](float* r, const float* const* x, int64_t m) {
+                       const float* __restrict g = x[0];
+                       const float* __restrict xs = x[1];
+                       const float* __restrict ys = x[2];
+                       for (int64_t i = 0; i < m; ++i)
+                         r[i] = formula::apply_unary_backward<float>(Op, g[i], xs[i], ys[i], a, b);
+                     });
+        return;
+      }
+    }
     if (s[0] == sizeof(T) && s[1] == sizeof(T) && s[2] == sizeof(T) && s[3] == sizeof(T)) {
       T* out = reinterpret_cast<T*>(p[0]);
       const T* g = reinterpret_cast<const T*>(p[1]);
@@ -74,23 +119,51 @@ void unary_backward_typed(const StridedLoop& loop, double a, double b) {
 template <typename T>
 void unary_backward_for_type(UnaryOp op, const StridedLoop& loop, double a, double b) {
   switch (op) {
+    // clang-format off: the case macros carry no semicolon, which the formatter cannot line up
 #define EMBER_UNARY_CASE(NAME) \
   case UnaryOp::NAME:          \
     return unary_backward_typed<T, UnaryOp::NAME>(loop, a, b);
     EMBER_UNARY_CASE(Neg)
-    EMBER_UNARY_CASE(Exp) EMBER_UNARY_CASE(Log) EMBER_UNARY_CASE(Log1p) EMBER_UNARY_CASE(Expm1) EMBER_UNARY_CASE(Sqrt)
-        EMBER_UNARY_CASE(Rsqrt) EMBER_UNARY_CASE(Abs) EMBER_UNARY_CASE(Sign) EMBER_UNARY_CASE(Relu)
-            EMBER_UNARY_CASE(Gelu) EMBER_UNARY_CASE(GeluTanh) EMBER_UNARY_CASE(Silu) EMBER_UNARY_CASE(Sigmoid)
-                EMBER_UNARY_CASE(Tanh) EMBER_UNARY_CASE(Clamp) EMBER_UNARY_CASE(PowScalar) EMBER_UNARY_CASE(LeakyRelu)
-                    EMBER_UNARY_CASE(Reciprocal) EMBER_UNARY_CASE(Square) EMBER_UNARY_CASE(Sin) EMBER_UNARY_CASE(Cos)
-                        EMBER_UNARY_CASE(Erf) EMBER_UNARY_CASE(Floor) EMBER_UNARY_CASE(Ceil) EMBER_UNARY_CASE(Round)
+    EMBER_UNARY_CASE(Exp)
+    EMBER_UNARY_CASE(Log)
+    EMBER_UNARY_CASE(Log1p)
+    EMBER_UNARY_CASE(Expm1)
+    EMBER_UNARY_CASE(Sqrt)
+    EMBER_UNARY_CASE(Rsqrt)
+    EMBER_UNARY_CASE(Abs)
+    EMBER_UNARY_CASE(Sign)
+    EMBER_UNARY_CASE(Relu)
+    EMBER_UNARY_CASE(Gelu)
+    EMBER_UNARY_CASE(GeluTanh)
+    EMBER_UNARY_CASE(Silu)
+    EMBER_UNARY_CASE(Sigmoid)
+    EMBER_UNARY_CASE(Tanh)
+    EMBER_UNARY_CASE(Clamp)
+    EMBER_UNARY_CASE(PowScalar)
+    EMBER_UNARY_CASE(LeakyRelu)
+    EMBER_UNARY_CASE(Reciprocal)
+    EMBER_UNARY_CASE(Square)
+    EMBER_UNARY_CASE(Sin)
+    EMBER_UNARY_CASE(Cos)
+    EMBER_UNARY_CASE(Erf)
+    EMBER_UNARY_CASE(Floor)
+    EMBER_UNARY_CASE(Ceil)
+    EMBER_UNARY_CASE(Round)
 #undef EMBER_UNARY_CASE
+    // clang-format on
   }
 }
 
 template <typename T>
 void fill_typed(const StridedLoop& loop, T value) {
   for_each_row(loop, kElementwiseGrain, [value](int64_t n, char* const* p, const int64_t* s) {
+    if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
+      if (s[0] == sizeof(T)) {  // as 16-bit words, which the compiler vectorises (the struct it does not)
+        uint16_t* out = reinterpret_cast<uint16_t*>(p[0]);
+        for (int64_t i = 0; i < n; ++i) out[i] = value.bits;
+        return;
+      }
+    }
     if (s[0] == sizeof(T)) {
       T* out = reinterpret_cast<T*>(p[0]);
       for (int64_t i = 0; i < n; ++i) out[i] = value;

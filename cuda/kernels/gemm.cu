@@ -20,11 +20,12 @@ static_assert(kTileM * kTileK == kTileN * kTileK, "A and B slices are staged wit
 
 // Thread t covers rows ty + 16 i and columns tx + 16 j: a warp's stores to C are coalesced, and
 // its shared-memory reads are broadcasts or touch distinct banks.
-template <typename T, typename Acc>
+// C is of type Out: T, or float for 16-bit T when the caller's sums go on in float32.
+template <typename T, typename Acc, typename Out>
 __global__ void __launch_bounds__(kThreads) gemm_tile_kernel(const __grid_constant__ GemmArgs s) {
   const T* a = static_cast<const T*>(s.a);
   const T* b = static_cast<const T*>(s.b);
-  T* c = static_cast<T*>(s.c);
+  Out* c = static_cast<Out*>(s.c);
   __shared__ Acc tile_a[kTileK][kTileM];
   __shared__ Acc tile_b[kTileK][kTileN];
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
@@ -32,7 +33,7 @@ __global__ void __launch_bounds__(kThreads) gemm_tile_kernel(const __grid_consta
   for (int64_t batch = blockIdx.z; batch < s.batch; batch += gridDim.z) {
     const T* a_mat = a + batch * s.stride_a;
     const T* b_mat = b + batch * s.stride_b;
-    T* c_mat = c + batch * s.stride_c;
+    Out* c_mat = c + batch * s.stride_c;
     Acc acc[4][4];
     EMBER_UNROLL
     for (int i = 0; i < 4; ++i) {
@@ -90,31 +91,52 @@ __global__ void __launch_bounds__(kThreads) gemm_tile_kernel(const __grid_consta
       for (int j = 0; j < 4; ++j) {
         const int64_t col = col0 + tx + 16 * j;
         if (col >= s.n) continue;
-        T* out = c_mat + row * s.ldc + col;
+        Out* out = c_mat + row * s.ldc + col;
         Acc value = alpha * acc[i][j];
         // beta == 0 never reads C: it may hold NaN or uninitialised memory (BLAS's rule).
-        if (s.beta != 0.0) value += beta * static_cast<Acc>(static_cast<ComputeType<T>>(*out));
-        *out = static_cast<T>(static_cast<ComputeType<T>>(value));
+        if (s.beta != 0.0) value += beta * static_cast<Acc>(static_cast<ComputeType<Out>>(*out));
+        *out = static_cast<Out>(static_cast<ComputeType<Out>>(value));
       }
     }
   }
 }
 
-template <typename T, typename Acc>
+template <typename T, typename Acc, typename Out = T>
 void launch_gemm(const GemmArgs& g) {
   const dim3 grid(static_cast<unsigned>((g.n + kTileN - 1) / kTileN),
                   static_cast<unsigned>((g.m + kTileM - 1) / kTileM),
                   static_cast<unsigned>(std::min<int64_t>(g.batch, 65535)));
-  constexpr auto kernel = &gemm_tile_kernel<T, Acc>;
+  constexpr auto kernel = &gemm_tile_kernel<T, Acc, Out>;
   EMBER_LAUNCH(kernel, grid, dim3(kThreads), 0, current_stream().handle(), g);
   check_launch("matmul");
 }
 
 }  // namespace
 
-void ember_gemm(const GemmArgs& g) {
+namespace {
+
+void check_grid(const GemmArgs& g) {
   EMBER_CHECK((g.n + kTileN - 1) / kTileN <= 0x7fffffff && (g.m + kTileM - 1) / kTileM <= 65535, "matmul: ", g.m, " x ",
               g.n, " is more than a CUDA grid of 64 x 64 tiles holds (at most 65535 x 2^31 - 1)");
+}
+
+}  // namespace
+
+void ember_gemm_float32_output(const GemmArgs& g) {
+  check_grid(g);
+  DeviceGuard guard(g.device.index);
+  switch (g.dtype) {
+    case kBFloat16:
+      return launch_gemm<BFloat16, float, float>(g);
+    case kFloat16:
+      return launch_gemm<Half, float, float>(g);
+    default:
+      EMBER_FAIL("matmul: a float32 output is for bfloat16 and float16 operands, got ", dtype_name(g.dtype));
+  }
+}
+
+void ember_gemm(const GemmArgs& g) {
+  check_grid(g);
   DeviceGuard guard(g.device.index);
   switch (g.dtype) {
     case kFloat32:

@@ -19,6 +19,8 @@ struct ConvGeometry {
 // input is contiguous [images, channels, height, width]; col contiguous.
 void im2col(const ConvGeometry& g, DType dtype, Device device, const void* input, void* col);
 // The adjoint: image[i][c][h][w] = the sum of the col entries im2col would have read it into.
+// image is of `dtype`; col of its compute type (float32 for bfloat16 and float16: the GEMM's
+// unrounded products, summed before the one rounding to 16 bits).
 void col2im(const ConvGeometry& g, DType dtype, Device device, const void* col, void* image);
 
 }  // namespace ember::cuda

@@ -11,6 +11,7 @@
 #include "core/backend.h"
 #include "core/cpu/conv/conv_reference.h"
 #include "core/cpu/isa.h"
+#include "core/cpu/thread_pool.h"
 #include "core/cpu/conv/direct_conv.h"
 #include "core/cpu/conv/direct_conv_weight_grad.h"
 #include "core/cpu/conv/strided_conv_backward_data.h"
@@ -557,6 +558,41 @@ TEST_CASE("conv2d kernels: every selectable candidate matches the references", "
     int ran = 0;
     for (const auto& d : kernel_select::decisions()) ran += d.candidates[d.chosen] == candidate.name;
     if (candidate.must_run) CHECK(ran > 0);
+  }
+  kernel_select::force("");
+}
+
+// bf16 problems (autocast's) choose among oneDNN's bf16 kernels, its weight gradient split over the
+// batch between threads (3 images on 2 threads: uneven shares) and the problem run as float32
+// (as-float32): each, forced, must match the references, and each this CPU has must have run.
+// Without native bf16 (conv_avx2_test), oneDNN's are not candidates and as-float32 runs.
+TEST_CASE("conv2d kernels: every bf16 candidate matches the references", "[conv][select]") {
+  manual_seed(13);
+  std::vector<Case> cases;
+  Case k3 = make_case(2, 20, 9, 7, 24, 3);
+  k3.pad_h = k3.pad_w = 1;
+  k3.input = Layout::ChannelsLast;
+  cases.push_back(k3);
+  Case strided = make_case(3, 16, 11, 10, 32, 3);
+  strided.stride_h = strided.stride_w = 2, strided.pad_h = 1, strided.bias = false;
+  strided.grad_output = Layout::BatchSlice;
+  cases.push_back(strided);
+  Case odd = make_case(2, 5, 9, 7, 12, 1);
+  odd.stride_w = 2, odd.input = Layout::WidthSlice;
+  cases.push_back(odd);
+  const bool native = cpu::has_native_bf16();
+  for (const auto& [name, must_run] :
+       std::vector<std::pair<std::string, bool>>{{"onednn-nhwc", native},
+                                                 {"onednn-blocked", native},
+                                                 {"as-float32", true},
+                                                 {"onednn-split-batch", native && cpu::num_threads() > 1}}) {
+    INFO("forced kernel " << name);
+    kernel_select::reset();
+    kernel_select::force(name);
+    for (const Case& k : cases) check(k, kBFloat16);
+    int ran = 0;
+    for (const auto& d : kernel_select::decisions()) ran += d.candidates[d.chosen] == name;
+    if (must_run) CHECK(ran > 0);
   }
   kernel_select::force("");
 }

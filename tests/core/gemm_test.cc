@@ -1,6 +1,6 @@
 // The CPU backend's float32 GEMM (oneDNN's sgemm) against the float64 reference loop nest, on odd
 // and skinny shapes, every transpose combination, padded leading dimensions, alpha/beta and K = 0;
-// plus matmul from transposed views, which must reach the GEMM as flags rather than copies; and
+// the bf16 GEMM the same way; plus matmul from transposed views, which must reach the GEMM as flags rather than copies; and
 // Ember's own skinny GEMM (core/cpu/skinny_sgemm.h) directly, on the edges of its blocks, panels
 // and passes, with and without streaming stores.
 #include <catch2/catch.hpp>
@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/cpu/avx2_tile.h"
 #include "core/cpu/gemm.h"
 #include "core/cpu/skinny_sgemm.h"
@@ -150,4 +151,54 @@ TEST_CASE("skinny sgemm kernel matches the float64 reference", "[gemm]") {
             }
   }
   ember::cpu::set_num_threads(default_threads);
+}
+
+// bf16 GEMMs (autocast's linear and matmul) through the kernel table: oneDNN's bf16 matmul where
+// the CPU has native bf16, else widened to float32; either way products summed in float32 and C
+// rounded to bf16 once. Every transpose, padded leading dimensions, alpha/beta and a batch.
+TEST_CASE("bf16 gemm matches the float64 reference", "[gemm]") {
+  using namespace ember;
+  std::mt19937 rng(11);
+  const Shape3 shapes[] = {{1, 1, 1}, {3, 5, 7}, {33, 17, 1}, {70, 1, 65}, {129, 10, 512}, {5, 4, 0}};
+  for (const Shape3& s : shapes)
+    for (int trans = 0; trans < 4; ++trans)
+      for (int pad : {0, 3})
+        for (auto [alpha, beta] : {std::pair{1.0, 0.0}, std::pair{0.5, 2.0}}) {
+          const bool ta = trans & 1, tb = trans & 2;
+          INFO("m=" << s.m << " n=" << s.n << " k=" << s.k << " trans_a=" << ta << " trans_b=" << tb << " pad=" << pad
+                    << " alpha=" << alpha << " beta=" << beta);
+          const int64_t a_rows = ta ? s.k : s.m, a_cols = ta ? s.m : s.k;
+          const int64_t b_rows = tb ? s.n : s.k, b_cols = tb ? s.k : s.n;
+          const int64_t lda = std::max<int64_t>(a_cols, 1) + pad, ldb = std::max<int64_t>(b_cols, 1) + pad;
+          const int64_t ldc = std::max<int64_t>(s.n, 1) + pad;
+          const int64_t batch = 2;
+          const int64_t stride_a = std::max<int64_t>(a_rows, 1) * lda, stride_b = std::max<int64_t>(b_rows, 1) * ldb;
+          const int64_t stride_c = std::max<int64_t>(s.m, 1) * ldc;
+          auto bf16_matrix = [&](int64_t size) {
+            std::vector<float> v = random_matrix(1, size, size, rng);
+            return std::vector<BFloat16>(v.begin(), v.end());
+          };
+          const std::vector<BFloat16> a = bf16_matrix(batch * stride_a), b = bf16_matrix(batch * stride_b);
+          std::vector<BFloat16> c = bf16_matrix(batch * stride_c);
+          std::vector<double> expected(c.begin(), c.end());
+          const std::vector<double> wa(a.begin(), a.end()), wb(b.begin(), b.end());
+          for (int64_t i = 0; i < batch; ++i)
+            cpu::gemm_reference<double>(ta, tb, s.m, s.n, s.k, alpha, wa.data() + i * stride_a, lda,
+                                        wb.data() + i * stride_b, ldb, beta, expected.data() + i * stride_c, ldc);
+          GemmArgs g;
+          g.device = Device(kCPU);
+          g.dtype = kBFloat16;
+          g.trans_a = ta, g.trans_b = tb, g.m = s.m, g.n = s.n, g.k = s.k, g.alpha = alpha, g.beta = beta;
+          g.a = a.data(), g.lda = lda, g.b = b.data(), g.ldb = ldb, g.c = c.data(), g.ldc = ldc;
+          g.batch = batch, g.stride_a = stride_a, g.stride_b = stride_b, g.stride_c = stride_c;
+          kernels_for(Device(kCPU), "gemm_test").gemm(g);
+          double worst = 0;
+          for (int64_t i = 0; i < batch * stride_c; ++i) {
+            const bool padding = (i % stride_c) % ldc >= s.n;
+            // bf16's rounding of C (2^-9 relative) and float32 sums of K products.
+            const double tolerance = padding ? 0.0 : 4e-3 * std::abs(expected[i]) + 1e-5 * (1.0 + s.k);
+            worst = std::max(worst, std::abs(static_cast<double>(c[i]) - expected[i]) - tolerance);
+          }
+          REQUIRE(worst <= 0.0);
+        }
 }

@@ -1,7 +1,10 @@
 // Convolution cases: conv2d forward (with and without bias) and its two backward kernels, reached
 // through autograd with a given output gradient, on random geometry: stride, padding, dilation,
 // groups (depthwise included), odd sizes, and the harness's non-contiguous layouts (channels-last
-// among them). The float64 references are the definition, summed by hand.
+// among them), and sums long enough to tell float32 accumulation of 16-bit data from 16-bit
+// accumulation. The float64 references are the definition, summed by hand.
+#include <algorithm>
+
 #include "autograd/functional.h"
 #include "tests/core/op_cases.h"
 
@@ -82,6 +85,9 @@ OpCase forward_case(bool with_bias) {
   c.inputs = {InputSpec{{-1.0, 1.0}}};
   c.shapes = conv_shapes(with_bias, false);
   c.allow_empty = false;
+  c.sum_terms = [=](const std::vector<Shape>& s, const OpArgs&) { return s[1][1] * s[1][2] * s[1][3] + with_bias; };
+  // The bias may be added to the rounded convolution (cuDNN's path, as in PyTorch).
+  if (with_bias) c.tolerance_scale = 2;
   c.run = [=](const Tensors& x, const OpArgs& a) {
     return Tensors{run_conv(x[0], x[1], with_bias ? x[2] : Tensor(), a)};
   };
@@ -111,7 +117,11 @@ OpCase backward_case() {
   c.inputs = {InputSpec{{-1.0, 1.0}}};
   c.shapes = conv_shapes(true, true);
   c.allow_empty = false;
-  c.tolerance_scale = 4;  // the weight gradient sums N * OH * OW products
+  // The input gradient sums O / groups * KH * KW products, the weight's and bias's N * OH * OW.
+  c.sum_terms = [](const std::vector<Shape>& s, const OpArgs& a) {
+    const Shape &w = s[1], &dy = s[3];
+    return std::max(w[0] / a.params[6] * w[2] * w[3], dy[0] * dy[2] * dy[3]);
+  };
   c.run = [](const Tensors& x, const OpArgs& a) {
     Tensor input = x[0].detach().requires_grad_(true), weight = x[1].detach().requires_grad_(true);
     Tensor bias = x[2].detach().requires_grad_(true);
@@ -134,8 +144,55 @@ OpCase backward_case() {
   return c;
 }
 
+// All three passes of a 3x3 convolution with sums long enough (tens to hundreds of products) that
+// 16-bit accumulation would show, in bfloat16 and float16: the output, and the input and weight
+// gradients for a given output gradient. Inputs: x, weight, dy.
+OpCase long_sums_case() {
+  OpCase c;
+  c.name = "conv2d_long_sums";
+  c.ops = {"conv2d", "requires_grad_", "backward"};
+  c.dtypes = {kBFloat16, kFloat16};
+  c.inputs = {InputSpec{{-1.0, 1.0}}};
+  c.shapes = [](Rng& rng, OpArgs& a, bool) {
+    const int64_t stride = rng.integer(1, 2), n = 2, channels = rng.pick<int64_t>({5, 7}),
+                  out = rng.pick<int64_t>({3, 4});
+    const int64_t h = rng.pick<int64_t>({9, 11}), w = rng.pick<int64_t>({9, 11});
+    a.params = {stride, stride, 1, 1, 1, 1, 1};
+    std::vector<Shape> shapes = {{n, channels, h, w}, {out, channels, 3, 3}};
+    const Geometry g = geometry(shapes[0], shapes[1], a);
+    shapes.push_back({n, out, g.oh, g.ow});
+    return shapes;
+  };
+  c.allow_empty = false;
+  c.sum_terms = [](const std::vector<Shape>& s, const OpArgs&) {
+    return std::max({s[0][1] * 9, s[1][0] * 9, s[2][0] * s[2][2] * s[2][3]});
+  };
+  c.run = [](const Tensors& x, const OpArgs& a) {
+    Tensor input = x[0].detach().requires_grad_(true), weight = x[1].detach().requires_grad_(true);
+    Tensor y = run_conv(input, weight, Tensor(), a);
+    y.backward(x[2]);
+    return Tensors{y, input.grad(), weight.grad()};
+  };
+  c.reference = [](const Refs& x, const OpArgs& a) {
+    const Geometry g = geometry(x[0].shape, x[1].shape, a);
+    RefTensor y = ref_filled(x[2].shape, x[0].dtype, 0.0);
+    RefTensor dx = ref_filled(x[0].shape, x[0].dtype, 0.0), dw = ref_filled(x[1].shape, x[1].dtype, 0.0);
+    for_each_tap(g, [&](int64_t n, int64_t o, int64_t oy, int64_t ox, int64_t c_in, int64_t ci, int64_t ky, int64_t kx,
+                        int64_t iy, int64_t ix) {
+      const double dy = x[2].at({n, o, oy, ox});
+      y.values[flat_index(y.shape, {n, o, oy, ox})] += x[0].at({n, c_in, iy, ix}) * x[1].at({o, ci, ky, kx});
+      dx.values[flat_index(dx.shape, {n, c_in, iy, ix})] += dy * x[1].at({o, ci, ky, kx});
+      dw.values[flat_index(dw.shape, {o, ci, ky, kx})] += dy * x[0].at({n, c_in, iy, ix});
+    });
+    return Refs{y, dx, dw};
+  };
+  return c;
+}
+
 }  // namespace
 
-std::vector<OpCase> conv_cases() { return {forward_case(false), forward_case(true), backward_case()}; }
+std::vector<OpCase> conv_cases() {
+  return {forward_case(false), forward_case(true), backward_case(), long_sums_case()};
+}
 
 }  // namespace ember::test

@@ -61,7 +61,8 @@ OpCase linear_case(bool with_bias) {
   c.dtypes = kFloatingDTypes;
   c.inputs = {InputSpec{{-1.0, 1.0}}};
   c.shapes = linear_shapes(with_bias);
-  c.tolerance_scale = 2.0;  // the product rounds before the bias is added
+  c.sum_terms = [with_bias](const std::vector<Shape>& s, const OpArgs&) { return s[1][1] + with_bias; };
+  if (with_bias) c.tolerance_scale = 2.0;  // the product rounds before the bias is added
   c.run = [with_bias](const Tensors& x, const OpArgs&) {
     return Tensors{linear(x[0], x[1], with_bias ? x[2] : Tensor())};
   };
@@ -109,6 +110,7 @@ OpCase layer_norm_case(bool affine) {
     const int64_t k = a.params[0];
     const int64_t group = count_elements(Shape(in.shape.end() - k, in.shape.end()));
     RefTensor y{in.shape, in.dtype, std::vector<double>(in.values.size())};
+    y.magnitude.resize(in.values.size());  // the normalised value, and the affine map's two terms
     for (int64_t start = 0; start < in.numel(); start += group) {
       double mean = 0, var = 0;
       for (int64_t i = 0; i < group; ++i) mean += in.values[start + i] / static_cast<double>(group);
@@ -116,6 +118,8 @@ OpCase layer_norm_case(bool affine) {
       for (int64_t i = 0; i < group; ++i) {
         double v = (in.values[start + i] - mean) / std::sqrt(var + kLayerNormEps);
         y.values[start + i] = affine ? v * x[1].values[i] + x[2].values[i] : v;
+        y.magnitude[start + i] =
+            affine ? std::max(std::fabs(v), std::fabs(v * x[1].values[i]) + std::fabs(x[2].values[i])) : std::fabs(v);
       }
     }
     return Refs{y};

@@ -1,5 +1,6 @@
 // Normalisation cases: batch norm through the public ops (training with the running-stat update,
-// evaluation, the fused ReLU, with and without weight and bias) and through the kernel table's four
+// evaluation, the fused ReLU, with and without weight and bias; bf16 activations with float32
+// parameters, forward and backward, as autocast runs it) and through the kernel table's four
 // halves (statistics, backward sums, input gradient; SyncBatchNorm calls them apart), softmax and
 // log-softmax along any dim (large magnitudes, -inf entries, rows long enough for a block each) and
 // their backward. Long channels and rows reach the kernels' split and block-per-row paths.
@@ -87,22 +88,47 @@ RefTensor ref_per_channel(const std::vector<double>& values, DType dtype) {
 // y = (x - mean) / sqrt(var + eps) * weight + bias, then ReLU.
 RefTensor ref_normalise(const RefTensor& x, const std::vector<double>& mean, const std::vector<double>& var,
                         const RefTensor* weight, const RefTensor* bias, double eps, bool relu) {
-  RefTensor y{x.shape, x.dtype, std::vector<double>(x.values.size())};
+  RefTensor y{x.shape, x.dtype, std::vector<double>(x.values.size()), std::vector<double>(x.values.size())};
   for (int64_t i = 0; i < x.numel(); ++i) {
     const int64_t c = channel_of(x.shape, i);
-    double v = (x.values[i] - mean[c]) / std::sqrt(var[c] + eps);
-    if (weight) v *= weight->values[c];
-    if (bias) v += bias->values[c];
+    const double invstd = 1 / std::sqrt(var[c] + eps);
+    double v = (x.values[i] - mean[c]) * invstd;
+    // Kernels compute x * scale + shift in float32, which cancels where x is near the mean: the
+    // rounding is relative to the parts, not to their (possibly zero) difference.
+    double m = (std::fabs(x.values[i]) + std::fabs(mean[c])) * invstd;
+    if (weight) {
+      v *= weight->values[c];
+      m *= std::fabs(weight->values[c]);
+    }
+    if (bias) {
+      v += bias->values[c];
+      m += std::fabs(bias->values[c]);
+    }
     y.values[i] = relu && v < 0 ? 0.0 : v;
+    y.magnitude[i] = m;
   }
   return y;
 }
 
-// Which of batch norm's optional parts a case has.
+// Which of batch norm's optional parts a case has. `mixed`: autocast's batch norm, bf16 or f16 activations
+// with float32 running statistics, weight and bias, on channel counts that leave the vector loops
+// partial vectors (16 lanes or 8) and planes longer than their blocks.
 struct BatchNormForm {
   std::string name;
   bool training, relu, weight, bias, running;
+  bool mixed = false;
 };
+
+ShapeGenerator mixed_batch_norm_shapes(int activations, int per_channel) {
+  return [=](Rng& rng, OpArgs&, bool) {
+    static const std::vector<Shape> shapes = {{3, 37, 2, 3}, {2, 20, 5},   {4, 70, 3},   {2, 16, 4, 4},
+                                              {5, 9, 3, 1},  {2, 3, 1100}, {2, 5, 7, 9}, {130, 24}};
+    const Shape x = rng.pick(shapes);
+    std::vector<Shape> out(static_cast<size_t>(activations), x);
+    for (int i = 0; i < per_channel; ++i) out.push_back({x[1]});
+    return out;
+  };
+}
 
 constexpr double kMomentum = 0.2, kEps = 1e-3;
 
@@ -111,17 +137,18 @@ OpCase batch_norm_case(const BatchNormForm& f) {
   OpCase c;
   c.name = f.name;
   c.ops = {f.relu ? "batch_norm_relu" : "batch_norm"};
-  c.dtypes = kFloatingDTypes;
+  c.dtypes = f.mixed ? std::vector<DType>{kBFloat16, kFloat16} : kFloatingDTypes;
   const bool running = f.running || !f.training;
+  const std::optional<DType> per_channel_dtype = f.mixed ? std::optional<DType>(kFloat32) : std::nullopt;
   c.inputs = {InputSpec{{-2.0, 2.0}}};
   if (running) {
-    c.inputs.push_back(InputSpec{{-1.0, 1.0}});
-    c.inputs.push_back(InputSpec{{0.2, 2.0}});
+    c.inputs.push_back(InputSpec{{-1.0, 1.0}, per_channel_dtype});
+    c.inputs.push_back(InputSpec{{0.2, 2.0}, per_channel_dtype});
   }
-  if (f.weight) c.inputs.push_back(InputSpec{{-1.5, 1.5}});
-  if (f.bias) c.inputs.push_back(InputSpec{{-1.0, 1.0}});
+  if (f.weight) c.inputs.push_back(InputSpec{{-1.5, 1.5}, per_channel_dtype});
+  if (f.bias) c.inputs.push_back(InputSpec{{-1.0, 1.0}, per_channel_dtype});
   const int per_channel = static_cast<int>(c.inputs.size()) - 1;
-  c.shapes = batch_norm_shapes(1, per_channel, f.training ? 2 : 0);
+  c.shapes = f.mixed ? mixed_batch_norm_shapes(1, per_channel) : batch_norm_shapes(1, per_channel, f.training ? 2 : 0);
   c.allow_empty = !f.training;  // training needs two values per channel
   // The running statistics round in the op's dtype at each of mul_ and add_.
   c.tolerance_scale = f.running ? 2.0 : 1.0;
@@ -152,9 +179,17 @@ OpCase batch_norm_case(const BatchNormForm& f) {
     if (f.running) {
       const double count = static_cast<double>(x.numel() / x.shape[1]);
       RefTensor new_mean = *running_mean, new_var = *running_var;
+      // Each term rounds apart in a 16-bit dtype before they add, and they may cancel.
+      new_mean.magnitude.resize(mean.size());
+      new_var.magnitude.resize(mean.size());
       for (size_t ch = 0; ch < mean.size(); ++ch) {
-        new_mean.values[ch] = (1 - kMomentum) * running_mean->values[ch] + kMomentum * mean[ch];
-        new_var.values[ch] = (1 - kMomentum) * running_var->values[ch] + kMomentum * var[ch] * count / (count - 1);
+        const double old_mean = (1 - kMomentum) * running_mean->values[ch], batch_mean = kMomentum * mean[ch];
+        const double old_var = (1 - kMomentum) * running_var->values[ch];
+        const double batch_var = kMomentum * var[ch] * count / (count - 1);
+        new_mean.values[ch] = old_mean + batch_mean;
+        new_var.values[ch] = old_var + batch_var;
+        new_mean.magnitude[ch] = std::fabs(old_mean) + std::fabs(batch_mean);
+        new_var.magnitude[ch] = std::fabs(old_var) + std::fabs(batch_var);
       }
       out.push_back(new_mean);
       out.push_back(new_var);
@@ -269,6 +304,59 @@ OpCase batch_norm_backward_input_case(const std::string& name, bool relu, bool w
       dx.values[i] = g * s * (w ? w->values[ch] : 1.0);
     }
     return Refs{dx};
+  };
+  return c;
+}
+
+// Autocast's batch norm backward through autograd: bf16 x and dy, float32 weight and bias; dx in
+// bf16, the weight and bias gradients in float32 (training statistics, with or without the fused
+// ReLU, whose mask is the rounded bf16 output's sign, the float64 output's too).
+OpCase batch_norm_mixed_backward_case(const std::string& name, bool relu) {
+  OpCase c;
+  c.name = name;
+  c.ops = {relu ? "batch_norm_relu" : "batch_norm", "requires_grad_", "backward"};
+  c.dtypes = {kBFloat16};
+  c.inputs = {InputSpec{{-2.0, 2.0}}, InputSpec{{-2.0, 2.0}}, InputSpec{{-1.5, 1.5}, kFloat32},
+              InputSpec{{-1.0, 1.0}, kFloat32}};
+  c.shapes = mixed_batch_norm_shapes(2, 2);
+  c.allow_empty = false;
+  c.tolerance_scale = 4;  // the float32 gradients sum N * S products
+  c.run = [relu](const Tensors& in, const OpArgs&) {
+    Tensor x = in[0].detach().requires_grad_(true);
+    Tensor weight = in[2].detach().requires_grad_(true), bias = in[3].detach().requires_grad_(true);
+    auto normalise = relu ? batch_norm_relu : batch_norm;
+    normalise(x, Tensor(), Tensor(), weight, bias, true, kMomentum, kEps, nullptr).backward(in[1]);
+    return Tensors{x.grad(), weight.grad(), bias.grad()};
+  };
+  c.reference = [relu](const Refs& in, const OpArgs&) {
+    const RefTensor &x = in[0], &dy = in[1], &weight = in[2], &bias = in[3];
+    auto [mean, var] = ref_moments(x);
+    const RefTensor y = ref_normalise(x, mean, var, &weight, &bias, kEps, relu);
+    const int64_t channels = x.shape[1];
+    const double count = static_cast<double>(x.numel() / channels);
+    std::vector<double> sum_g(channels, 0.0), sum_g_xhat(channels, 0.0), abs_g(channels, 0.0),
+        abs_g_xhat(channels, 0.0);
+    auto g_at = [&](int64_t i) { return relu && !(y.values[i] > 0) ? 0.0 : dy.values[i]; };
+    auto xhat_at = [&](int64_t i) {
+      const int64_t ch = channel_of(x.shape, i);
+      return (x.values[i] - mean[ch]) / std::sqrt(var[ch] + kEps);
+    };
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      sum_g[channel_of(x.shape, i)] += g_at(i);
+      sum_g_xhat[channel_of(x.shape, i)] += g_at(i) * xhat_at(i);
+      abs_g[channel_of(x.shape, i)] += std::fabs(g_at(i));
+      abs_g_xhat[channel_of(x.shape, i)] += std::fabs(g_at(i) * xhat_at(i));
+    }
+    // The float32 sums cancel: dx's rounding is relative to the sums' terms, not to its value.
+    RefTensor dx{x.shape, kBFloat16, std::vector<double>(x.values.size()), std::vector<double>(x.values.size())};
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const int64_t ch = channel_of(x.shape, i);
+      const double scale = weight.values[ch] / std::sqrt(var[ch] + kEps);
+      dx.values[i] = (g_at(i) - sum_g[ch] / count - xhat_at(i) * sum_g_xhat[ch] / count) * scale;
+      dx.magnitude[i] =
+          (std::fabs(g_at(i)) + abs_g[ch] / count + std::fabs(xhat_at(i)) * abs_g_xhat[ch] / count) * std::fabs(scale);
+    }
+    return Refs{dx, ref_per_channel(sum_g_xhat, kFloat32), ref_per_channel(sum_g, kFloat32)};
   };
   return c;
 }
@@ -395,8 +483,13 @@ std::vector<OpCase> normalization_cases() {
       {"batch_norm_eval", false, false, true, true, true},
       {"batch_norm_relu_eval", false, true, true, true, true},
       {"batch_norm_eval_no_affine", false, false, false, false, true},
+      {"batch_norm_16bit_float32_params_train", true, false, true, true, true, true},
+      {"batch_norm_relu_16bit_float32_params_train", true, true, true, true, true, true},
+      {"batch_norm_relu_16bit_float32_params_eval", false, true, true, true, true, true},
   };
   for (const BatchNormForm& f : forms) cases.push_back(batch_norm_case(f));
+  cases.push_back(batch_norm_mixed_backward_case("batch_norm_bf16_float32_params_backward", false));
+  cases.push_back(batch_norm_mixed_backward_case("batch_norm_relu_bf16_float32_params_backward", true));
   cases.push_back(batch_norm_stats_case("batch_norm_stats", {-2.0, 2.0}, batch_norm_shapes(1, 0, 0)));
   // Far from zero, where sum(x^2) - n mean^2 would cancel every digit in float32.
   cases.push_back(batch_norm_stats_case("batch_norm_stats_offset", {1000.0, 1002.0}, batch_norm_shapes(1, 0, 0)));

@@ -45,6 +45,26 @@ double first_extreme_index(const Values& v, bool is_max) {
 
 double extreme(const Values& v, bool is_max) { return v[static_cast<size_t>(first_extreme_index(v, is_max))]; }
 
+// The most elements any output of a reduction over `dims` (empty: all) of `shape` adds up.
+int64_t reduced_count(const Shape& shape, const std::vector<int64_t>& dims) {
+  if (dims.empty()) return count_elements(shape);
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  std::vector<bool> reduced(static_cast<size_t>(std::max<int64_t>(rank, 1)), false);
+  for (int64_t d : dims) reduced[static_cast<size_t>(wrap(d, rank))] = true;
+  int64_t count = 1;
+  for (int64_t d = 0; d < rank; ++d)
+    if (reduced[static_cast<size_t>(d)]) count *= shape[d];
+  return count;
+}
+
+// logsumexp = max + log(sum exp(x - max)): the two terms round apart in 16-bit dtypes.
+double logsumexp(const Values& v, bool magnitude) {
+  if (v.empty()) return -std::numeric_limits<double>::infinity();
+  double m = extreme(v, true), s = 0;
+  for (double x : v) s += std::exp(x - m);
+  return magnitude ? std::fabs(m) + std::fabs(std::log(s)) : m + std::log(s);
+}
+
 OpCase reduction_case(const std::string& name, std::vector<DType> dtypes, ValueRange range,
                       std::function<Tensor(const Tensor&, const std::vector<int64_t>&, bool)> op,
                       std::function<double(const Values&)> ref, DType (*result)(DType) = same) {
@@ -139,17 +159,22 @@ std::vector<OpCase> reduction_cases() {
       reduction_case(
           "logsumexp", kNumericDTypes, {-3.0, 3.0},
           [](const Tensor& x, const auto& d, bool k) { return x.logsumexp(d, k); },
-          [](const Values& v) {
-            if (v.empty()) return -std::numeric_limits<double>::infinity();
-            double m = extreme(v, true), s = 0;
-            for (double x : v) s += std::exp(x - m);
-            return m + std::log(s);
-          },
-          floating_result),
+          [](const Values& v) { return logsumexp(v, false); }, floating_result),
   };
   for (OpCase& c : cases) {
     if (c.name == "amax" || c.name == "amin") c.allow_empty = false;  // extremes of nothing raise
-    if (c.name == "logsumexp") c.tolerance_scale = 4;  // shift, exp, sum and log each round in 16-bit dtypes
+    if (c.name == "sum" || c.name == "mean")
+      c.sum_terms = [](const std::vector<Shape>& s, const OpArgs& a) { return reduced_count(s[0], a.dims); };
+    if (c.name == "logsumexp") {
+      c.tolerance_scale = 4;  // shift, exp, sum and log each round in 16-bit dtypes
+      c.reference = [](const Refs& x, const OpArgs& a) {
+        RefTensor out = ref_reduce(x[0], a.dims, a.keepdim, floating_result(x[0].dtype),
+                                   [](const Values& v) { return logsumexp(v, false); });
+        out.magnitude =
+            ref_reduce(x[0], a.dims, a.keepdim, kFloat64, [](const Values& v) { return logsumexp(v, true); }).values;
+        return Refs{out};
+      };
+    }
     if (c.name == "prod_int") c.ops = {"prod"};
   }
   for (int unbiased = 0; unbiased <= 1; ++unbiased) {

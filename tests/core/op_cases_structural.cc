@@ -84,9 +84,24 @@ std::vector<OpCase> structural_cases() {
   matmul_case.dtypes = kFloatingDTypes;
   matmul_case.inputs = {InputSpec{{-1.0, 1.0}}};
   matmul_case.shapes = matmul_shapes();
+  matmul_case.sum_terms = [](const std::vector<Shape>& s, const OpArgs&) { return s[0].back(); };
   matmul_case.run = [](const Tensors& x, const OpArgs&) { return Tensors{x[0].matmul(x[1])}; };
   matmul_case.reference = [](const Refs& x, const OpArgs&) { return Refs{ref_matmul(x[0], x[1])}; };
   cases.push_back(matmul_case);
+
+  // Sums long enough that a 16-bit accumulator would err by many of the output's units in the last
+  // place (the derived tolerance allows float32 accumulation): odd K, few outputs.
+  OpCase long_k = matmul_case;
+  long_k.name = "matmul_long_k";
+  long_k.ops = {"matmul"};
+  long_k.dtypes = {kBFloat16, kFloat16};
+  long_k.shapes = [](Rng& rng, OpArgs&, bool) {
+    const int64_t m = rng.pick<int64_t>({1, 3, 5}), n = rng.pick<int64_t>({2, 3}),
+                  k = rng.pick<int64_t>({67, 131, 257});
+    if (rng.chance(0.5)) return std::vector<Shape>{{m, k}, {k, n}};
+    return std::vector<Shape>{{2, m, k}, {2, k, n}};
+  };
+  cases.push_back(long_k);
 
   for (bool batched : {false, true}) {
     OpCase c;
@@ -100,6 +115,7 @@ std::vector<OpCase> structural_cases() {
       const int64_t b = size();
       return std::vector<Shape>{{b, m, k}, {b, k, n}};
     };
+    c.sum_terms = [](const std::vector<Shape>& s, const OpArgs&) { return s[0].back(); };
     c.run = [batched](const Tensors& x, const OpArgs&) { return Tensors{batched ? bmm(x[0], x[1]) : mm(x[0], x[1])}; };
     c.reference = [](const Refs& x, const OpArgs&) { return Refs{ref_matmul(x[0], x[1])}; };
     cases.push_back(c);
@@ -108,6 +124,7 @@ std::vector<OpCase> structural_cases() {
   for (int inputs : {1, 2, 3}) {
     OpCase c;
     c.name = "cat_" + std::to_string(inputs);
+    c.exact = true;
     c.ops = {"cat"};
     c.dtypes = kAllDTypes;
     c.inputs = {InputSpec{{-3.0, 3.0}}};
@@ -121,6 +138,7 @@ std::vector<OpCase> structural_cases() {
 
   OpCase stack_case;
   stack_case.name = "stack";
+  stack_case.exact = true;
   stack_case.dtypes = kAllDTypes;
   stack_case.inputs = {InputSpec{{-3.0, 3.0}}};
   stack_case.shapes = stack_shapes(3);
@@ -137,6 +155,7 @@ std::vector<OpCase> structural_cases() {
   for (bool is_chunk : {false, true}) {
     OpCase c;
     c.name = is_chunk ? "chunk" : "split";
+    c.exact = true;
     c.dtypes = kAllDTypes;
     c.inputs = {InputSpec{{-3.0, 3.0}}};
     c.shapes = split_shapes();

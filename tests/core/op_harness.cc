@@ -268,6 +268,8 @@ struct BuiltInput {
 
 double draw_value(Rng& rng, const ValueRange& range, DType dtype) {
   if (dtype == kBool) return range.nonzero ? 1.0 : (rng.chance(0.5) ? 1.0 : 0.0);
+  if (!range.specials.empty() && is_floating(dtype) && rng.chance(0.25))
+    return round_to_dtype(rng.pick(range.specials), dtype);
   double low = range.low, high = range.high;
   if (dtype == kUInt8) low = std::max(low, 0.0);
   for (;;) {
@@ -322,30 +324,40 @@ double read_element(const Tensor& host, const std::vector<int64_t>& index) {
   return load(host.dtype(), static_cast<const char*>(host.storage()->data()) + offset * host.element_size());
 }
 
-struct Tolerance {
-  double rtol, atol;
+// What an output element is compared with: the reference rounded to the output's dtype, and the
+// scale of the sums behind it (OpCase::sum_terms).
+struct Expected {
+  double value;
+  double magnitude;  // sum |term|; |value| when the case gives none
+  int64_t terms;     // the longest sum's length
 };
 
-Tolerance tolerance_for(DType dtype, double scale) {
+// OpCase::tolerance_scale's bounds.
+double allowed_error(const Expected& e, DType dtype, double roundings) {
   switch (dtype) {
     case kFloat64:
-      return {1e-10 * scale, 1e-12 * scale};
+      return 1e-12 * roundings + 1e-10 * roundings * std::fabs(e.value);
     case kFloat32:
-      return {1e-5 * scale, 1e-5 * scale};
+      return 1e-5 * roundings + 1e-5 * roundings * std::fabs(e.value);
     case kBFloat16:
-      return {1.6e-2 * scale, 1e-2 * scale};
-    case kFloat16:
-      return {2e-3 * scale, 1e-3 * scale};
+    case kFloat16: {
+      const double u = std::ldexp(1.0, dtype == kBFloat16 ? -8 : -11);
+      const double smallest_normal = std::ldexp(1.0, dtype == kBFloat16 ? -126 : -14);
+      const double float32_sums = static_cast<double>(e.terms) * std::ldexp(1.0, -24);
+      return (roundings + 1) * u * (std::fabs(e.value) + smallest_normal) +
+             ((roundings - 1) * u + float32_sums) * e.magnitude;
+    }
     default:
-      return {0.0, 0.0};
+      return 0.0;
   }
 }
 
-bool close_enough(double got, double expected, DType dtype, double scale) {
-  if (std::isnan(expected)) return std::isnan(got);
-  if (std::isinf(expected) || !is_floating(dtype)) return got == expected;
-  Tolerance t = tolerance_for(dtype, scale);
-  return std::fabs(got - expected) <= t.atol + t.rtol * std::fabs(expected);
+bool close_enough(double got, const Expected& e, DType dtype, double roundings, bool exact) {
+  if (std::isnan(e.value)) return std::isnan(got);
+  // Exact: floating zeros keep their sign too.
+  if (exact) return got == e.value && (!is_floating(dtype) || std::signbit(got) == std::signbit(e.value));
+  if (std::isinf(e.value) || !is_floating(dtype)) return got == e.value;
+  return std::fabs(got - e.value) <= allowed_error(e, dtype, roundings);
 }
 
 std::string shape_text(const Shape& s) { return shape_str(s); }
@@ -359,8 +371,10 @@ std::string args_text(const OpArgs& args) {
 
 std::string index_text(const std::vector<int64_t>& index) { return shape_str(index); }
 
-// Compares one output with its reference; returns an empty string when they agree.
-std::string compare_output(const Tensor& got, const RefTensor& want, Device device, double scale) {
+// Compares one output with its reference (and, for sums of products, the reference of the
+// inputs' absolute values); returns an empty string when they agree.
+std::string compare_output(const Tensor& got, const RefTensor& want, const RefTensor* magnitude, int64_t terms,
+                           Device device, const OpCase& c) {
   std::ostringstream out;
   if (!got.defined()) return "output is undefined";
   if (got.device() != device) {
@@ -379,12 +393,24 @@ std::string compare_output(const Tensor& got, const RefTensor& want, Device devi
   std::string mismatch;
   int64_t flat = 0;
   for_each_index(want.shape, [&](const std::vector<int64_t>& index) {
-    double expected = round_to_dtype(want.values[static_cast<size_t>(flat++)], want.dtype);
+    const size_t i = static_cast<size_t>(flat++);
+    const double exact_value = want.values[i];
+    double scale = std::fabs(exact_value);
+    if (magnitude)
+      scale = magnitude->values[i];
+    else if (!want.magnitude.empty())
+      scale = want.magnitude[i];
+    Expected expected{round_to_dtype(exact_value, want.dtype), scale, terms};
     double value = read_element(host, index);
-    if (mismatch.empty() && !close_enough(value, expected, want.dtype, scale)) {
+    if (mismatch.empty() && !close_enough(value, expected, want.dtype, c.tolerance_scale, c.exact)) {
       std::ostringstream m;
       m.precision(10);
-      m << "at " << index_text(index) << ": got " << value << ", expected " << expected;
+      m << "at " << index_text(index) << ": got " << value << ", expected " << expected.value;
+      if (c.exact)
+        m << " exactly";
+      else if (is_floating(want.dtype))
+        m << " within " << allowed_error(expected, want.dtype, c.tolerance_scale);
+      if (magnitude) m << " (sum of " << terms << " terms of total magnitude " << expected.magnitude << ")";
       mismatch = m.str();
     }
   });
@@ -455,6 +481,15 @@ std::vector<std::string> check_op_case(const OpCase& c, Device device, const Har
         continue;
       }
       std::vector<RefTensor> want = c.reference(refs, args);
+      std::vector<RefTensor> magnitudes;
+      int64_t terms = 1;
+      if (c.sum_terms) {
+        std::vector<RefTensor> absolute = refs;
+        for (RefTensor& r : absolute)
+          for (double& v : r.values) v = std::fabs(v);
+        magnitudes = c.reference(absolute, args);
+        terms = c.sum_terms(shapes, args);
+      }
       std::vector<Tensor> got;
       try {
         got = c.run(tensors, args);
@@ -468,7 +503,8 @@ std::vector<std::string> check_op_case(const OpCase& c, Device device, const Har
         continue;
       }
       for (size_t k = 0; k < got.size(); ++k) {
-        std::string problem = compare_output(got[k], want[k], device, c.tolerance_scale);
+        const RefTensor* magnitude = k < magnitudes.size() ? &magnitudes[k] : nullptr;
+        std::string problem = compare_output(got[k], want[k], magnitude, terms, device, c);
         if (!problem.empty()) failures.push_back(context() + " output " + std::to_string(k) + ": " + problem);
       }
       if (c.inplace_dest >= 0 && (got.empty() || got[0].storage() != tensors[c.inplace_dest].storage() ||

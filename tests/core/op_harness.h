@@ -20,6 +20,9 @@ struct RefTensor {
   Shape shape;
   DType dtype = kFloat64;
   std::vector<double> values;
+  // Optional, for 16-bit outputs: per element, the largest magnitude that the op's roundings on
+  // the way happen at (OpCase::tolerance_scale), where the result cancels below its parts.
+  std::vector<double> magnitude;
 
   int64_t numel() const { return static_cast<int64_t>(values.size()); }
   double at(const std::vector<int64_t>& index) const;
@@ -72,6 +75,9 @@ struct ValueRange {
   double low = -2.0, high = 2.0;
   bool integers = false;  // whole numbers even for floating dtypes: ties, exact products
   bool nonzero = false;   // keeps |v| >= 0.25 (divisors)
+  // For floating dtypes, one value in four is one of these (rounded to the dtype): infinities,
+  // NaN, ties, the edges of a dtype's range.
+  std::vector<double> specials;
 };
 
 struct InputSpec {
@@ -118,8 +124,25 @@ struct OpCase {
   // (no reference then). The harness reports a run that returns or raises anything else.
   std::string expect_error;
   bool allow_empty = true;
-  int inplace_dest = -1;         // the input the op writes into (never given an overlapping layout)
-  double tolerance_scale = 1.0;  // composites that round several times in 16-bit dtypes
+  int inplace_dest = -1;  // the input the op writes into (never given an overlapping layout)
+  // How far an output may be from its reference rounded to the output's dtype. float32 and
+  // float64: fixed bounds (1e-5, 1e-10 relative and absolute) times `tolerance_scale`. bfloat16
+  // and float16, with u the dtype's unit roundoff (2^-8, 2^-11), r = tolerance_scale, e the
+  // rounded reference, m the element's magnitude (from sum_terms below, else RefTensor::magnitude,
+  // else the reference's |value|) and n its longest sum (1 without sum_terms):
+  //   |got - e| <= (r + 1) u |e| + ((r - 1) u + n 2^-24) m + (r + 1) u * smallest normal.
+  // So r is the number of roundings to the 16-bit dtype on the way (1: the output's only), each
+  // at most u of the value it rounds, which is at most m; sums accumulate in float32 (n 2^-24 m);
+  // the last term is float16's gradual underflow. A kernel that accumulates in 16 bits errs by
+  // about u per term added and fails it.
+  double tolerance_scale = 1.0;
+  // Sums of products of inputs with non-negative weights (convolution, matmul, sum, mean):
+  // `reference` applied to the inputs' absolute values gives each output element's magnitude,
+  // sum |term|, and this the length of the longest sum in any output, from the trial's shapes.
+  std::function<int64_t(const std::vector<Shape>&, const OpArgs&)> sum_terms;
+  // Outputs equal the reference rounded to their dtype bit for bit (NaN matches NaN): casts,
+  // copies and the ops that move elements round nothing else.
+  bool exact = false;
   // The public ops `run` calls, which an error about its arguments must name (the user called
   // them); empty: the case's name is the op's.
   std::vector<std::string> ops;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/amp_unscale.h"
+#include "core/backend.h"
 #include "core/ember_core.h"
 #include "core/io/file_io.h"
 #include "core/io/json.h"
@@ -390,6 +391,20 @@ TEST_CASE("GradScaler's misuses raise naming the call and what was expected", "[
     REQUIRE_THROWS_WITH(amp_unscale_({zeros({4})}, full({}, 0.5, kFloat64)),
                         Catch::Contains("amp_unscale_: expected inv_scale to be one float32 element, got float64"));
     REQUIRE_THROWS_WITH(amp_unscale_({Tensor()}, inv), Catch::Contains("amp_unscale_: grad 0 is undefined"));
+  }
+  SECTION("grads on a device whose backend has no amp_unscale kernel") {
+    const KernelTable* cpu = find_kernels(kCPU);
+    KernelTable partial = *cpu;
+    partial.amp_unscale = KernelTable().amp_unscale;
+    register_kernels(kCPU, &partial);
+    struct Restore {
+      const KernelTable* table;
+      ~Restore() { register_kernels(kCPU, table); }
+    } restore{cpu};
+    GradScaler scaler;
+    scaler.scale(batch_loss(*model, 0)).backward();
+    REQUIRE_THROWS_WITH(scaler.step(optimizer),
+                        Catch::Contains("amp_unscale: not implemented by the cpu backend for cpu and dtype float32"));
   }
 }
 

@@ -3,12 +3,16 @@
 
 ResNet-20 (option-A shortcuts) and ResNet-18 (CIFAR stem, 1x1 projection shortcuts) as Ember's
 models/resnet.cc builds them, batch 128 of 3x32x32, cross-entropy, SGD (lr 0.1, momentum 0.9,
-weight decay 5e-4), 2 threads, float32; median of at least 10 steps after 3 warm-up steps; best of NCHW and
-channels_last memory formats.
+weight decay 5e-4), 2 threads; median of at least 10 steps after 3 warm-up steps; best of NCHW and
+channels_last memory formats. Each model runs in float32 and under `torch.autocast("cpu",
+torch.bfloat16)` (forward and loss inside the autocast region, backward and step outside it, as
+PyTorch's AMP recipe has it; bf16 needs no GradScaler).
 
     /usr/bin/python3 tools/bench/pytorch_train_step.py [steps]     # Debian's PyTorch 1.13
     .venv-torch/bin/python tools/bench/pytorch_train_step.py       # PyPI's, if installed
-Last line: `bench pytorch_train_step: torch=VERSION resnet20_ips=X resnet18_ips=Y`.
+Last line: `bench pytorch_train_step: torch=VERSION resnet20_ips=X resnet18_ips=Y resnet20_bf16_ips=X
+resnet18_bf16_ips=Y native_bf16=0|1` (native_bf16: the CPU has AVX512_BF16 or AMX-BF16, which
+oneDNN's bf16 kernels need to be fast).
 """
 import os
 import statistics
@@ -74,7 +78,7 @@ MODELS = {
 }
 
 
-def images_per_second(name, channels_last, steps):
+def images_per_second(name, channels_last, steps, bf16=False):
     torch.manual_seed(0)
     model = MODELS[name]()
     images, labels = torch.randn(BATCH, 3, 32, 32), torch.randint(0, 10, (BATCH,))
@@ -86,29 +90,42 @@ def images_per_second(name, channels_last, steps):
     for step in range(steps + 3):
         start = time.perf_counter()
         optimizer.zero_grad()
-        F.cross_entropy(model(images), labels).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = F.cross_entropy(model(images), labels)
+        loss.backward()
         optimizer.step()
         if step >= 3:
             times.append(time.perf_counter() - start)
     return BATCH / statistics.median(times), BATCH / max(times), BATCH / min(times)
 
 
+def native_bf16():
+    try:
+        flags = open("/proc/cpuinfo").read().split()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 def main():
     steps = max(10, int(sys.argv[1]) if len(sys.argv) > 1 else 10)
     torch.set_num_threads(THREADS)
-    print(f"PyTorch {torch.__version__} train step: batch {BATCH}, 3x32x32, fp32, {THREADS} threads, "
+    print(f"PyTorch {torch.__version__} train step: batch {BATCH}, 3x32x32, fp32 and bf16 autocast, {THREADS} threads, "
           f"median of {steps} steps (spread: slowest-fastest step)"
           + "".join(f", {v}={os.environ[v]}" for v in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
                     if v in os.environ))
     best = {}
     for name in MODELS:
         params = sum(p.numel() for p in MODELS[name]().parameters())
-        rates = {fmt: images_per_second(name, fmt == "channels_last", steps) for fmt in ("nchw", "channels_last")}
-        best[name] = max(r[0] for r in rates.values())
-        print(f"{name:10s} {params / 1e6:6.3f}M params" + "".join(
-            f"  {fmt} {r[0]:8.1f} img/s ({r[1]:.1f}-{r[2]:.1f})" for fmt, r in rates.items()))
-    print(f"bench pytorch_train_step: torch={torch.__version__} resnet20_ips={best['resnet20']:.1f} "
-          f"resnet18_ips={best['resnet18']:.1f}")
+        for precision in ("fp32", "bf16"):
+            rates = {fmt: images_per_second(name, fmt == "channels_last", steps, precision == "bf16")
+                     for fmt in ("nchw", "channels_last")}
+            best[name, precision] = max(r[0] for r in rates.values())
+            print(f"{name:10s} {params / 1e6:6.3f}M params {precision}" + "".join(
+                f"  {fmt} {r[0]:8.1f} img/s ({r[1]:.1f}-{r[2]:.1f})" for fmt, r in rates.items()))
+    print(f"bench pytorch_train_step: torch={torch.__version__} resnet20_ips={best['resnet20', 'fp32']:.1f} "
+          f"resnet18_ips={best['resnet18', 'fp32']:.1f} resnet20_bf16_ips={best['resnet20', 'bf16']:.1f} "
+          f"resnet18_bf16_ips={best['resnet18', 'bf16']:.1f} native_bf16={int(native_bf16())}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 // Training-step benchmark: images/s of a full step (forward, cross-entropy, backward, SGD with
-// momentum) of ResNet-20 and ResNet-18 (CIFAR stem) on a synthetic CIFAR batch, and the FLOP rate
-// it achieves next to OpenBLAS's sgemm rate measured in the same run.
+// momentum) of ResNet-20 and ResNet-18 (CIFAR stem) on a synthetic CIFAR batch, in float32 and
+// under bf16 autocast (AutocastGuard(kCPU, kBFloat16) around forward and loss, as PyTorch's
+// torch.autocast("cpu", torch.bfloat16) recipe has it; the parameters stay float32), and the
+// float32 FLOP rate next to OpenBLAS's sgemm rate measured in the same run.
 //
 //   bazel run --config=bench //tools/bench:train_step [-- steps]
 //   tools/bench/train_step_vs_torch      (this program next to PyTorch CPU, as a ratio)
@@ -8,19 +10,23 @@
 // FLOPs of a step = 3 x the forward's (backward-data and backward-weight cost what the forward
 // does), forward = sum over convolutions of 2*N*O*OH*OW*(C/groups)*KH*KW plus 2*N*in*out per
 // linear layer, counted exactly by routing one forward through a counting copy of the CPU kernel
-// table. Batch 128, 2 threads, float32, median of at least 10 steps after 3 warm-up steps (the
-// first of which makes the kernel choices: core/kernel_select.h), with the spread of the steps.
-// Per model, each convolution pass's chosen algorithm and its share of the step follow, so that a
-// slow step on a new CPU says where its time went.
+// table. Batch 128, 2 threads, median of at least 10 steps after 3 warm-up steps (the first of
+// which makes the kernel choices: core/kernel_select.h), with the spread of the steps. bf16 is
+// fast only where the CPU has bf16 dot products (AVX512_BF16 or AMX, `native bf16` in the header);
+// elsewhere it runs, correctly, on float32 arithmetic. Per model and precision, each convolution
+// pass's chosen algorithm and its share of the step follow, so that a slow step on a new CPU says
+// where its time went.
 #include <cblas.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "autograd/functional.h"
+#include "core/autocast.h"
 #include "core/cpu/isa.h"
 #include "core/cpu/thread_pool.h"
 #include "core/ember_core.h"
@@ -46,7 +52,7 @@ struct Result {
   double timed_seconds;
 };
 
-Result time_model(const std::string& name, int steps) {
+Result time_model(const std::string& name, int steps, bool bf16) {
   manual_seed(0);
   auto model = models::make_model(name, 3, 32, 10);
   model->train();
@@ -62,7 +68,11 @@ Result time_model(const std::string& name, int steps) {
     }
     const double start = bench::now_seconds();
     optimizer.zero_grad();
-    Tensor loss = cross_entropy(model->forward(images), labels);
+    Tensor loss;
+    {
+      AutocastGuard autocast(kCPU, kBFloat16, bf16);
+      loss = cross_entropy(model->forward(images), labels);
+    }
     loss.backward();
     optimizer.step();
     const double seconds = bench::now_seconds() - start;
@@ -131,23 +141,32 @@ int main(int argc, char** argv) {
   openblas_set_num_threads(kThreads);
   const double blas = openblas_gflops();
   std::printf(
-      "train_step benchmark: batch %lld, 3x32x32, fp32, %d threads, SGD momentum 0.9, median of %d steps, "
-      "kernel selection: %s, ISA: %s\n",
+      "train_step benchmark: batch %lld, 3x32x32, fp32 and bf16 autocast, %d threads, SGD momentum 0.9, median of "
+      "%d steps, kernel selection: %s, ISA: %s, native bf16: %s\n",
       static_cast<long long>(kBatch), kThreads, steps, kernel_select::mode_name(kernel_select::mode()),
-      cpu::isa_description().c_str());
-  const Result r20 = time_model("resnet20", steps);
-  const Result r18 = time_model("resnet18", steps);
-  std::printf("%-10s %10s %16s %12s %14s\n", "model", "images/s", "spread (img/s)", "GFLOP/s", "of OpenBLAS");
-  for (const auto& [name, r] : {std::pair<const char*, const Result&>{"resnet20", r20}, {"resnet18", r18}})
-    std::printf("%-10s %10.1f %7.1f-%-8.1f %12.1f %13.0f%%\n", name, r.images_per_second, r.slowest_ips, r.fastest_ips,
-                r.gflops, 100 * r.gflops / blas);
+      cpu::isa_description().c_str(), cpu::has_native_bf16() ? "yes" : "no");
+  const Result r20 = time_model("resnet20", steps, false);
+  const Result r20_bf16 = time_model("resnet20", steps, true);
+  const Result r18 = time_model("resnet18", steps, false);
+  const Result r18_bf16 = time_model("resnet18", steps, true);
+  std::printf("%-10s %10s %16s %12s %12s | %14s %16s %10s\n", "model", "fp32 img/s", "spread (img/s)", "GFLOP/s",
+              "of OpenBLAS", "bf16 img/s", "spread (img/s)", "bf16/fp32");
+  for (const auto& [name, r, b] :
+       {std::tuple<const char*, const Result&, const Result&>{"resnet20", r20, r20_bf16}, {"resnet18", r18, r18_bf16}})
+    std::printf("%-10s %10.1f %7.1f-%-8.1f %12.1f %11.0f%% | %14.1f %7.1f-%-8.1f %10.2f\n", name, r.images_per_second,
+                r.slowest_ips, r.fastest_ips, r.gflops, 100 * r.gflops / blas, b.images_per_second, b.slowest_ips,
+                b.fastest_ips, b.images_per_second / r.images_per_second);
   std::printf("OpenBLAS sgemm 2048^3 in the same run: %.1f GFLOP/s\n", blas);
-  print_passes("resnet20", r20, steps);
-  print_passes("resnet18", r18, steps);
+  print_passes("resnet20 fp32", r20, steps);
+  print_passes("resnet20 bf16 autocast", r20_bf16, steps);
+  print_passes("resnet18 fp32", r18, steps);
+  print_passes("resnet18 bf16 autocast", r18_bf16, steps);
   std::printf(
       "bench train_step: resnet20_ips=%.1f resnet18_ips=%.1f resnet20_gflops=%.1f resnet18_gflops=%.1f "
-      "openblas_gflops=%.1f resnet20_spread=%.1f-%.1f resnet18_spread=%.1f-%.1f\n",
+      "openblas_gflops=%.1f resnet20_spread=%.1f-%.1f resnet18_spread=%.1f-%.1f resnet20_bf16_ips=%.1f "
+      "resnet18_bf16_ips=%.1f resnet20_bf16_spread=%.1f-%.1f resnet18_bf16_spread=%.1f-%.1f native_bf16=%d\n",
       r20.images_per_second, r18.images_per_second, r20.gflops, r18.gflops, blas, r20.slowest_ips, r20.fastest_ips,
-      r18.slowest_ips, r18.fastest_ips);
+      r18.slowest_ips, r18.fastest_ips, r20_bf16.images_per_second, r18_bf16.images_per_second, r20_bf16.slowest_ips,
+      r20_bf16.fastest_ips, r18_bf16.slowest_ips, r18_bf16.fastest_ips, cpu::has_native_bf16() ? 1 : 0);
   return 0;
 }

@@ -2,8 +2,10 @@
 // one candidate of kCandidates runs, chosen once per problem by core/kernel_select.h (by default
 // each problem's first call times every candidate that applies; EMBER_KERNEL_SELECT=heuristic
 // takes the first whose `preferred` rule holds, the rules tools/bench/conv measured). Which wins
-// depends on the CPU's caches as much as its ISA. Dtypes oneDNN does not take, and problems
-// without a primitive of oneDNN's, go to ember::cpu::reference.
+// depends on the CPU's caches as much as its ISA. bf16 problems (autocast's) have oneDNN's bf16
+// kernels, where the CPU has native bf16, and the problem run as float32 (as-float32, the only
+// candidate elsewhere) to choose from. Other dtypes oneDNN does not take, and problems without a
+// primitive of oneDNN's, go to ember::cpu::reference.
 //
 // To add a candidate: write its kernel and its rules (`*_applies`, and `*_preferred` if the
 // heuristic should ever pick it) in its own file here, and add one row to kCandidates.
@@ -39,9 +41,13 @@ using ForwardKernel = void (*)(const DirectConvGeometry&, const float* x, const 
                                float* y);
 using BackwardDataKernel = void (*)(const DirectConvGeometry&, const float* dy, const float* weight, float* dx);
 using BackwardWeightKernel = void (*)(const DirectConvGeometry&, const float* x, const float* dy, float* grad_weight);
+// A backward-weights pass on the tensors themselves (any dtype the candidate applies to).
+using TensorWeightGrad = std::pair<Tensor, Tensor> (*)(const ConvProblem&, const Tensor& grad_output,
+                                                       const Tensor& input, const Shape& weight_shape, bool want_bias);
 
 // One way to run some of the passes: one of Ember's kernels (a non-null kernel per pass it runs),
-// or one of oneDNN's primitive variants (every pass).
+// one of oneDNN's primitive variants (every pass), a bf16 problem run as float32 (every pass), or a
+// weight-gradient pass on tensors.
 struct Candidate {
   const char* name;  // as kernel_select reports, caches and checkpoints it
   // Where trials may run it (nullptr: wherever it runs the pass); for oneDNN's, also where
@@ -53,6 +59,11 @@ struct Candidate {
   BackwardDataKernel backward_data;
   BackwardWeightKernel backward_weight;
   std::optional<ConvVariant> onednn;
+  // bf16 operands cast to float32, the float32 problem run by its own choice of candidate (Winograd
+  // among them, which oneDNN has for float32 only), and the result cast back: where oneDNN's bf16
+  // kernels lose to its float32 ones by more than the casts cost.
+  bool as_float32 = false;
+  TensorWeightGrad weight_grad_on_tensors = nullptr;
 };
 
 // A rule of Ember's kernels, on problems they can take at all (float32, ungrouped, non-empty).
@@ -62,6 +73,11 @@ bool own(const ConvProblem& pr) {
 }
 
 const BackwardDataKernel strided_backward_data = &strided_conv_backward_data;  // the 4-argument overload
+
+bool bf16_problem(const ConvProblem& pr) { return pr.dtype == kBFloat16; }
+
+// Without native bf16 oneDNN has no bf16 kernels for Ember: float32 arithmetic is the fast way.
+bool bf16_without_onednn(const ConvProblem& pr) { return bf16_problem(pr) && !onednn::data_type(pr.dtype); }
 
 // In the order trials run them and the heuristic consults their rules (tests seeded with
 // EMBER_KERNEL_TRIAL_SEED depend on it). onednn-nhwc is the heuristic's choice where no rule
@@ -81,10 +97,14 @@ const Candidate kCandidates[] = {
     {"onednn-blocked", nullptr, nullptr, nullptr, nullptr, nullptr, ConvVariant::Blocked},
     {"onednn-winograd", onednn::winograd_conv_applies, onednn::winograd_conv_preferred, nullptr, nullptr, nullptr,
      ConvVariant::Winograd},
+    {"as-float32", bf16_problem, bf16_without_onednn, nullptr, nullptr, nullptr, std::nullopt, true},
+    {"onednn-split-batch", onednn::split_batch_weight_grad_applies, onednn::split_batch_weight_grad_applies, nullptr,
+     nullptr, nullptr, std::nullopt, false, onednn::conv_backward_weight_split_batch},
 };
 
 bool runs(const Candidate& c, ConvPass pass) {
-  if (c.onednn) return true;
+  if (c.onednn || c.as_float32) return true;
+  if (c.weight_grad_on_tensors) return pass == ConvPass::BackwardWeights;
   switch (pass) {
     case ConvPass::Forward:
       return c.forward != nullptr;
@@ -112,6 +132,7 @@ struct Option {
 std::optional<Option> prepare(const Candidate& c, const ConvProblem& pr) {
   if (!runs(c, pr.pass) || (c.applies && !c.applies(pr))) return std::nullopt;
   if (!c.onednn) return Option{&c, nullptr};
+  if (!onednn::data_type(pr.dtype)) return std::nullopt;
   auto prim = onednn::conv_primitive(pr, *c.onednn);
   if (!prim) return std::nullopt;
   return Option{&c, std::move(prim)};
@@ -174,13 +195,51 @@ Option select(const ConvProblem& pr, const std::string& key, const Trial& trial)
 // ---- Running one option ----
 
 Tensor forward_with(const Option& o, const ConvProblem& pr, const Tensor& input, const Tensor& weight,
+                    const Tensor& bias);
+Tensor backward_data_with(const Option& o, const ConvProblem& pr, const Tensor& grad_output, const Tensor& weight,
+                          const Shape& input_shape);
+std::pair<Tensor, Tensor> backward_weight_with(const Option& o, const ConvProblem& pr, const Tensor& grad_output,
+                                               const Tensor& input, const Shape& weight_shape, bool want_bias);
+
+// Each pass's option for the problem, trials run on the call's own tensors.
+Option forward_option(const ConvProblem& pr, const std::string& key, const Tensor& input, const Tensor& weight,
+                      const Tensor& bias) {
+  return select(pr, key, [&](const Option& c) { forward_with(c, pr, input, weight, bias); });
+}
+
+Option backward_data_option(const ConvProblem& pr, const std::string& key, const Tensor& grad_output,
+                            const Tensor& weight, const Shape& input_shape) {
+  return select(pr, key, [&](const Option& c) { backward_data_with(c, pr, grad_output, weight, input_shape); });
+}
+
+Option backward_weight_option(const ConvProblem& pr, const std::string& key, const Tensor& grad_output,
+                              const Tensor& input, const Shape& weight_shape, bool want_bias) {
+  return select(pr, key,
+                [&](const Option& c) { backward_weight_with(c, pr, grad_output, input, weight_shape, want_bias); });
+}
+
+// The as-float32 candidate: the same pass of the float32 problem, with its own decision (not timed
+// apart in profiles: its time is the bf16 pass's).
+ConvProblem float32_problem(const ConvProblem& pr, const Shape& input, const Shape& weight) {
+  return conv_problem(pr.pass, input, weight, pr.p, kFloat32, pr.with_bias);
+}
+
+Tensor as_float32(const Tensor& t) { return t.defined() ? t.to(kFloat32) : Tensor(); }
+Tensor as_bf16(const Tensor& t) { return t.defined() ? t.to(kBFloat16) : Tensor(); }
+
+Tensor forward_with(const Option& o, const ConvProblem& pr, const Tensor& input, const Tensor& weight,
                     const Tensor& bias) {
   NoGradGuard no_grad;
+  if (o.candidate->as_float32) {
+    const Tensor x = as_float32(input), w = as_float32(weight), b = as_float32(bias);
+    const ConvProblem f = float32_problem(pr, x.sizes(), w.sizes());
+    return as_bf16(forward_with(forward_option(f, decision_key(f), x, w, b), f, x, w, b));
+  }
   const ConvSizes& g = pr.g;
   Tensor b = bias.defined() ? bias.to(input.dtype()).contiguous() : Tensor();
   if (ForwardKernel kernel = o.candidate->forward) {
     Tensor x = onednn::to_channels_last(input), w = weight.contiguous();
-    Tensor y = onednn::empty_channels_last({g.n, g.o, g.oh, g.ow}, input.options());
+    Tensor y = empty_channels_last({g.n, g.o, g.oh, g.ow}, input.options());
     const float* b_data = b.defined() ? b.data_ptr<float>() : nullptr;
     kernel(*pr.own, x.data_ptr<float>(), w.data_ptr<float>(), b_data, y.data_ptr<float>());
     return y;
@@ -192,9 +251,15 @@ Tensor forward_with(const Option& o, const ConvProblem& pr, const Tensor& input,
 Tensor backward_data_with(const Option& o, const ConvProblem& pr, const Tensor& grad_output, const Tensor& weight,
                           const Shape& input_shape) {
   NoGradGuard no_grad;
+  if (o.candidate->as_float32) {
+    const Tensor dy = as_float32(grad_output), w = as_float32(weight);
+    const ConvProblem f = float32_problem(pr, input_shape, w.sizes());
+    return as_bf16(
+        backward_data_with(backward_data_option(f, decision_key(f), dy, w, input_shape), f, dy, w, input_shape));
+  }
   if (BackwardDataKernel kernel = o.candidate->backward_data) {
     Tensor dy = onednn::to_channels_last(grad_output), w = weight.contiguous();
-    Tensor dx = onednn::empty_channels_last(input_shape, grad_output.options());
+    Tensor dx = empty_channels_last(input_shape, grad_output.options());
     kernel(*pr.own, dy.data_ptr<float>(), w.data_ptr<float>(), dx.data_ptr<float>());
     return dx;
   }
@@ -205,6 +270,15 @@ Tensor backward_data_with(const Option& o, const ConvProblem& pr, const Tensor& 
 std::pair<Tensor, Tensor> backward_weight_with(const Option& o, const ConvProblem& pr, const Tensor& grad_output,
                                                const Tensor& input, const Shape& weight_shape, bool want_bias) {
   NoGradGuard no_grad;
+  if (o.candidate->as_float32) {
+    const Tensor dy = as_float32(grad_output), x = as_float32(input);
+    const ConvProblem f = float32_problem(pr, x.sizes(), weight_shape);
+    const Option chosen = backward_weight_option(f, decision_key(f), dy, x, weight_shape, want_bias);
+    auto [grad_weight, grad_bias] = backward_weight_with(chosen, f, dy, x, weight_shape, want_bias);
+    return {as_bf16(grad_weight), as_bf16(grad_bias)};
+  }
+  if (TensorWeightGrad run = o.candidate->weight_grad_on_tensors)
+    return run(pr, grad_output, input, weight_shape, want_bias);
   if (BackwardWeightKernel kernel = o.candidate->backward_weight) {
     Tensor x = onednn::to_channels_last(input), dy = onednn::to_channels_last(grad_output);
     Tensor grad_weight = empty(weight_shape, input.options());
@@ -217,9 +291,11 @@ std::pair<Tensor, Tensor> backward_weight_with(const Option& o, const ConvProble
   return onednn::conv_backward_weight(*o.prim, pr, grad_output, input, weight_shape, want_bias);
 }
 
-// Whether oneDNN's types take the operands (Ember's kernels are float32 only, a narrower rule).
+// Whether some candidate takes the operands: oneDNN's types (Ember's kernels are float32 only, a
+// narrower rule), and bf16 everywhere (as-float32).
 bool fast_dtypes(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.numel() > 0 && b.numel() > 0 && onednn::data_type(a.dtype()).has_value();
+  return a.dtype() == b.dtype() && a.numel() > 0 && b.numel() > 0 &&
+         (onednn::data_type(a.dtype()).has_value() || a.dtype() == kBFloat16);
 }
 
 }  // namespace
@@ -229,7 +305,7 @@ Tensor conv2d_kernel(const Tensor& input, const Tensor& weight, const Tensor& bi
   const ConvProblem pr =
       conv_problem(ConvPass::Forward, input.sizes(), weight.sizes(), p, input.dtype(), bias.defined());
   const std::string key = decision_key(pr);
-  const Option o = select(pr, key, [&](const Option& c) { forward_with(c, pr, input, weight, bias); });
+  const Option o = forward_option(pr, key, input, weight, bias);
   kernel_select::Timer timer(key);
   return forward_with(o, pr, input, weight, bias);
 }
@@ -240,8 +316,7 @@ Tensor conv2d_backward_input_kernel(const Tensor& grad_output, const Tensor& wei
   const ConvProblem pr =
       conv_problem(ConvPass::BackwardData, input_shape, weight.sizes(), p, grad_output.dtype(), false);
   const std::string key = decision_key(pr);
-  const Option o =
-      select(pr, key, [&](const Option& c) { backward_data_with(c, pr, grad_output, weight, input_shape); });
+  const Option o = backward_data_option(pr, key, grad_output, weight, input_shape);
   kernel_select::Timer timer(key);
   return backward_data_with(o, pr, grad_output, weight, input_shape);
 }
@@ -254,8 +329,7 @@ std::pair<Tensor, Tensor> conv2d_backward_weight_kernel(const Tensor& grad_outpu
   const ConvProblem pr =
       conv_problem(ConvPass::BackwardWeights, input.sizes(), weight_shape, p, input.dtype(), want_bias);
   const std::string key = decision_key(pr);
-  const Option o = select(
-      pr, key, [&](const Option& c) { backward_weight_with(c, pr, grad_output, input, weight_shape, want_bias); });
+  const Option o = backward_weight_option(pr, key, grad_output, input, weight_shape, want_bias);
   kernel_select::Timer timer(key);
   return backward_weight_with(o, pr, grad_output, input, weight_shape, want_bias);
 }

@@ -11,7 +11,10 @@
 #include <vector>
 
 #include "core/cpu/dnnl/runtime.h"
+#include "core/cpu/thread_pool.h"
 #include "core/factory.h"
+#include "core/grad_mode.h"
+#include "core/ops.h"
 
 namespace ember::cpu::onednn {
 
@@ -53,7 +56,10 @@ ConvActivation activation(const memory::desc& wanted, const memory::desc& user, 
 // reference kernel (Ember's im2col path is faster than that).
 std::shared_ptr<const ConvPrimitive> create(ConvPass pass, const ConvSizes& g, const ConvParams& p,
                                             memory::data_type type, bool with_bias, ConvVariant variant) {
-  const bool winograd = variant == ConvVariant::Winograd, any_layout = variant != ConvVariant::Nhwc;
+  const bool winograd = variant == ConvVariant::Winograd;
+  const bool any_layout = variant == ConvVariant::Blocked || winograd;
+  const bool float32_weights = variant == ConvVariant::NhwcFloat32Weights;
+  if (float32_weights && pass != ConvPass::BackwardWeights) return nullptr;
   using tag = memory::format_tag;
   const memory::desc user_src({g.n, g.c, g.h, g.w}, type, tag::nhwc);
   const memory::desc user_dst({g.n, g.o, g.oh, g.ow}, type, tag::nhwc);
@@ -62,9 +68,13 @@ std::shared_ptr<const ConvPrimitive> create(ConvPass pass, const ConvSizes& g, c
   const memory::desc dst = any_layout ? memory::desc({g.n, g.o, g.oh, g.ow}, type, tag::any) : user_dst;
   const memory::dims weight_dims = p.groups == 1 ? memory::dims{g.o, g.c, g.kh, g.kw}
                                                  : memory::dims{p.groups, g.o / p.groups, g.c / p.groups, g.kh, g.kw};
-  const memory::desc any_weights(weight_dims, type, tag::any);
-  const memory::desc user_weights(weight_dims, type, p.groups == 1 ? tag::oihw : tag::goihw);
-  const memory::desc bias = with_bias ? memory::desc({g.o}, type, tag::x) : memory::desc();
+  // The forward (a hint for the backward passes) reads weights of the activations' type.
+  const memory::data_type weights_type = float32_weights ? memory::data_type::f32 : type;
+  const memory::desc forward_weights(weight_dims, type, tag::any);
+  const memory::desc any_weights(weight_dims, weights_type, tag::any);
+  const memory::desc user_weights(weight_dims, weights_type, p.groups == 1 ? tag::oihw : tag::goihw);
+  const memory::desc bias = with_bias ? memory::desc({g.o}, weights_type, tag::x) : memory::desc();
+  const memory::desc forward_bias = with_bias ? memory::desc({g.o}, type, tag::x) : memory::desc();
   // oneDNN counts dilation from 0 (dense kernel), Ember from 1.
   const memory::dims strides{p.stride_h, p.stride_w}, dilates{p.dilation_h - 1, p.dilation_w - 1};
   const memory::dims padding{p.pad_h, p.pad_w};
@@ -77,8 +87,8 @@ std::shared_ptr<const ConvPrimitive> create(ConvPass pass, const ConvSizes& g, c
   const bool pass_with_bias = with_bias && pass != ConvPass::BackwardData;
   const dnnl::primitive_attr attr = user_scratchpad();
   dnnl::convolution_forward::primitive_desc forward(
-      {dnnl::prop_kind::forward_training, algo, src, any_weights, pass == ConvPass::Forward ? bias : memory::desc(),
-       dst, strides, dilates, padding, padding},
+      {dnnl::prop_kind::forward_training, algo, src, forward_weights,
+       pass == ConvPass::Forward ? forward_bias : memory::desc(), dst, strides, dilates, padding, padding},
       attr, engine);
   if (pass == ConvPass::Forward) {
     if (is_reference_impl(forward.impl_info_str())) return nullptr;
@@ -257,8 +267,9 @@ std::pair<Tensor, Tensor> conv_backward_weight(const ConvPrimitive& prim, const 
                                                const Tensor& grad_output, const Tensor& input,
                                                const Shape& weight_shape, bool want_bias) {
   Tensor x = to_channels_last(input), dy = to_channels_last(grad_output);
-  Tensor grad_weight = empty(weight_shape, input.options());
-  Tensor grad_bias = want_bias ? empty({pr.g.o}, input.options()) : Tensor();
+  const TensorOptions options(prim.user_weights.data_type() == memory::data_type::f32 ? kFloat32 : input.dtype());
+  Tensor grad_weight = empty(weight_shape, options);
+  Tensor grad_bias = want_bias ? empty({pr.g.o}, options) : Tensor();
   dnnl::stream& stream = onednn::stream();
   // The primitive writes the gradient in its own layout; a reorder brings it to Ember's.
   Tensor weight_scratch = prim.weights_reorder ? scratch_for(prim.weights) : grad_weight;
@@ -274,6 +285,40 @@ std::pair<Tensor, Tensor> conv_backward_weight(const ConvPrimitive& prim, const 
     onednn::execute(*prim.weights_reorder, written, user, true);
   }
   return {grad_weight, grad_bias};
+}
+
+bool split_batch_weight_grad_applies(const ConvProblem& pr) {
+  return pr.pass == ConvPass::BackwardWeights && pr.dtype == kBFloat16 && data_type(kBFloat16).has_value() &&
+         num_threads() > 1 && pr.g.n >= num_threads();
+}
+
+std::pair<Tensor, Tensor> conv_backward_weight_split_batch(const ConvProblem& pr, const Tensor& grad_output,
+                                                           const Tensor& input, const Shape& weight_shape,
+                                                           bool want_bias) {
+  NoGradGuard no_grad;
+  const Tensor x = to_channels_last(input), dy = to_channels_last(grad_output);
+  const int threads = num_threads();
+  std::vector<std::pair<Tensor, Tensor>> partial(threads);
+  parallel_for(0, threads, 1, [&](int64_t lo, int64_t hi) {
+    const OneThread one_thread;
+    for (int64_t t = lo; t < hi; ++t) {
+      const int64_t b0 = pr.g.n * t / threads, b1 = pr.g.n * (t + 1) / threads;
+      const ConvProblem share =
+          conv_problem(pr.pass, {b1 - b0, pr.g.c, pr.g.h, pr.g.w}, weight_shape, pr.p, pr.dtype, want_bias);
+      const auto prim = lookup(share.pass, share.g, share.p, share.dtype, memory::data_type::bf16, want_bias,
+                               ConvVariant::NhwcFloat32Weights);
+      EMBER_CHECK(prim != nullptr, "conv2d_backward_weight: oneDNN has no bf16 kernel with float32 gradients for ",
+                  shape_str(input.sizes()));
+      partial[t] = conv_backward_weight(*prim, share, dy.narrow(0, b0, b1 - b0), x.narrow(0, b0, b1 - b0), weight_shape,
+                                        want_bias);
+    }
+  });
+  Tensor grad_weight = partial[0].first, grad_bias = partial[0].second;
+  for (int t = 1; t < threads; ++t) {
+    grad_weight.add_(partial[t].first);
+    if (want_bias) grad_bias.add_(partial[t].second);
+  }
+  return {grad_weight.to(input.dtype()), want_bias ? grad_bias.to(input.dtype()) : Tensor()};
 }
 
 }  // namespace ember::cpu::onednn

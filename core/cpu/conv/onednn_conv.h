@@ -14,7 +14,9 @@
 
 namespace ember::cpu::onednn {
 
-enum class ConvVariant : int64_t { Nhwc, Blocked, Winograd };
+// NhwcFloat32Weights: the backward-weights pass of a bf16 problem on NHWC activations, writing
+// float32 gradients (for the split-batch weight gradient below).
+enum class ConvVariant : int64_t { Nhwc, Blocked, Winograd, NhwcFloat32Weights };
 
 struct ConvPrimitive;  // a ready-to-run primitive and the layouts its arguments must have
 
@@ -36,8 +38,21 @@ Tensor conv_forward(const ConvPrimitive& prim, const ConvProblem& pr, const Tens
                     const Tensor& bias);
 Tensor conv_backward_data(const ConvPrimitive& prim, const Tensor& grad_output, const Tensor& weight,
                           const Shape& input_shape);
+// The gradients come in the dtype of the primitive's weights.
 std::pair<Tensor, Tensor> conv_backward_weight(const ConvPrimitive& prim, const ConvProblem& pr,
                                                const Tensor& grad_output, const Tensor& input,
                                                const Shape& weight_shape, bool want_bias);
+
+// The bf16 weight gradient split over the batch: each thread runs oneDNN's bf16 backward-weights
+// kernel single-threaded on its share of the images, into float32 partial gradients, which are then
+// summed and rounded to bf16 once. oneDNN's multi-threaded bf16 kernel splits the batch the same
+// way but meets its threads at spin barriers inside the kernel, which cost whole time slices when
+// the cores are shared (another process, a data loader's workers): on a busy 2-core machine a pass
+// took 10-100x its quiet time. Where (and, for the heuristic, always there): bf16 weight gradients
+// with native bf16, more than one thread and at least as many images as threads.
+bool split_batch_weight_grad_applies(const ConvProblem& pr);
+std::pair<Tensor, Tensor> conv_backward_weight_split_batch(const ConvProblem& pr, const Tensor& grad_output,
+                                                           const Tensor& input, const Shape& weight_shape,
+                                                           bool want_bias);
 
 }  // namespace ember::cpu::onednn

@@ -65,23 +65,21 @@ void size_openmp_team() {
   }
 }
 
+OneThread::OneThread() : previous_(omp_get_max_threads()) {
+  omp_set_num_threads(1);
+  omp_team_size = 1;
+}
+
+OneThread::~OneThread() {
+  omp_set_num_threads(previous_);
+  omp_team_size = previous_;
+}
+
 dnnl::stream& stream() {
   size_openmp_team();
   thread_local dnnl::stream instance(engine());
   return instance;
 }
-
-namespace {
-
-// ISA values are bit sets; each includes the bits of the ISAs below it.
-bool has_native_bf16() {
-  isa();  // applies EMBER_CPU_ISA before oneDNN reports its ISA
-  const auto effective = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
-  return (effective & bf16) == bf16;
-}
-
-}  // namespace
 
 std::optional<dnnl::memory::data_type> data_type(DType dtype) {
   using dt = dnnl::memory::data_type;
@@ -95,11 +93,6 @@ std::optional<dnnl::memory::data_type> data_type(DType dtype) {
     default:
       return std::nullopt;
   }
-}
-
-Shape channels_last_strides(const Shape& sizes) {
-  const int64_t c = sizes[1], h = sizes[2], w = sizes[3];
-  return {h * w * c, 1, w * c, c};
 }
 
 bool is_channels_last(const Tensor& t) {
@@ -142,10 +135,6 @@ bool has_nchw_images(const Tensor& t) {
 }
 
 }  // namespace
-
-Tensor empty_channels_last(const Shape& sizes, const TensorOptions& options) {
-  return empty_strided(sizes, channels_last_strides(sizes), options);
-}
 
 Tensor to_channels_last(const Tensor& t) {
   if (is_channels_last(t)) return t;

@@ -37,18 +37,27 @@ class SignalsHeld {
   sigset_t previous_;
 };
 
+// oneDNN on one thread, on the calling thread, for the guard's lifetime: primitives made meanwhile
+// are made for one thread and run so wherever they run later. A primitive keeps the thread count it
+// was made with, and oneDNN runs a multi-threaded one on one thread inside a parallel region, where
+// kernels that meet their threads at a barrier would wait there for ever.
+class OneThread {
+ public:
+  OneThread();
+  ~OneThread();
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+
+ private:
+  int previous_;
+};
+
 // The calling thread's stream, after size_openmp_team(): oneDNN's kernels and Ember's
 // parallel_for share one OpenMP team, so they never run more threads than Ember was asked for.
 dnnl::stream& stream();
 
 // The oneDNN type for an Ember dtype, or nullopt when the oneDNN kernels should not take it.
 std::optional<dnnl::memory::data_type> data_type(DType dtype);
-
-// Strides of a dense channels-last (NHWC in memory) tensor of logical shape [N, C, H, W].
-Shape channels_last_strides(const Shape& sizes);
-
-// An uninitialised dense channels-last tensor of logical shape [N, C, H, W].
-Tensor empty_channels_last(const Shape& sizes, const TensorOptions& options);
 
 // True when t's memory is exactly NHWC-dense; strides of size-1 dims do not matter.
 bool is_channels_last(const Tensor& t);
