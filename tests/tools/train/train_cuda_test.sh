@@ -6,7 +6,7 @@
 # beyond the machine's, or a launched CUDA run with EMBER_BACKEND=mpi, is exit status 2, named.
 # --amp fp16 trains near the CPU's loss through a gradient scaler whose scale the progress lines
 # and the logs show, saved in the checkpoint and continued by a resume; a resume with another --amp
-# fails naming both; an overflowing scale skips steps, halving it, and leaves the weights finite.
+# fails naming both (train_cuda_mpirun_test.sh has overflows skipping steps under DDP).
 set -uo pipefail
 train="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 work="${TEST_TMPDIR:-$(mktemp -d)}/train_cuda"
@@ -60,12 +60,6 @@ grep -q '"amp\\":\\"fp16\\"' fp16/epoch-1.safetensors &&
   fail "fp16 resume exited $?: $(cat fp16b.txt)"
 grep -q "resumed from fp16/epoch-1.safetensors (epoch 0, step 3)" fp16b.txt && [ "$(scales fp16b.txt)" = "262144 " ] ||
   fail "the resumed fp16 run does not continue the scale: $(cat fp16b.txt)"
-# A scale that overflows float16's gradients: each step is skipped and the scale halved (1e30 is
-# 1.00000002e+30 in float32); the weights, never stepped with an inf, give finite losses.
-"$train" "${tiny[@]}" --max-steps 2 --device cuda:0 --amp fp16 --amp-init-scale 1e30 > overflow.txt 2>&1 ||
-  fail "fp16 overflow run exited $?: $(cat overflow.txt)"
-[ "$(scales overflow.txt)" = "5.00000008e+29 2.50000004e+29 " ] || fail "scales after overflows: $(cat overflow.txt)"
-[ -n "$(loss overflow.txt)" ] || fail "no finite test loss after skipped steps: $(tail -1 overflow.txt)"
 
 "$train" "${tiny[@]}" --max-steps 1 --device cuda > bare.txt 2>&1 || fail "--device cuda exited $?: $(cat bare.txt)"
 grep -q ", cuda:0;" bare.txt || fail "--device cuda alone did not take cuda:0: $(head -1 bare.txt)"
