@@ -45,7 +45,7 @@ void check_close(const Tensor& got, const Tensor& want) {
 
 }  // namespace
 
-TEST_CASE("backward through the CPU, cuda:0 and cuda:1 equals the CPU-only graph") {
+TEST_CASE("backward through the CPU, cuda:0 and cuda:1 equals the CPU-only graph", "[gpus:2]") {
   REQUIRE(cuda::device_count() >= 2);
   const Device cpu(kCPU), cuda0 = Device::cuda(0), cuda1 = Device::cuda(1);
   Leaves reference = make_leaves(cpu, cpu, cpu);
@@ -65,7 +65,7 @@ TEST_CASE("backward through the CPU, cuda:0 and cuda:1 equals the CPU-only graph
 // Backward kernels run on the caller's current streams; each node makes them wait for the stream
 // its forward ran on. Without that wait, the delay mode reads the saved activations before the
 // side stream has computed them (a 6.0 error was measured).
-TEST_CASE("backward waits for the stream the forward ran on, in either direction") {
+TEST_CASE("backward waits for the stream the forward ran on, in either direction", "[gpus:2]") {
   REQUIRE(cuda::device_count() >= 2);
   for (int forward_on_side = 0; forward_on_side <= 1; ++forward_on_side) {
     INFO("forward on the side stream: " << forward_on_side);
@@ -99,6 +99,15 @@ TEST_CASE("backward waits for the stream the forward ran on, in either direction
 TEST_CASE("a saved tensor freed after a backward on another stream is not reused before that stream ran") {
   const Device cuda0 = Device::cuda(0);
   const int64_t n = 1 << 16;
+  {
+    // The kernels below run once before any stream is held: a kernel's first launch may wait for
+    // the device's running work (CUDA's lazy loading, the default since CUDA 12.2), which the gate
+    // holds back. A real H100 hung here without this.
+    Tensor w = randn({n}, TensorOptions(kFloat32).device(cuda0)).requires_grad_();
+    ((w * 3.0) * (w * 3.0)).sum().backward();
+    Tensor filled = full({n}, 1e6, TensorOptions(kFloat32).device(cuda0));
+    cuda::synchronize(0);
+  }
   for (bool retain_graph : {false, true}) {
     INFO("retain_graph: " << retain_graph);
     manual_seed(5);

@@ -41,7 +41,7 @@ std::string temp_path(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("two CUDA devices exist and the backend is registered") {
+TEST_CASE("two CUDA devices exist and the backend is registered", "[gpus:2]") {
   REQUIRE(cuda::is_available());
   REQUIRE(cuda::device_count() >= 2);
   CHECK(has_backend(kCUDA));
@@ -81,7 +81,7 @@ TEST_CASE("random fills on cuda:0 draw the CPU's numbers for the same seed") {
   CHECK(dropout_mask.device() == kCuda0);
 }
 
-TEST_CASE("copies between the CPU, cuda:0 and cuda:1 keep values, layouts and dtypes") {
+TEST_CASE("copies between the CPU, cuda:0 and cuda:1 keep values, layouts and dtypes", "[gpus:2]") {
   manual_seed(5);
   Tensor host = randn({7, 5, 3});
   Tensor a = host.to(kCuda0);
@@ -116,7 +116,7 @@ TEST_CASE("same-device copies: contiguous in 16-byte chunks with a tail, misalig
   }
 }
 
-TEST_CASE("work on two streams is ordered by events, across devices") {
+TEST_CASE("work on two streams is ordered by events, across devices", "[gpus:2]") {
   cuda::Stream producer = cuda::Stream::create(0);
   cuda::Stream consumer = cuda::Stream::create(1);
   Tensor source, result;
@@ -187,7 +187,7 @@ TEST_CASE("scalar operands stay on the host") {
   CHECK(same_values(x, full({1000}, 3.0)));
 }
 
-TEST_CASE("device errors name the op, the devices and the argument") {
+TEST_CASE("device errors name the op, the devices and the argument", "[gpus:2]") {
   Tensor x = ones({3}, TensorOptions(kFloat32).device(kCuda0));
   CHECK_THROWS_WITH(x + ones({3}), Contains("add: expected all tensors on cuda:0, got cpu for argument 2"));
   CHECK_THROWS_WITH(x + ones({3}, TensorOptions(kFloat32).device(kCuda1)),
@@ -251,7 +251,7 @@ TEST_CASE("Module::to moves parameters and buffers, and the fused optimizers mat
   }
 }
 
-TEST_CASE("load_checkpoint(path, device) puts a DDP checkpoint's weights straight on a GPU") {
+TEST_CASE("load_checkpoint(path, device) puts a DDP checkpoint's weights straight on a GPU", "[gpus:2]") {
   manual_seed(3);
   auto model = nn::Sequential(nn::Linear(4, 6), nn::ReLU(), nn::Linear(6, 2)).ptr();
   NamedTensors wrapped;

@@ -49,7 +49,8 @@ void expect_recovered(DataParallel& dp, nn::Module& reference, Generator& g, dou
 
 }  // namespace
 
-TEST_CASE("autograd::grad through DataParallel raises an Error naming DataParallel", "[data_parallel][errors]") {
+TEST_CASE("autograd::grad through DataParallel raises an Error naming DataParallel",
+          "[data_parallel][errors][gpus:4]") {
   require_four_devices();
   manual_seed(131);
   auto model = std::make_shared<ConvNet>();
@@ -72,7 +73,7 @@ TEST_CASE("autograd::grad through DataParallel raises an Error naming DataParall
 }
 
 TEST_CASE("an error in one replica's forward or loss names the replica and its device; the next call works",
-          "[data_parallel][errors]") {
+          "[data_parallel][errors][gpus:4]") {
   require_four_devices();
   auto state = std::make_shared<ProbeState>();
   manual_seed(141);
@@ -109,7 +110,8 @@ TEST_CASE("an error in one replica's forward or loss names the replica and its d
   expect_recovered(*dp, *model, g);
 }
 
-TEST_CASE("an error in one replica's backward names the replica; the next step works", "[data_parallel][errors]") {
+TEST_CASE("an error in one replica's backward names the replica; the next step works",
+          "[data_parallel][errors][gpus:4]") {
   require_four_devices();
   auto state = std::make_shared<ProbeState>();
   manual_seed(151);
@@ -163,7 +165,7 @@ struct SyncFaultNet : nn::Cloneable<SyncFaultNet> {
 }  // namespace
 
 TEST_CASE("a replica failing while the others wait in a SyncBatchNorm exchange: no hang, the replica named",
-          "[data_parallel][errors][batch_norm]") {
+          "[data_parallel][errors][batch_norm][gpus:4]") {
   require_four_devices();
   auto before = std::make_shared<ProbeState>(), after = std::make_shared<ProbeState>();
   manual_seed(161);
@@ -195,7 +197,7 @@ TEST_CASE("a replica failing while the others wait in a SyncBatchNorm exchange: 
   check_same_state(*dp->module(), *reference);  // the running statistics too
 }
 
-TEST_CASE("construction errors name the culprit", "[data_parallel][errors]") {
+TEST_CASE("construction errors name the culprit", "[data_parallel][errors][gpus:4]") {
   require_four_devices();
   manual_seed(171);
   auto model = std::make_shared<ConvNet>();

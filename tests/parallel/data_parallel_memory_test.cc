@@ -124,7 +124,7 @@ std::string megabytes(const std::vector<int64_t>& peaks) {
 }  // namespace
 
 TEST_CASE("memory balance: with per-replica losses cuda:0 peaks no higher than the other devices",
-          "[data_parallel][memory]") {
+          "[data_parallel][memory][gpus:4]") {
   require_four_devices();
   for (bool dense : {true, false}) {
     if (!dense && !kMemoryBothModels) continue;

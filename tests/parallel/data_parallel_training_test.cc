@@ -136,7 +136,7 @@ std::vector<int64_t> repeat(int64_t batch, int times) {
 }  // namespace
 
 TEST_CASE("K SGD steps on 2, 3 and 4 devices equal one device, for each way to compute the loss",
-          "[data_parallel][training]") {
+          "[data_parallel][training][gpus:4]") {
   require_four_devices();
 #if defined(__SANITIZE_ADDRESS__)
   const int n = GENERATE(2, 4);
@@ -149,7 +149,7 @@ TEST_CASE("K SGD steps on 2, 3 and 4 devices equal one device, for each way to c
 }
 
 TEST_CASE("uneven splits and batches smaller than the device count still equal one device",
-          "[data_parallel][training]") {
+          "[data_parallel][training][gpus:4]") {
   require_four_devices();
   auto state = std::make_shared<ProbeState>();
   manual_seed(12);
@@ -183,7 +183,7 @@ TEST_CASE("uneven splits and batches smaller than the device count still equal o
 }
 
 TEST_CASE("replicas queue on the caller's current streams: training on created streams equals one device",
-          "[data_parallel][training][streams]") {
+          "[data_parallel][training][streams][gpus:4]") {
   require_four_devices();
   // A created stream current on every device (cuda:0 last, so that it is the current device).
   // Emulated streams never synchronise implicitly, and EMBER_EMU_DELAY holds their work back: a
@@ -227,7 +227,7 @@ Tensor chunkwise_forward(nn::Module& model, const Tensor& x, const std::vector<i
 }  // namespace
 
 TEST_CASE("plain BatchNorm: per-replica statistics, running statistics from replica 0 (as PyTorch)",
-          "[data_parallel][batch_norm]") {
+          "[data_parallel][batch_norm][gpus:4]") {
   require_four_devices();
   manual_seed(31);
   auto model = std::make_shared<BnNet>();
@@ -268,7 +268,7 @@ TEST_CASE("plain BatchNorm: per-replica statistics, running statistics from repl
 }
 
 TEST_CASE("SyncBatchNorm across replicas trains as BatchNorm on the whole batch on one device",
-          "[data_parallel][batch_norm]") {
+          "[data_parallel][batch_norm][gpus:4]") {
   require_four_devices();
 #if defined(__SANITIZE_ADDRESS__)
   const int n = GENERATE(3);
@@ -284,7 +284,7 @@ TEST_CASE("SyncBatchNorm across replicas trains as BatchNorm on the whole batch 
   expect_trains_like_one_device(model, n, repeat(10, kSteps), mode, 4, 42);
 }
 
-TEST_CASE("smoke: an MLP with SyncBatchNorm1d trains like one device", "[data_parallel][batch_norm]") {
+TEST_CASE("smoke: an MLP with SyncBatchNorm1d trains like one device", "[data_parallel][batch_norm][gpus:4]") {
   require_four_devices();
   struct Mlp : nn::Cloneable<Mlp> {
     Mlp() : Cloneable("Mlp") { reset(); }
@@ -326,7 +326,8 @@ TEST_CASE("smoke: an MLP with SyncBatchNorm1d trains like one device", "[data_pa
   }
 }
 
-TEST_CASE("gradient accumulation over two batches before one step equals one device", "[data_parallel][training]") {
+TEST_CASE("gradient accumulation over two batches before one step equals one device",
+          "[data_parallel][training][gpus:4]") {
   require_four_devices();
   manual_seed(51);
   auto model = std::make_shared<ConvNet>();
@@ -351,7 +352,8 @@ TEST_CASE("gradient accumulation over two batches before one step equals one dev
   check_same_state(*master, *model);
 }
 
-TEST_CASE("backward with retain_graph twice doubles the gradients, as on one device", "[data_parallel][training]") {
+TEST_CASE("backward with retain_graph twice doubles the gradients, as on one device",
+          "[data_parallel][training][gpus:4]") {
   require_four_devices();
   manual_seed(61);
   auto model = std::make_shared<ConvNet>();

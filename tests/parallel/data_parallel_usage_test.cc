@@ -42,7 +42,8 @@ std::pair<std::shared_ptr<M>, std::shared_ptr<DataParallel>> model_and_parallel(
 
 }  // namespace
 
-TEST_CASE("non-contiguous inputs (transposed, strided, channels-last) match one device", "[data_parallel][inputs]") {
+TEST_CASE("non-contiguous inputs (transposed, strided, channels-last) match one device",
+          "[data_parallel][inputs][gpus:4]") {
   require_four_devices();
   manual_seed(71);
   auto [model, dp] = model_and_parallel(std::make_shared<ConvNet>(), 4);
@@ -89,7 +90,7 @@ struct SequenceNet : nn::Cloneable<SequenceNet> {
 
 }  // namespace
 
-TEST_CASE("dim = 1 splits [T, B, F] along B, for forward and forward_loss", "[data_parallel][inputs]") {
+TEST_CASE("dim = 1 splits [T, B, F] along B, for forward and forward_loss", "[data_parallel][inputs][gpus:4]") {
   require_four_devices();
   manual_seed(81);
   auto model = std::make_shared<SequenceNet>();
@@ -133,7 +134,7 @@ TEST_CASE("dim = 1 splits [T, B, F] along B, for forward and forward_loss", "[da
 }
 
 TEST_CASE("inputs on the CPU or on another device, and each output device, match one device",
-          "[data_parallel][inputs]") {
+          "[data_parallel][inputs][gpus:4]") {
   require_four_devices();
   manual_seed(91);
   auto model = std::make_shared<ConvNet>();
@@ -174,7 +175,7 @@ TEST_CASE("inputs on the CPU or on another device, and each output device, match
   }
 }
 
-TEST_CASE("an input that requires grad gets the gradient one device gives it", "[data_parallel][inputs]") {
+TEST_CASE("an input that requires grad gets the gradient one device gives it", "[data_parallel][inputs][gpus:4]") {
   require_four_devices();
   manual_seed(101);
   auto model = std::make_shared<ConvNet>();
@@ -209,7 +210,7 @@ TEST_CASE("an input that requires grad gets the gradient one device gives it", "
   for (auto& p : dp->parameters()) CHECK(p.grad().defined());
 }
 
-TEST_CASE("evaluation mode and NoGradGuard forwards equal one device's", "[data_parallel][eval]") {
+TEST_CASE("evaluation mode and NoGradGuard forwards equal one device's", "[data_parallel][eval][gpus:4]") {
   require_four_devices();
   manual_seed(111);
   auto model = std::make_shared<BnNet>();
@@ -282,7 +283,7 @@ TEST_CASE("evaluation mode and NoGradGuard forwards equal one device's", "[data_
 }
 
 TEST_CASE("state_dict has the bare module's keys and loads across DataParallel, bare and CPU models",
-          "[data_parallel][state]") {
+          "[data_parallel][state][gpus:4]") {
   require_four_devices();
   manual_seed(121);
   auto model = std::make_shared<BnNet>();

@@ -108,7 +108,7 @@ void check_training(ModelParallel& placed, nn::Module& reference) {
 
 }  // namespace
 
-TEST_CASE("ModelParallel: K SGD steps with the CPU as a middle stage equal one device", "[model_parallel]") {
+TEST_CASE("ModelParallel: K SGD steps with the CPU as a middle stage equal one device", "[model_parallel][gpus:3]") {
   require_three_devices();
   manual_seed(5);
   auto model = small_resnet().ptr();
@@ -125,7 +125,7 @@ TEST_CASE("ModelParallel: K SGD steps with the CPU as a middle stage equal one d
   check_training(placed, *reference);
 }
 
-TEST_CASE("ModelParallel: balanced by parameters on three GPUs, equal to one device", "[model_parallel]") {
+TEST_CASE("ModelParallel: balanced by parameters on three GPUs, equal to one device", "[model_parallel][gpus:3]") {
   require_three_devices();
   manual_seed(6);
   auto model = small_resnet().ptr();
@@ -144,7 +144,7 @@ TEST_CASE("ModelParallel: balanced by parameters on three GPUs, equal to one dev
 }
 
 TEST_CASE("ModelParallel: the model's checkpoint keys; states load into the unsplit model and back",
-          "[model_parallel]") {
+          "[model_parallel][gpus:3]") {
   require_three_devices();
   manual_seed(7);
   auto model = small_resnet().ptr();
@@ -178,7 +178,7 @@ TEST_CASE("ModelParallel: the model's checkpoint keys; states load into the unsp
   check_same_state(placed, *fresh);
 }
 
-TEST_CASE("ModelParallel: a bad balance, device or call names the numbers and devices", "[model_parallel]") {
+TEST_CASE("ModelParallel: a bad balance, device or call names the numbers and devices", "[model_parallel][gpus:3]") {
   require_three_devices();
   auto seq = [] { return models::as_sequential(small_resnet().ptr()); };  // 9 layers
   const std::vector<Device> two{Device::cuda(0), Device::cuda(1)};

@@ -234,7 +234,7 @@ std::string temp_path(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("the seed example: fc1 on cuda:0, fc2 on cuda:1 trains like one device", "[placement]") {
+TEST_CASE("the seed example: fc1 on cuda:0, fc2 on cuda:1 trains like one device", "[placement][gpus:3]") {
   require_three_devices();
   const Opt kind = GENERATE(Opt::kSgd, Opt::kAdam);
   const Reference r = GENERATE(Reference::kCuda0Float32, Reference::kCpuFloat64);
@@ -262,7 +262,8 @@ TEST_CASE("the seed example: fc1 on cuda:0, fc2 on cuda:1 trains like one device
   CHECK(placed->forward(seed_batches(g, 1)[0].x).device() == kCuda1);
 }
 
-TEST_CASE("a CPU + GPU split (stem on the CPU) and a CPU/cuda:0/cuda:1 split train like one device", "[placement]") {
+TEST_CASE("a CPU + GPU split (stem on the CPU) and a CPU/cuda:0/cuda:1 split train like one device",
+          "[placement][gpus:3]") {
   require_three_devices();
   const bool three_way = GENERATE(false, true);
   const Reference r = GENERATE(Reference::kCuda0Float32, Reference::kCpuFloat64);
@@ -292,7 +293,7 @@ TEST_CASE("a CPU + GPU split (stem on the CPU) and a CPU/cuda:0/cuda:1 split tra
   check_close("eval output", placed->forward(x), reference->forward(x.to(e.dtype)));
 }
 
-TEST_CASE("checkpoints of a placed model are device-free and load into one device and back", "[placement]") {
+TEST_CASE("checkpoints of a placed model are device-free and load into one device and back", "[placement][gpus:3]") {
   require_three_devices();
   manual_seed(45);
   auto bare = std::make_shared<SplitNet>();
@@ -378,7 +379,7 @@ TEST_CASE("checkpoints of a placed model are device-free and load into one devic
   }
 }
 
-TEST_CASE("an op mixing devices without a to() raises naming both devices", "[placement][errors]") {
+TEST_CASE("an op mixing devices without a to() raises naming both devices", "[placement][errors][gpus:3]") {
   require_three_devices();
   manual_seed(49);
   Generator g(50);

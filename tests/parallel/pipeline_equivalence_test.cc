@@ -88,7 +88,7 @@ void check_grads(const std::string& what, const Grads& got, const Grads& want, b
 }  // namespace
 
 TEST_CASE("outputs and gradients equal the un-pipelined model's for every m, schedule and recomputation",
-          "[pipeline][equivalence]") {
+          "[pipeline][equivalence][gpus:4]") {
   require_four_devices();
   manual_seed(301);
   const nn::Sequential base = plain_net();
@@ -136,7 +136,7 @@ TEST_CASE("outputs and gradients equal the un-pipelined model's for every m, sch
   }
 }
 
-TEST_CASE("K SGD steps of a pipeline equal K steps of the model on one device", "[pipeline][equivalence]") {
+TEST_CASE("K SGD steps of a pipeline equal K steps of the model on one device", "[pipeline][equivalence][gpus:4]") {
   require_four_devices();
   manual_seed(311);
   const nn::Sequential base = plain_net();
@@ -169,7 +169,7 @@ TEST_CASE("K SGD steps of a pipeline equal K steps of the model on one device", 
 }
 
 TEST_CASE("BatchNorm: per micro-batch by default, or one running-statistics update per mini-batch",
-          "[pipeline][batch_norm]") {
+          "[pipeline][batch_norm][gpus:4]") {
   require_four_devices();
   manual_seed(321);
   const nn::Sequential base = bn_net();
@@ -243,7 +243,8 @@ nn::Sequential dropout_net() {
 
 }  // namespace
 
-TEST_CASE("dropout: recomputation replays the same random numbers; a seed makes runs repeat", "[pipeline][recompute]") {
+TEST_CASE("dropout: recomputation replays the same random numbers; a seed makes runs repeat",
+          "[pipeline][recompute][gpus:4]") {
   require_four_devices();
   manual_seed(331);
   const nn::Sequential base = dropout_net();
@@ -271,7 +272,8 @@ TEST_CASE("dropout: recomputation replays the same random numbers; a seed makes 
   CHECK(std::abs(eval_loss.item<double>() - plain.loss.item<double>()) > 1e-4);
 }
 
-TEST_CASE("evaluation: forward without gradients pipelines the forwards and equals the model", "[pipeline][eval]") {
+TEST_CASE("evaluation: forward without gradients pipelines the forwards and equals the model",
+          "[pipeline][eval][gpus:4]") {
   require_four_devices();
   manual_seed(341);
   const nn::Sequential base = bn_net();
@@ -290,7 +292,7 @@ TEST_CASE("evaluation: forward without gradients pipelines the forwards and equa
 }
 
 TEST_CASE("state_dict: the bare Sequential's keys, loading across a pipeline and one device",
-          "[pipeline][checkpoint]") {
+          "[pipeline][checkpoint][gpus:4]") {
   require_four_devices();
   manual_seed(351);
   const nn::Sequential base = bn_net();
@@ -340,7 +342,7 @@ struct Failing : nn::Cloneable<Failing> {
 
 }  // namespace
 
-TEST_CASE("a stage that fails names the stage and its device; the others do not hang", "[pipeline][errors]") {
+TEST_CASE("a stage that fails names the stage and its device; the others do not hang", "[pipeline][errors][gpus:4]") {
   require_four_devices();
   manual_seed(361);
   auto failing = std::make_shared<FailState>();
@@ -371,7 +373,7 @@ TEST_CASE("a stage that fails names the stage and its device; the others do not 
   CHECK(std::isfinite(pipe->train_step(x, y, ce).loss.item<double>()));
 }
 
-TEST_CASE("construction and call errors name what is wrong", "[pipeline][errors]") {
+TEST_CASE("construction and call errors name what is wrong", "[pipeline][errors][gpus:4]") {
   require_four_devices();
   auto make = [](std::vector<int64_t> balance, std::vector<Device> devices, int64_t chunks = 2) {
     PipelineOptions options;

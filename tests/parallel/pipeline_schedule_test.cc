@@ -53,7 +53,7 @@ TEST_CASE("schedule lists: every micro-batch once each way, forward first; 1F1B 
 }
 
 TEST_CASE("stages run every action of a logical step at once, so the bubble is (p - 1) / (m + p - 1)",
-          "[pipeline][bubble]") {
+          "[pipeline][bubble][gpus:4]") {
   require_four_devices();
   // Events, not wall time: each stage's layer meets the other stages at every action, which only
   // a pipeline running the schedule's concurrent actions at once gets through
@@ -98,7 +98,7 @@ TEST_CASE("stages run every action of a logical step at once, so the bubble is (
 }
 
 TEST_CASE("stored activations per stage follow the schedule: m for GPipe, at most p - i for 1F1B",
-          "[pipeline][memory]") {
+          "[pipeline][memory][gpus:4]") {
   require_four_devices();
   // 256 wide: the activations still dominate, and the emulated GEMMs stay cheap enough for a loaded
   // machine (4096 took 100 s there, past the test's timeout when 4 runs shared the 2 cores).
