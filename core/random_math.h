@@ -10,6 +10,7 @@
 #include "core/dtype.h"
 #include "core/elementwise_math.h"
 #include "core/host_device.h"
+#include "core/portable_math.h"
 
 namespace ember {
 
@@ -55,18 +56,18 @@ EMBER_HOST_DEVICE inline double uniform_double(uint32_t hi, uint32_t lo) {
 }
 
 // One value for counter `counter`, in double: Uniform [a, b), Normal(mean a, std b),
-// Bernoulli(p = a), RandInt [a, b).
+// Bernoulli(p = a), RandInt [a, b). Through portable_math.h, so every backend draws the same bits.
 EMBER_HOST_DEVICE inline double random_value(RandomKind kind, uint64_t seed, uint64_t counter, double a, double b) {
   const PhiloxWords w = philox_words(seed, counter);
   switch (kind) {
     case RandomKind::Uniform:
-      return a + (b - a) * uniform_double(w[0], w[1]);
+      return portable::add(a, portable::mul(b - a, uniform_double(w[0], w[1])));
     case RandomKind::Normal: {
       // Box-Muller; 1 - u keeps the log argument in (0, 1].
       double u1 = 1.0 - uniform_double(w[0], w[1]);
       double u2 = uniform_double(w[2], w[3]);
-      return a +
-             b * formula::libm::sqrt(-2.0 * formula::libm::log(u1)) * formula::libm::cos(6.283185307179586476925 * u2);
+      const double radius = ::sqrt(-2.0 * portable::log(u1));  // sqrt is correctly rounded everywhere
+      return portable::add(a, portable::mul(portable::mul(b, radius), portable::cos_two_pi(u2)));
     }
     case RandomKind::Bernoulli:
       return uniform_double(w[0], w[1]) < a ? 1.0 : 0.0;

@@ -1,12 +1,14 @@
 // The Philox generator: reproducibility across thread counts, seeds, state round trips and
 // split fills, and statistical sanity of rand/randn/randint/bernoulli on ~1e5 samples.
 #include <cmath>
+#include <random>
 #include <set>
 
 #include <catch2/catch.hpp>
 
 #include "core/cpu/thread_pool.h"
 #include "core/ember_core.h"
+#include "core/portable_math.h"
 
 using namespace ember;
 
@@ -190,4 +192,44 @@ TEST_CASE("random factories reject integer dtypes where they make no sense") {
   CHECK_THROWS_WITH(randn({2}, kBool), Catch::Contains("randn: expected a floating dtype, got bool"));
   Tensor i = zeros({2}, kInt32);
   CHECK_THROWS_WITH(i.normal_(), Catch::Contains("normal_") && Catch::Contains("int32"));
+}
+
+// The log and cos(2 pi u) behind randn, built from exactly rounded operations so that every device
+// draws the same bits (core/portable_math.h), stay within 2 ulp of a long double reference.
+TEST_CASE("portable log and cos(2 pi u) are within 2 ulp of long double") {
+  std::mt19937_64 rng(17);
+  auto ulps = [](double got, long double want) {
+    const double rounded = static_cast<double>(want);
+    const double ulp = std::nextafter(std::fabs(rounded), INFINITY) - std::fabs(rounded);
+    return static_cast<double>(std::fabs(static_cast<long double>(got) - want) / ulp);
+  };
+  double worst_log = 0, worst_cos = 0;
+  std::vector<double> inputs = {1.0,   0.5,     0.70710678118654746, 0.70710678118654757, 1.0 / 9007199254740992.0, 2.0,
+                                1e300, 3.0e-300};
+  for (int i = 0; i < 200000; ++i) inputs.push_back(1.0 - static_cast<double>(rng() >> 11) * 0x1p-53);
+  for (double x : inputs) {
+    INFO("log(" << x << ")");
+    const double got = ember::portable::log(x);
+    if (x == 1.0) {
+      CHECK(got == 0.0);
+      continue;
+    }
+    worst_log = std::max(worst_log, ulps(got, std::log(static_cast<long double>(x))));
+  }
+  const long double two_pi = 6.283185307179586476925286766559005768L;
+  std::vector<double> turns = {0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 0x1p-53, 1.0 - 0x1p-53};
+  for (int i = 0; i < 200000; ++i) turns.push_back(static_cast<double>(rng() >> 11) * 0x1p-53);
+  for (double u : turns) {
+    const long double want = std::cos(two_pi * static_cast<long double>(u));
+    const double got = ember::portable::cos_two_pi(u);
+    // Near a zero of cos the result is tiny and an ulp of it meaningless: compare with the ulp of 1.
+    const double error =
+        std::fabs(want) < 0.5L ? static_cast<double>(std::fabs(got - want) / 0x1p-53L) : ulps(got, want);
+    INFO("cos(2 pi " << u << ")");
+    CHECK(error <= 2.0);
+    worst_cos = std::max(worst_cos, error);
+  }
+  INFO("worst log error " << worst_log << " ulp, worst cos error " << worst_cos << " ulp");
+  CHECK(worst_log <= 2.0);
+  CHECK(worst_cos <= 2.0);
 }
