@@ -111,6 +111,9 @@ TEST_CASE("a block used on another stream is not reused before that stream's wor
   REQUIRE_CUDA(cudaEventCreate(&ready));
   REQUIRE_CUDA(cudaEventRecord(ready, nullptr));
   REQUIRE_CUDA(cudaStreamWaitEvent(consumer, ready, 0));
+  // Launched once before the consumer is held: a kernel's first launch may wait for the device's
+  // running work (CUDA's lazy loading, the default since CUDA 12.2). A real H100 hung here without it.
+  REQUIRE_CUDA(scale(y, y, 1.0f, n, consumer));
   // The consumer reads x only once the host lets it, long after x is freed.
   REQUIRE_CUDA(wait_for_host_flag(flag, consumer));
   REQUIRE_CUDA(scale(x, y, 2.0f, n, consumer));

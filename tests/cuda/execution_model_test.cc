@@ -122,6 +122,11 @@ TEST_CASE("two streams ordered by an event; without the wait the second runs fir
   REQUIRE_CUDA(cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking));
   cudaEvent_t produced;
   REQUIRE_CUDA(cudaEventCreate(&produced));
+  // Launched once before any stream is held: a kernel's first launch may wait for the device's
+  // running work (CUDA's lazy loading, the default since CUDA 12.2), which the held producer never
+  // finishes. A real H100 hung here without it.
+  REQUIRE_CUDA(scale(x.ptr, y.ptr, 1.0f, n, consumer));
+  REQUIRE_CUDA(cudaStreamSynchronize(consumer));
   for (bool wait : {false, true}) {
     REQUIRE_CUDA(cudaMemset(x.ptr, 0, n * sizeof(float)));
     *flag = 0;
@@ -167,6 +172,8 @@ TEST_CASE("cudaFree waits for the device's work on every stream, as CUDA's does"
   *flag = 0;
   cudaStream_t side;
   REQUIRE_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  REQUIRE_CUDA(scale(source.ptr, x, 1.0f, n, side));  // loaded before the side stream is held
+  REQUIRE_CUDA(cudaStreamSynchronize(side));
   // The side stream writes x once the host lets it go, 200 ms after cudaFree is called.
   REQUIRE_CUDA(wait_for_host_flag(flag, side));
   REQUIRE_CUDA(scale(source.ptr, x, 2.0f, n, side));
