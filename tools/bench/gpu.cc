@@ -36,6 +36,7 @@
 #include "core/ember_core.h"
 #include "cuda/api.h"
 #include "cuda/blas.h"
+#include "cuda/conv.h"
 #include "cuda/device_properties.h"
 #include "models/zoo.h"
 #include "nn/amp/grad_scaler.h"
@@ -494,7 +495,11 @@ int main(int argc, char** argv) {
   auto resnet18 = models::make_model("resnet18", 3, f.cifar_size, 10);
   const Census census50 = bench::take_census(*resnet50, {3, f.image_size, f.image_size});
   const Census census18 = bench::take_census(*resnet18, {3, f.cifar_size, f.cifar_size});
+  // Both switches, as the yardstick's --tf32 sets both of PyTorch's: cuDNN's defaults to on (as
+  // PyTorch's does), and left so it made the first H100 run's "float32, TF32 off" rows TF32 on
+  // Ember's side only (convolutions at 100+ TFLOP/s against a float32 peak of 67).
   cuda::set_matmul_allow_tf32(f.tf32);
+  cuda::set_cudnn_allow_tf32(f.tf32);
 
   std::vector<PassTimes> conv_times(census50.convs.size());
   if (f.conv) {
