@@ -50,22 +50,8 @@ Priority priority_of(const Tensor& t) { return t.dim() == 0 ? Priority::ZeroDim 
 // `a` is the op's first parameter: integers raised to a whole, non-negative power stay integers
 // (torch.pow(int_tensor, 2) is an integer tensor).
 bool floating_only(UnaryOp op, double a) {
-  switch (op) {
-    case UnaryOp::Neg:
-    case UnaryOp::Abs:
-    case UnaryOp::Sign:
-    case UnaryOp::Relu:
-    case UnaryOp::Clamp:
-    case UnaryOp::Square:
-    case UnaryOp::Floor:
-    case UnaryOp::Ceil:
-    case UnaryOp::Round:
-      return false;
-    case UnaryOp::PowScalar:
-      return !(a >= 0 && a == std::floor(a));
-    default:
-      return true;
-  }
+  if (op == UnaryOp::PowScalar) return !(a >= 0 && a == std::floor(a));
+  return !unary_takes_integers(op);
 }
 
 // An output for an elementwise op: it takes the layout of `like` (e.g. channels-last) when
@@ -135,8 +121,7 @@ Tensor unary(UnaryOp op, const Tensor& x, double a, double b) {
       if (autocast::Scope cast{*rule, {&x}}) return unary(op, cast[0], a, b);
   if (needs_grad({&x})) return autograd_hooks()->unary(op, x, a, b);
   const char* name = unary_op_name(op);
-  EMBER_CHECK(x.dtype() != kBool || op == UnaryOp::Abs || op == UnaryOp::Relu, name,
-              ": expected a numeric tensor, got dtype bool");
+  EMBER_CHECK(x.dtype() != kBool || unary_takes_bool(op), name, ": expected a numeric tensor, got dtype bool");
   DType dtype = (floating_only(op, a) && !is_floating(x.dtype())) ? kFloat32 : x.dtype();
   Tensor input = x.dtype() == dtype ? x : x.to(dtype);
   Tensor out = alloc_output(x.sizes(), TensorOptions(dtype).device(x.device()), x);

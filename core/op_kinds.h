@@ -39,6 +39,28 @@ enum class UnaryOp : uint8_t {
 constexpr int kNumUnaryOps = static_cast<int>(UnaryOp::Expm1) + 1;
 const char* unary_op_name(UnaryOp op);
 
+// The unary ops that keep an integer dtype (the rest compute in float32 on integer inputs, as
+// PyTorch's do), and of them the two bool takes. PowScalar keeps it for a whole non-negative
+// exponent only (unary() decides that). Kernels instantiate integer loops for these alone.
+constexpr bool unary_takes_integers(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Neg:
+    case UnaryOp::Abs:
+    case UnaryOp::Sign:
+    case UnaryOp::Relu:
+    case UnaryOp::Clamp:
+    case UnaryOp::Square:
+    case UnaryOp::Floor:
+    case UnaryOp::Ceil:
+    case UnaryOp::Round:
+    case UnaryOp::PowScalar:
+      return true;
+    default:
+      return false;
+  }
+}
+constexpr bool unary_takes_bool(UnaryOp op) { return op == UnaryOp::Abs || op == UnaryOp::Relu; }
+
 // Which of its input x and output y a unary op's backward formula reads: see
 // formula::unary_grad_operand in core/elementwise_math.h, beside the formulas.
 enum class UnaryGradOperand : uint8_t { None, Input, Output };

@@ -64,7 +64,8 @@ std::vector<double> two_sums(const Layout& l, const Rows& rows, const Plane& pla
 template <typename Rows, typename Plane>
 void elementwise(const Layout& l, const Rows& rows, const Plane& plane) {
   if (l.channels_last) {
-    parallel_for(0, l.n * l.s, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, l.c)), [&](int64_t lo, int64_t hi) { rows(lo, hi - lo); });
+    parallel_for(0, l.n * l.s, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, l.c)),
+                 [&](int64_t lo, int64_t hi) { rows(lo, hi - lo); });
     return;
   }
   parallel_for(0, l.n * l.c, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, l.s)), [&](int64_t lo, int64_t hi) {
