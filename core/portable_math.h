@@ -57,8 +57,13 @@ EMBER_HOST_DEVICE inline double log(double x) {
   const double f = m - 1.0;  // exact (Sterbenz)
   const double s = div(f, add(2.0, f));
   const double z = mul(s, s);
-  double p = 1.0 / 23.0;
-  for (int k = 10; k >= 1; --k) p = fma(p, z, 1.0 / (2 * k + 1));
+  // 1/23, 1/21, ..., 1/3, each the double nearest (written with enough digits to round-trip).
+  constexpr double kOddReciprocals[] = {
+      0.043478260869565216, 0.047619047619047616, 0.05263157894736842, 0.058823529411764705, 0.06666666666666667,
+      0.07692307692307693,  0.09090909090909091,  0.1111111111111111,  0.14285714285714285,  0.2,
+      0.3333333333333333};
+  double p = kOddReciprocals[0];
+  for (int k = 1; k < 11; ++k) p = fma(p, z, kOddReciprocals[k]);
   const double two_s = 2.0 * s;  // exact
   const double log_m = fma(mul(two_s, z), p, two_s);
   // ln 2 split so that e * hi is exact for |e| < 2^11 (fdlibm's constants).
@@ -68,26 +73,27 @@ EMBER_HOST_DEVICE inline double log(double x) {
 }
 
 // cos(2 pi u) for u in [0, 1): reduced exactly to an eighth of a turn around a quarter turn, where
-// Taylor series of 10 terms are good to 2^-60.
+// Taylor series of 10 terms are good to 2^-60. Coefficients are constants, not divisions: this runs
+// once per normal number drawn.
 EMBER_HOST_DEVICE inline double cos_two_pi(double u) {
   const double q = ::floor(add(u * 4.0, 0.5));  // the nearest quarter turn; u * 4 is exact
   const double r = u - q * 0.25;                // in [-1/8, 1/8]: exact, both are multiples of 2^-53
   const double x = mul(r, 6.283185307179586476925);
   const double z = mul(x, x);
   // With w = -z both series have positive coefficients: cos x = 1 + w (1/2! + w/4! + ... + w^9/20!),
-  // sin x = x + x w (1/3! + w/5! + ... + w^8/19!). Factorials up to 20! are exact in double.
-  double factorial = 2432902008176640000.0;  // 20!
-  double c = 1.0 / factorial;
-  for (int k = 9; k >= 1; --k) {
-    factorial /= (2.0 * k + 2.0) * (2.0 * k + 1.0);  // (2k)!
-    c = fma(c, -z, 1.0 / factorial);
-  }
-  factorial = 121645100408832000.0;  // 19!
-  double s = 1.0 / factorial;
-  for (int k = 8; k >= 1; --k) {
-    factorial /= (2.0 * k + 3.0) * (2.0 * k + 2.0);  // (2k + 1)!
-    s = fma(s, -z, 1.0 / factorial);
-  }
+  // sin x = x + x w (1/3! + w/5! + ... + w^8/19!). The coefficients are the doubles nearest 1/n!.
+  constexpr double kEven[] = {4.110317623312165e-19, 1.5619206968586225e-16,
+                              4.779477332387385e-14, 1.1470745597729725e-11,
+                              2.08767569878681e-09,  2.755731922398589e-07,
+                              2.48015873015873e-05,  0.001388888888888889,
+                              0.041666666666666664,  0.5};  // 1/20!, 1/18!, ..., 1/2!
+  constexpr double kOdd[] = {8.22063524662433e-18,   2.8114572543455206e-15, 7.647163731819816e-13,
+                             1.6059043836821613e-10, 2.505210838544172e-08,  2.7557319223985893e-06,
+                             0.0001984126984126984,  0.008333333333333333,   0.16666666666666666};  // 1/19!, ..., 1/3!
+  double c = kEven[0];
+  for (int k = 1; k < 10; ++k) c = fma(c, -z, kEven[k]);
+  double s = kOdd[0];
+  for (int k = 1; k < 9; ++k) s = fma(s, -z, kOdd[k]);
   const double cos_x = fma(c, -z, 1.0);
   const double sin_x = fma(mul(x, z), -s, x);
   switch (static_cast<int>(q) & 3) {
