@@ -83,10 +83,6 @@ class DistributedDataParallel : public nn::Module {
 
  private:
   friend class Join;
-  void verify_same_parameters();
-  // `text` from every rank, on device_ (exchange of construction-time metadata).
-  std::vector<std::string> gather_texts(const std::string& text);
-  void broadcast_from(const std::vector<Tensor>& tensors, int root);
   void broadcast_state_from(int root);  // parameters and buffers
   // Join: the per-forward count of ranks still training (0 once all have joined).
   int64_t count_active(bool active);

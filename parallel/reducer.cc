@@ -6,40 +6,12 @@
 #include <unordered_map>
 
 #include "autograd/engine.h"
-#include "autograd/node.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
+#include "parallel/replica_sync.h"
 
 namespace ember::parallel {
-
-namespace {
-
-// The leaves (by impl) reachable from `outputs` through the autograd graph.
-std::vector<const TensorImpl*> reachable_leaves(const std::vector<Tensor>& outputs) {
-  std::vector<const TensorImpl*> leaves;
-  std::vector<autograd::Node*> stack;
-  std::unordered_map<autograd::Node*, bool> seen;
-  for (const Tensor& out : outputs) {
-    if (!out.defined() || !out.requires_grad()) continue;
-    if (out.grad_fn())
-      stack.push_back(out.grad_fn().get());
-    else
-      leaves.push_back(out.unsafe_impl());
-  }
-  while (!stack.empty()) {
-    autograd::Node* node = stack.back();
-    stack.pop_back();
-    if (seen[node]) continue;
-    seen[node] = true;
-    if (auto* acc = dynamic_cast<autograd::AccumulateGrad*>(node)) leaves.push_back(acc->leaf().unsafe_impl());
-    for (const autograd::Edge& edge : node->next_edges())
-      if (edge.valid()) stack.push_back(edge.function.get());
-  }
-  return leaves;
-}
-
-}  // namespace
 
 Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> parameters, std::shared_ptr<comm::ProcessGroup> group,
                  ReducerOptions options)
