@@ -253,6 +253,25 @@ WorkPtr MpiProcessGroup::reduce_scatter_tensor(const Tensor& output, const Tenso
   Staged out = stage(output, true, "reduce_scatter_tensor");
   CollectiveInfo i = info(CollectiveKind::ReduceScatterTensor, &output, op);
   int count = count_of(output, "reduce_scatter_tensor");
+  if (OverlapScope::active()) {
+    // Sharded data parallelism's gradient buckets, while backward computes: posted for the
+    // reason all_reduce's are (a blocking one busy-polls the caller's core).
+    i.non_blocking = true;
+    return submit_posted(
+        i,
+        [this, in, out, op, count, i] {
+          MPI_Request request;
+          DType dtype = in.buffer.dtype();
+          int rc = MPI_Ireduce_scatter_block(in.data(), out.data(), count, datatype_of(dtype), op_of(op, dtype), comm_,
+                                             &request);
+          if (rc != MPI_SUCCESS) fail_mpi(i, rc);
+          return request;
+        },
+        [this, in, out, op] {
+          if (op == ReduceOp::Avg) divide(out.buffer, size_);
+          out.finish();
+        });
+  }
   return submit(i, [this, in, out, op, count, i] {
     DType dtype = in.buffer.dtype();
     int rc = MPI_Reduce_scatter_block(in.data(), out.data(), count, datatype_of(dtype), op_of(op, dtype), comm_);
