@@ -14,13 +14,14 @@ def mpi_test(name, binary, np, mpi_args = [], env = {}, size = "medium", tags = 
         **kwargs
     )
 
-def mpi_tests(name, srcs, deps, nps = [2, 4], nccl = False):
+def mpi_tests(name, srcs, deps, nps = [2, 4], nccl = False, nccl_nps = None):
     """A test binary `<name>_test_bin` and one mpi_test `<name>_np<N>_test` per rank count.
 
     nccl = True adds the same source built with EMBER_TEST_DEVICE=cuda (tests/test_device.h: each
     rank on cuda:LOCAL_RANK of NP emulated devices), linked with the NCCL process group and run
     NCCL-only (EMBER_BACKEND=nccl, so a host tensor reaching a collective fails): `<name>_nccl_test_bin`
-    and `<name>_nccl_np<N>_test`. Emulator-only: they need no GPU and are not tagged gpu.
+    and `<name>_nccl_np<N>_test` (for nccl_nps, when given, instead of nps: emulated ranks cost more).
+    Emulator-only: they need no GPU and are not tagged gpu.
     """
     native.cc_binary(
         name = name + "_test_bin",
@@ -40,7 +41,7 @@ def mpi_tests(name, srcs, deps, nps = [2, 4], nccl = False):
         local_defines = ["EMBER_TEST_DEVICE=cuda"],
         target_compatible_with = EMULATOR_ONLY,
     )
-    for np in nps:
+    for np in (nccl_nps or nps):
         mpi_test(
             name = "%s_nccl_np%d_test" % (name, np),
             binary = ":%s_nccl_test_bin" % name,

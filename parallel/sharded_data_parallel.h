@@ -1,0 +1,154 @@
+// ShardedDataParallel: data parallelism that shards what DDP replicates (ZeRO, as PyTorch's
+// fully_shard and DeepSpeed do). Every parameter is split along dim 0 over the group (padded
+// where its rows do not divide; any shape works), and this rank's rows are what the optimizer
+// sees: named_parameters() returns them, under the wrapped module's names.
+//
+//   auto world = ember::comm::init();
+//   auto sharded = std::make_shared<ember::parallel::ShardedDataParallel>(
+//       model, world, ember::parallel::ShardingOptions().stage(2));
+//   ember::optim::AdamW optimizer(sharded->parameters(), ...);  // this rank's shards
+//   Tensor loss = cross_entropy(sharded->forward(x), y);
+//   loss.backward();     // gradients reduce-scattered into the shards' .grad while backward runs
+//   sharded->clip_grad_norm_(1.0);                     // the global norm, across shards
+//   optimizer.step();    // each rank steps its rows; the next forward all-gathers them
+//
+// - stage 1: the optimizer state is sharded (it only ever sees shards). The full-size gradient
+//   buckets stay allocated between steps, as ZeRO-1 keeps full gradients.
+// - stage 2: gradients too: a bucket's buffer lives only from its first gradient until its
+//   reduce-scatter is done, and each rank keeps its shard's gradient only.
+// The module's own parameters hold the full values for forward and backward. After a
+// synchronised backward they are stale until the next forward (or gather_parameters(), or
+// state_dict()) all-gathers the shards, so every rank must take part in those calls.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/process_group.h"
+#include "nn/module.h"
+#include "nn/options.h"
+#include "parallel/shard_layout.h"
+
+namespace ember::parallel {
+
+struct ShardingOptions {
+  EMBER_ARG(int, stage) = 2;
+  // Parameters are reduced and gathered in buckets of about this size (reverse registration
+  // order, so the last layers' gradients go first).
+  EMBER_ARG(double, bucket_cap_mb) = 25.0;
+  EMBER_ARG(bool, broadcast_buffers) = true;  // rank 0's buffers before each training forward
+  EMBER_ARG(bool, find_unused_parameters) = false;
+  // Gradients travel in this dtype (divided by the group size first, so a 16-bit sum keeps its
+  // range) and land in the shards' dtype; unset: the parameters' own.
+  EMBER_ARG(std::optional<DType>, reduce_dtype) = std::nullopt;
+};
+
+// Bytes this rank holds for the sharded state, counted from the tensors themselves.
+struct ShardedMemory {
+  int64_t full_parameters = 0;   // the module's full parameters
+  int64_t shards = 0;            // this rank's parameter shards
+  int64_t shard_grads = 0;       // their .grad
+  int64_t gradient_buckets = 0;  // full-size reduce-scatter inputs alive now
+};
+
+class ShardedDataParallel : public nn::Module {
+ public:
+  ShardedDataParallel(std::shared_ptr<nn::Module> module, std::shared_ptr<comm::ProcessGroup> group,
+                      ShardingOptions options = {});
+  ~ShardedDataParallel() override;
+
+  Tensor forward(const Tensor& input) override;
+  // For modules with other forward signatures: run the forward yourself between these two.
+  void pre_forward();
+  void post_forward(const std::vector<Tensor>& outputs);
+
+  // All-gathers the shards into the module's full parameters when a synchronised backward has
+  // run since the last gather (an optimizer may have stepped them). Collective.
+  void gather_parameters();
+  // Broadcasts rank 0's buffers (nothing with broadcast_buffers=false). Collective.
+  void sync_buffers();
+  // clip_grad_norm_ over every rank's shard gradients seen as one vector: the norm of the full,
+  // averaged gradient, as DDP with optim::clip_grad_norm_ would compute it. Collective.
+  double clip_grad_norm_(double max_norm, double norm_type = 2.0, bool error_if_nonfinite = false);
+
+  // This rank's shards (leaf tensors, what the optimizer steps), under the module's names.
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const override;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const override;
+  // Full tensors under the wrapped module's keys (a bare model loads them): gathers first, so
+  // every rank must call it.
+  NamedTensors state_dict() const override;
+  // Full tensors: into the module, and this rank's rows into the shards.
+  nn::LoadResult load_state_dict(const NamedTensors& state, bool strict = true) override;
+  void train(bool on = true) override;
+  std::string extra_repr() const override;
+
+  const std::shared_ptr<nn::Module>& module() const { return module_; }
+  const std::shared_ptr<comm::ProcessGroup>& process_group() const { return group_; }
+  Device device() const { return device_; }
+  int stage() const { return options_.stage(); }
+  const ShardingOptions& options() const { return options_; }
+  ShardedMemory memory() const;
+  size_t bucket_count() const { return buckets_.size(); }
+  // How parameter `name` is split (its rows per rank).
+  const DimZeroShard& shard_of(const std::string& name) const;
+
+  // Gradient accumulation: backward passes inside the scope only accumulate into the module's
+  // full .grad, locally; the next synchronised backward reduces the sum.
+  class NoSync {
+   public:
+    explicit NoSync(ShardedDataParallel& owner) : owner_(owner), previous_(owner.sync_) { owner_.sync_ = false; }
+    ~NoSync() { owner_.sync_ = previous_; }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    ShardedDataParallel& owner_;
+    bool previous_;
+  };
+  NoSync no_sync() { return NoSync(*this); }
+
+ private:
+  struct Param {
+    std::string name;
+    Tensor full;   // the module's parameter
+    Tensor shard;  // this rank's rows: a leaf the optimizer steps
+    size_t bucket = 0;
+    size_t slot = 0;
+    size_t hook = 0;
+  };
+  struct Bucket {
+    std::vector<size_t> params;
+    ShardedLayout layout;
+    DType wire;          // what the gradients travel in
+    Tensor grad_input;   // ranks sections of full gradients (stage 1 keeps it; stage 2 drops it)
+    Tensor grad_output;  // this rank's section, reduced
+    size_t pending = 0;
+    bool ready = false;
+    comm::WorkPtr work;
+  };
+
+  void build_buckets();
+  void mark_grad_ready(size_t index);
+  void launch_ready_buckets();
+  void finalize();
+  void reset_iteration();
+  void gather(bool force) const;
+  void shards_from_full();
+
+  std::shared_ptr<nn::Module> module_;
+  std::shared_ptr<comm::ProcessGroup> group_;
+  ShardingOptions options_;
+  Device device_;
+  std::vector<Param> params_;
+  std::vector<Bucket> buckets_;
+  std::vector<bool> ready_;
+  std::vector<bool> unused_;
+  size_t next_bucket_ = 0;
+  bool sync_ = true;
+  bool in_backward_ = false;
+  mutable bool stale_ = false;  // shards changed since the full parameters were gathered
+};
+
+}  // namespace ember::parallel

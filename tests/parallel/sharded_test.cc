@@ -1,0 +1,294 @@
+// ShardedDataParallel (stages 1 and 2) under mpirun, against DistributedDataParallel on the same
+// group: K optimizer steps of each from the same start must give the same parameters, with
+// shapes whose rows do not divide among the ranks (2, 3 and 4: some ranks own no rows at all), a
+// 0-dim parameter, several bucket layouts, SGD with momentum and weight decay, AdamW, gradient
+// accumulation under no_sync, clip_grad_norm_ across shards and 16-bit reduction. Plus the
+// counted memory of each stage, the unused-parameter error, and state dicts.
+#include <catch2/catch.hpp>
+
+#include "comm/init.h"
+#include "core/ember_core.h"
+#include "nn/nn.h"
+#include "nn/optim/optim.h"
+#include "parallel/ddp.h"
+#include "parallel/sharded_data_parallel.h"
+#include "tests/parallel/ddp_helpers.h"
+
+using namespace ember;
+using namespace ember::testing;
+
+namespace {
+
+bool same_values(const Tensor& a, const Tensor& b) {
+  return a.sizes() == b.sizes() && a.to_vector<double>() == b.to_vector<double>();
+}
+
+// Rows chosen not to divide by 2, 3 or 4 (23, 5, 7), one parameter with fewer rows than ranks
+// (the [1] bias of `gate`), and a 0-dim one (`temperature`). The convolution has no bias: batch
+// norm cancels it, so its gradient would be rounding noise that Adam scales up to whole steps.
+struct OddShapes : nn::Cloneable<OddShapes> {
+  OddShapes() : Cloneable("OddShapes") { reset(); }
+  void reset() override {
+    conv = register_module("conv", nn::Conv2d(nn::Conv2dOptions(1, 7, 3).padding(1).bias(false)));
+    bn = register_module("bn", nn::BatchNorm2d(7));
+    fc1 = register_module("fc1", nn::Linear(7 * 36, 23));
+    fc2 = register_module("fc2", nn::Linear(23, 5));
+    gate = register_module("gate", nn::Linear(5, 1));
+    temperature = register_parameter("temperature", full({}, 1.5));
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = bn(conv(x)).relu().flatten(1);
+    Tensor logits = fc2(fc1(h).relu());
+    return logits * gate(logits).sigmoid() / temperature;
+  }
+  nn::Conv2d conv{nullptr};
+  nn::BatchNorm2d bn{nullptr};
+  nn::Linear fc1{nullptr}, fc2{nullptr}, gate{nullptr};
+  Tensor temperature;
+};
+
+std::shared_ptr<nn::Module> make_odd(uint64_t seed) {
+  manual_seed(seed);
+  return std::make_shared<OddShapes>();
+}
+
+enum class Opt { SgdMomentum, AdamW };
+
+std::unique_ptr<optim::Optimizer> make_optimizer(Opt kind, const std::vector<Tensor>& params) {
+  if (kind == Opt::SgdMomentum)
+    return std::make_unique<optim::SGD>(params, optim::SGDOptions(0.05).momentum(0.9).weight_decay(1e-3));
+  return std::make_unique<optim::AdamW>(params, optim::AdamWOptions(0.01).weight_decay(0.05));
+}
+
+// The sharded model's full parameters (gathered) against the DDP model's.
+void require_same_as_ddp(parallel::ShardedDataParallel& sharded, parallel::DistributedDataParallel& ddp, double rtol) {
+  NamedTensors mine = sharded.state_dict(), theirs = ddp.state_dict();
+  REQUIRE(mine.size() == theirs.size());
+  for (size_t i = 0; i < mine.size(); ++i) {
+    REQUIRE(mine[i].first == theirs[i].first);
+    require_close(mine[i].second, theirs[i].second, rtol, mine[i].first);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("dim-0 shards cover every row once, padded to ceil(rows / ranks)", "[sharded][layout]") {
+  for (int ranks : {1, 2, 3, 4, 7}) {
+    for (Shape shape : {Shape{}, Shape{1}, Shape{5}, Shape{23, 36}, Shape{7, 1, 3, 3}, Shape{0, 4}}) {
+      parallel::DimZeroShard s = parallel::DimZeroShard::of(shape, ranks);
+      int64_t rows = shape.empty() ? 1 : shape[0], covered = 0;
+      for (int r = 0; r < ranks; ++r) {
+        INFO("ranks " << ranks << " shape " << shape_str(shape) << " rank " << r);
+        REQUIRE(s.begin(r) == covered);
+        REQUIRE(s.rows_of(r) >= 0);
+        REQUIRE(s.rows_of(r) <= s.chunk_rows);
+        covered += s.rows_of(r);
+      }
+      REQUIRE(covered == rows);
+      REQUIRE(s.chunk_rows == (rows + ranks - 1) / ranks);
+    }
+  }
+  // A flat buffer round trip: scatter full tensors into sections, gather them back.
+  parallel::ShardedLayout layout({{23, 4}, {}, {3}}, 4);
+  std::vector<Tensor> fulls = {randn({23, 4}), randn({}), randn({3})};
+  Tensor flat = full({layout.flat_numel()}, 99.0);
+  layout.zero_padding(flat);
+  for (size_t k = 0; k < fulls.size(); ++k) layout.scatter_full(k, fulls[k], flat);
+  REQUIRE(flat.eq(full({}, 99.0)).sum().item<int64_t>() == 0);
+  for (size_t k = 0; k < fulls.size(); ++k) {
+    Tensor back = empty(fulls[k].sizes());
+    layout.gather_full(k, flat, back);
+    REQUIRE(same_values(back, fulls[k]));
+  }
+}
+
+TEST_CASE("stages 1 and 2 take the same steps as DDP (odd shapes, SGD and AdamW, several bucket layouts)",
+          "[sharded][equivalence]") {
+  auto world = comm::init();
+  const int rank = world->rank(), ranks = world->size();
+  Batch data = make_batch(4 * ranks, 21);
+  for (int stage : {1, 2}) {
+    for (Opt opt : {Opt::SgdMomentum, Opt::AdamW}) {
+      for (double cap_mb : {0.0005, 25.0}) {
+        INFO("stage " << stage << " optimizer " << (opt == Opt::AdamW ? "AdamW" : "SGD") << " bucket_cap_mb "
+                      << cap_mb);
+        auto ddp = std::make_shared<parallel::DistributedDataParallel>(on_rank_device(make_odd(7 + rank)), world);
+        auto sharded = std::make_shared<parallel::ShardedDataParallel>(
+            on_rank_device(make_odd(7 + rank)), world, parallel::ShardingOptions().stage(stage).bucket_cap_mb(cap_mb));
+        if (cap_mb < 1) REQUIRE(sharded->bucket_count() >= 3);
+        // The optimizer sees this rank's rows only.
+        const parallel::DimZeroShard& fc1 = sharded->shard_of("fc1.weight");
+        for (auto& [name, p] : sharded->named_parameters())
+          if (name == "fc1.weight") REQUIRE(p.sizes() == Shape{fc1.rows_of(rank), 7 * 36});
+        auto ddp_opt = make_optimizer(opt, ddp->parameters());
+        auto sharded_opt = make_optimizer(opt, sharded->parameters());
+        for (int step = 0; step < 4; ++step) {
+          Batch mine = Batch{data.x.narrow(0, 4 * rank, 4), data.y.narrow(0, 4 * rank, 4)}.to(rank_device());
+          for (auto [model, optimizer] : {std::pair<nn::Module*, optim::Optimizer*>{ddp.get(), ddp_opt.get()},
+                                          {sharded.get(), sharded_opt.get()}}) {
+            optimizer->zero_grad();
+            loss_of(*model, mine).backward();
+            optimizer->step();
+          }
+        }
+        // Float32 all-reduce and reduce-scatter sum the ranks in orders MPI picks per collective,
+        // so the two may round differently in the last bit; 4 steps of Adam keep that near 1e-6.
+        require_same_as_ddp(*sharded, *ddp, 1e-6);
+      }
+    }
+  }
+}
+
+TEST_CASE("no_sync accumulation and the global clip_grad_norm_ match DDP's", "[sharded][accumulation][clip]") {
+  auto world = comm::init();
+  const int rank = world->rank();
+  Batch data = make_batch(8 * world->size(), 31);
+  for (int stage : {1, 2}) {
+    INFO("stage " << stage);
+    auto ddp = std::make_shared<parallel::DistributedDataParallel>(on_rank_device(make_odd(3)), world);
+    auto sharded = std::make_shared<parallel::ShardedDataParallel>(
+        on_rank_device(make_odd(3)), world, parallel::ShardingOptions().stage(stage).bucket_cap_mb(0.001));
+    optim::SGD ddp_opt(ddp->parameters(), optim::SGDOptions(0.1).momentum(0.9));
+    optim::SGD sharded_opt(sharded->parameters(), optim::SGDOptions(0.1).momentum(0.9));
+    for (int step = 0; step < 3; ++step) {
+      Batch mine = Batch{data.x.narrow(0, 8 * rank, 8), data.y.narrow(0, 8 * rank, 8)}.to(rank_device());
+      Batch first{mine.x.narrow(0, 0, 4), mine.y.narrow(0, 0, 4)},
+          second{mine.x.narrow(0, 4, 4), mine.y.narrow(0, 4, 4)};
+      ddp_opt.zero_grad();
+      sharded_opt.zero_grad();
+      {
+        auto a = ddp->no_sync();
+        loss_of(*ddp, first).backward();
+      }
+      {
+        auto b = sharded->no_sync();
+        loss_of(*sharded, first).backward();
+        REQUIRE(sharded->memory().shard_grads == 0);  // nothing reduced yet
+      }
+      loss_of(*ddp, second).backward();
+      loss_of(*sharded, second).backward();
+      double expected = optim::clip_grad_norm_(ddp->parameters(), 0.05);
+      double norm = sharded->clip_grad_norm_(0.05);
+      INFO("norm " << norm << " vs DDP's " << expected);
+      REQUIRE(expected > 0.05);  // clipping takes effect
+      REQUIRE(std::abs(norm - expected) <= 1e-5 * expected);
+      ddp_opt.step();
+      sharded_opt.step();
+    }
+    require_same_as_ddp(*sharded, *ddp, 1e-6);
+  }
+}
+
+TEST_CASE("bf16 reduction stays within bf16 precision of DDP's float32", "[sharded][reduce_dtype]") {
+  auto world = comm::init();
+  auto ddp = std::make_shared<parallel::DistributedDataParallel>(on_rank_device(make_odd(5)), world);
+  auto sharded = std::make_shared<parallel::ShardedDataParallel>(on_rank_device(make_odd(5)), world,
+                                                                 parallel::ShardingOptions().reduce_dtype(kBFloat16));
+  Batch data = make_batch(4, 61).to(rank_device());
+  loss_of(*ddp, data).backward();
+  loss_of(*sharded, data).backward();
+  auto full = ddp->named_parameters();
+  auto shards = sharded->named_parameters();
+  REQUIRE(full.size() == shards.size());
+  for (size_t i = 0; i < full.size(); ++i) {
+    const parallel::DimZeroShard& s = sharded->shard_of(shards[i].first);
+    Tensor expected = full[i]
+                          .second.grad()
+                          .reshape({s.rows, s.row_numel})
+                          .narrow(0, s.begin(world->rank()), s.rows_of(world->rank()));
+    REQUIRE(shards[i].second.grad().dtype() == kFloat32);
+    require_close(shards[i].second.grad().reshape({-1}), expected.reshape({-1}), 1.6e-2, shards[i].first);
+  }
+}
+
+TEST_CASE("counted memory: optimizer state / N in stage 1, gradients / N too in stage 2", "[sharded][memory]") {
+  auto world = comm::init();
+  const int ranks = world->size();
+  auto make = [] {
+    manual_seed(4);
+    return nn::Sequential(nn::Flatten(), nn::Linear(36, 240), nn::ReLU(), nn::Linear(240, 240), nn::ReLU(),
+                          nn::Linear(240, 4))
+        .ptr();
+  };
+  int64_t psi = 0;  // bytes of parameters
+  for (const Tensor& p : make()->parameters()) psi += p.nbytes();
+  Batch data = make_batch(4, 71).to(rank_device());
+  for (int stage : {1, 2}) {
+    INFO("stage " << stage << ", " << ranks << " ranks, parameters " << psi << " bytes");
+    auto sharded = std::make_shared<parallel::ShardedDataParallel>(on_rank_device(make()), world,
+                                                                   parallel::ShardingOptions().stage(stage));
+    optim::Adam adam(sharded->parameters(), optim::AdamOptions(1e-3));
+    loss_of(*sharded, data).backward();
+    adam.step();
+    auto within = [](int64_t measured, double formula) {
+      INFO("measured " << measured << " formula " << formula);
+      REQUIRE(std::abs(measured - formula) <= 0.1 * formula);
+    };
+    int64_t state = 0;
+    for (const Tensor& p : adam.parameters())
+      if (const optim::ParamState* st = adam.find_state(p))
+        for (auto& [name, t] : st->tensors) state += t.nbytes();
+    within(state, 2.0 * psi / ranks);  // Adam's two moments, this rank's rows only
+    parallel::ShardedMemory m = sharded->memory();
+    within(m.shards, 1.0 * psi / ranks);
+    within(m.shard_grads, 1.0 * psi / ranks);
+    REQUIRE(m.full_parameters == psi);
+    if (stage == 1)
+      within(m.gradient_buckets, psi);  // ZeRO-1 keeps full-size gradients
+    else
+      REQUIRE(m.gradient_buckets == 0);
+    for (const Tensor& p : sharded->module()->parameters()) REQUIRE(!p.grad().defined());
+  }
+}
+
+TEST_CASE("a parameter without a gradient is named; find_unused_parameters reduces zeros for it", "[sharded][unused]") {
+  auto world = comm::init();
+  Batch data = make_batch(8, 41).rank_shard(world->rank(), world->size());
+  {
+    auto sharded = std::make_shared<parallel::ShardedDataParallel>(on_rank_device(std::make_shared<TwoHeads>()), world);
+    Tensor loss = cross_entropy(sharded->forward(data.x), data.y);
+    REQUIRE_THROWS_WITH(loss.backward(), Catch::Contains("head_b.weight") && Catch::Contains("head_b.bias") &&
+                                             Catch::Contains("find_unused_parameters") &&
+                                             Catch::Contains("rank " + std::to_string(world->rank())) &&
+                                             Catch::Contains("on " + rank_device().str()));
+  }
+  auto sharded = std::make_shared<parallel::ShardedDataParallel>(
+      on_rank_device(std::make_shared<TwoHeads>()), world, parallel::ShardingOptions().find_unused_parameters(true));
+  optim::SGD sgd(sharded->parameters(), optim::SGDOptions(0.1));
+  for (int step = 0; step < 2; ++step) {
+    sgd.zero_grad();
+    cross_entropy(sharded->forward(data.x), data.y).backward();
+    sgd.step();
+  }
+  for (auto& [name, p] : sharded->named_parameters())
+    if (name.starts_with("head_b")) REQUIRE(p.grad().abs().sum().item<double>() == 0.0);
+}
+
+TEST_CASE("state_dict is full and bare; load_state_dict puts each rank's rows in its shards", "[sharded][state]") {
+  auto world = comm::init();
+  const int rank = world->rank();
+  auto sharded = std::make_shared<parallel::ShardedDataParallel>(on_rank_device(make_odd(8)), world);
+  auto bare = make_odd(8);
+  NamedTensors state = sharded->state_dict();
+  NamedTensors expected = bare->state_dict();
+  REQUIRE(state.size() == expected.size());
+  for (size_t i = 0; i < state.size(); ++i) {
+    REQUIRE(state[i].first == expected[i].first);
+    REQUIRE(state[i].second.sizes() == expected[i].second.sizes());
+  }
+  // Another model's values, loaded: the shards hold this rank's rows of them.
+  auto other = make_odd(99);
+  sharded->load_state_dict(other->state_dict());
+  auto values = other->named_parameters();
+  for (auto& [name, shard] : sharded->named_parameters()) {
+    const parallel::DimZeroShard& s = sharded->shard_of(name);
+    for (auto& [other_name, value] : values)
+      if (other_name == name)
+        REQUIRE(
+            same_values(shard.to(Device(kCPU)).reshape({-1}),
+                        value.reshape({s.rows, s.row_numel}).narrow(0, s.begin(rank), s.rows_of(rank)).reshape({-1})));
+  }
+  REQUIRE_THROWS_WITH(
+      parallel::ShardedDataParallel(on_rank_device(make_odd(1)), world, parallel::ShardingOptions().stage(4)),
+      Catch::Contains("stage must be 1") && Catch::Contains("got 4"));
+}
