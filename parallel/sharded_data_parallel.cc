@@ -348,6 +348,13 @@ const DimZeroShard& ShardedDataParallel::shard_of(const std::string& name) const
   EMBER_FAIL(kWho, "::shard_of: no trainable parameter named '", name, "'");
 }
 
+std::vector<LocalShard> ShardedDataParallel::local_shards() const {
+  std::vector<LocalShard> out;
+  for (const Param& p : params_)
+    out.push_back({p.name, p.full.sizes(), buckets_[p.bucket].layout.shard(p.slot).begin(group_->rank()), p.shard});
+  return out;
+}
+
 std::string ShardedDataParallel::extra_repr() const {
   std::ostringstream s;
   s << "stage=" << options_.stage() << ", world_size=" << group_->size() << ", rank=" << group_->rank()

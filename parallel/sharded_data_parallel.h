@@ -45,6 +45,16 @@ struct ShardingOptions {
   EMBER_ARG(std::optional<DType>, reduce_dtype) = std::nullopt;
 };
 
+// This rank's piece of one parameter: rows [row_begin, row_begin + local.size(0)) of the full
+// tensor (a 0-dim parameter counts as one row: its local piece is [1] or [0]). `local` is the
+// shard itself, the tensor the optimizer steps and keys its state by.
+struct LocalShard {
+  std::string name;
+  Shape global_shape;
+  int64_t row_begin = 0;
+  Tensor local;
+};
+
 // Bytes this rank holds for the sharded state, counted from the tensors themselves.
 struct ShardedMemory {
   int64_t full_parameters = 0;   // the module's full parameters
@@ -93,6 +103,11 @@ class ShardedDataParallel : public nn::Module {
   size_t bucket_count() const { return buckets_.size(); }
   // How parameter `name` is split (its rows per rank).
   const DimZeroShard& shard_of(const std::string& name) const;
+  // Every trainable parameter's piece on this rank, in named_parameters() order.
+  std::vector<LocalShard> local_shards() const;
+  // After writing into the shards other than by an optimizer step (a sharded checkpoint loaded
+  // into them): the module's full parameters are stale, and the next forward gathers them.
+  void shards_changed() { stale_ = true; }
 
   // Gradient accumulation: backward passes inside the scope only accumulate into the module's
   // full .grad, locally; the next synchronised backward reduces the sum.

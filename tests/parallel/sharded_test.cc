@@ -288,6 +288,16 @@ TEST_CASE("state_dict is full and bare; load_state_dict puts each rank's rows in
             same_values(shard.to(Device(kCPU)).reshape({-1}),
                         value.reshape({s.rows, s.row_numel}).narrow(0, s.begin(rank), s.rows_of(rank)).reshape({-1})));
   }
+  // local_shards(): the optimizer's tensors themselves, with their place in the full tensor.
+  auto pieces = sharded->local_shards();
+  auto named = sharded->named_parameters();
+  REQUIRE(pieces.size() == named.size());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    REQUIRE(pieces[i].name == named[i].first);
+    REQUIRE(pieces[i].local.unsafe_impl() == named[i].second.unsafe_impl());
+    REQUIRE(pieces[i].row_begin == sharded->shard_of(pieces[i].name).begin(rank));
+    REQUIRE(pieces[i].global_shape == sharded->shard_of(pieces[i].name).shape);
+  }
   REQUIRE_THROWS_WITH(
       parallel::ShardedDataParallel(on_rank_device(make_odd(1)), world, parallel::ShardingOptions().stage(4)),
       Catch::Contains("stage must be 1") && Catch::Contains("got 4"));
