@@ -29,6 +29,21 @@ void StorageImpl::release() {
   segment_.reset();
 }
 
+void StorageImpl::release_bytes() {
+  EMBER_CHECK(allocator_ != nullptr && segment_ == nullptr, "release_bytes: only storage from an allocator can ",
+              "release its bytes (not shared, wrapped or already freed memory)");
+  if (released_) return;
+  if (data_ != nullptr) allocator_->deallocate(data_, nbytes_);
+  data_ = nullptr;
+  released_ = true;
+}
+
+void StorageImpl::materialize() {
+  if (!released_) return;
+  if (nbytes_ > 0) data_ = allocator_->allocate(nbytes_);
+  released_ = false;
+}
+
 void StorageImpl::adopt_shared(std::shared_ptr<shm::Segment> segment, size_t offset) {
   char* target = segment->base() + offset;
   if (nbytes_ > 0) std::memcpy(target, data_, nbytes_);

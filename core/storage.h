@@ -43,6 +43,15 @@ class StorageImpl {
   uint32_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
+  // Frees the bytes but keeps this storage, and every tensor and saved reference on it, alive;
+  // materialize() brings back fresh (uninitialised) bytes of the same size from the same
+  // allocator. Fully sharded data parallelism frees a gathered parameter between uses this way,
+  // as PyTorch's FSDP does with storage().resize_(0) and resize_(n). A tensor on a released
+  // storage raises when its data is asked for. Allocator-owned storage only.
+  void release_bytes();
+  void materialize();
+  bool released() const { return released_; }
+
   // Shared memory (core/shared_memory.h): the segment holding the bytes, null when private.
   const std::shared_ptr<shm::Segment>& shared_segment() const { return segment_; }
   size_t shared_offset() const { return segment_offset_; }
@@ -62,6 +71,7 @@ class StorageImpl {
   std::function<void(void*)> deleter_;
   std::shared_ptr<shm::Segment> segment_;
   size_t segment_offset_ = 0;
+  bool released_ = false;
   std::atomic<uint32_t> version_{0};
 };
 

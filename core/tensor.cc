@@ -55,6 +55,10 @@ int64_t Tensor::stride(int64_t dim) const { return impl().strides[wrap_dim(dim, 
 
 void* Tensor::data_ptr() const {
   const TensorImpl& i = impl();
+  EMBER_CHECK(!i.storage->released(), "data_ptr: this tensor's storage (", i.storage->nbytes(), " bytes on ",
+              i.storage->device().str(), ", shape ", shape_str(i.sizes),
+              ") was released: a fully sharded parameter used outside its unit's forward and backward (call the "
+              "unit through its holder or a container, so that its hooks gather it)");
   return static_cast<char*>(i.storage->data()) + i.offset * static_cast<int64_t>(ember::element_size(i.dtype));
 }
 

@@ -1,6 +1,7 @@
 // The CPU allocator's cache of large blocks: a released block of the same size class comes back,
 // small blocks and differently sized ones do not alias live memory, and release frees the cache.
-// (Under AddressSanitizer the cache is off, so only the aliasing checks apply there.)
+// (Under AddressSanitizer the cache is off, so only the aliasing checks apply there.) And a
+// storage releasing its bytes while its tensors live on (fully sharded parameters between uses).
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "core/cpu/kernels.h"
+#include "core/ember_core.h"
 
 using namespace ember;
 
@@ -38,4 +40,24 @@ TEST_CASE("large CPU blocks are reused by size class", "[allocator]") {
   CHECK(cpu::release_cached_cpu_memory() >= 2 * big);
 #endif
   CHECK(cpu::release_cached_cpu_memory() == 0);
+}
+
+TEST_CASE("a storage releases its bytes and materializes them again; tensors on it raise meanwhile",
+          "[allocator][release]") {
+  Tensor t = full({5, 7}, 2.0);
+  Tensor view = t.narrow(0, 1, 2);
+  const Storage& storage = t.storage();
+  storage->release_bytes();
+  REQUIRE(storage->released());
+  REQUIRE(storage->nbytes() == 5 * 7 * 4);
+  REQUIRE_THROWS_WITH(t.sum(), Catch::Contains("was released") && Catch::Contains("[5, 7]"));
+  REQUIRE_THROWS_WITH(view.data_ptr(), Catch::Contains("was released"));
+  storage->materialize();
+  REQUIRE(!storage->released());
+  t.fill_(3.0);
+  REQUIRE(view.sum().item<double>() == 3.0 * 14);
+  // Memory the storage does not own from an allocator cannot be released.
+  float outside[4] = {0, 0, 0, 0};
+  auto wrapped = std::make_shared<StorageImpl>(outside, sizeof(outside), Device(kCPU), nullptr);
+  REQUIRE_THROWS_WITH(wrapped->release_bytes(), Catch::Contains("only storage from an allocator"));
 }
