@@ -26,6 +26,39 @@ Tensor Module::forward(const Tensor&) {
   EMBER_FAIL(type_name_, ": this module has no single-tensor forward(Tensor); call its own forward overload");
 }
 
+size_t Module::register_forward_pre_hook(ForwardPreHook hook) {
+  size_t id = hooks_.next_id++;
+  hooks_.pre.emplace_back(id, std::move(hook));
+  return id;
+}
+
+size_t Module::register_forward_hook(ForwardHook hook) {
+  size_t id = hooks_.next_id++;
+  hooks_.post.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void Module::remove_forward_hook(size_t handle) {
+  std::erase_if(hooks_.pre, [&](const auto& h) { return h.first == handle; });
+  std::erase_if(hooks_.post, [&](const auto& h) { return h.first == handle; });
+}
+
+void Module::run_forward_pre_hooks() {
+  for (auto& [id, hook] : hooks_.pre) hook(*this);
+}
+
+void Module::run_forward_hooks(const std::vector<Tensor>& outputs) {
+  for (auto& [id, hook] : hooks_.post) hook(*this, outputs);
+}
+
+Tensor Module::call(const Tensor& input) {
+  if (!has_forward_hooks()) return forward(input);
+  run_forward_pre_hooks();
+  Tensor out = forward(input);
+  run_forward_hooks({out});
+  return out;
+}
+
 Tensor& Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
   check_name(name, "register_parameter");
   for (const Entry& e : parameters_)

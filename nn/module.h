@@ -18,6 +18,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -101,6 +102,22 @@ class Module : public std::enable_shared_from_this<Module> {
   // with it). Implemented by Cloneable<Derived>.
   virtual std::shared_ptr<Module> clone(std::optional<Device> device = std::nullopt) const;
 
+  // ---- forward hooks ----
+  // As PyTorch's register_forward_pre_hook / register_forward_hook: they run when the module is
+  // called through its holder (`fc(x)`), through call(), or by a container (Sequential), not from
+  // a direct forward() call. The post hook sees the outputs that are tensors. A clone does not
+  // inherit them. Fully sharded data parallelism gathers and frees a unit's parameters in them.
+  using ForwardPreHook = std::function<void(Module&)>;
+  using ForwardHook = std::function<void(Module&, const std::vector<Tensor>& outputs)>;
+  size_t register_forward_pre_hook(ForwardPreHook hook);
+  size_t register_forward_hook(ForwardHook hook);
+  void remove_forward_hook(size_t handle);
+  bool has_forward_hooks() const { return !hooks_.pre.empty() || !hooks_.post.empty(); }
+  void run_forward_pre_hooks();
+  void run_forward_hooks(const std::vector<Tensor>& outputs);
+  // forward(input) between the hooks.
+  Tensor call(const Tensor& input);
+
   // ---- state ----
   virtual NamedTensors state_dict() const;
   // Copies values into the existing parameters and buffers (on their current device).
@@ -133,7 +150,18 @@ class Module : public std::enable_shared_from_this<Module> {
                        std::vector<std::pair<std::string, std::shared_ptr<Module>>>& out);
   void repr_into(std::ostream& out, int indent) const;
 
+  // Copies (clones, DataParallel's replicas) start without hooks: they belong to one instance.
+  struct Hooks {
+    Hooks() = default;
+    Hooks(const Hooks&) {}
+    Hooks& operator=(const Hooks&) { return *this; }
+    std::vector<std::pair<size_t, ForwardPreHook>> pre;
+    std::vector<std::pair<size_t, ForwardHook>> post;
+    size_t next_id = 1;
+  };
+
   std::string type_name_;
+  Hooks hooks_;
   bool training_ = true;
   std::vector<Entry> parameters_;
   std::vector<Entry> buffers_;
@@ -174,6 +202,23 @@ class Cloneable : public Module {
   }
 };
 
+// The tensors among a forward's outputs, for the forward hooks.
+inline void append_tensor(std::vector<Tensor>& out, const Tensor& t) { out.push_back(t); }
+template <typename T>
+void append_tensor(std::vector<Tensor>&, const T&) {}
+inline std::vector<Tensor> tensors_of(const Tensor& out) { return {out}; }
+inline std::vector<Tensor> tensors_of(const std::vector<Tensor>& out) { return out; }
+template <typename... T>
+std::vector<Tensor> tensors_of(const std::tuple<T...>& out) {
+  std::vector<Tensor> tensors;
+  std::apply([&](const auto&... part) { (append_tensor(tensors, part), ...); }, out);
+  return tensors;
+}
+template <typename T>
+std::vector<Tensor> tensors_of(const T&) {
+  return {};
+}
+
 // A handle to a module, like torch::nn::Linear wrapping LinearImpl: `Linear fc(10, 5); fc(x)`.
 template <typename Contained>
 class ModuleHolder {
@@ -197,7 +242,12 @@ class ModuleHolder {
   explicit operator bool() const { return impl_ != nullptr; }
   template <typename... Args>
   auto operator()(Args&&... args) const {
-    return checked()->forward(std::forward<Args>(args)...);
+    Contained* module = checked();
+    if (!module->has_forward_hooks()) return module->forward(std::forward<Args>(args)...);
+    module->run_forward_pre_hooks();
+    auto out = module->forward(std::forward<Args>(args)...);
+    module->run_forward_hooks(tensors_of(out));
+    return out;
   }
 
  private:

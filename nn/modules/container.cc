@@ -84,12 +84,14 @@ void SequentialImpl::reset() {
 Tensor SequentialImpl::forward(const Tensor& input) {
   Tensor x = input;
   for (size_t i = 0; i < modules_.size(); ++i) {
-    const bool relu_next = i + 1 < modules_.size() && dynamic_cast<const ReLUImpl*>(modules_[i + 1].get()) != nullptr;
+    // Fused only when no hook expects to see the two calls.
+    const bool relu_next = i + 1 < modules_.size() && dynamic_cast<const ReLUImpl*>(modules_[i + 1].get()) != nullptr &&
+                           !modules_[i]->has_forward_hooks() && !modules_[i + 1]->has_forward_hooks();
     if (relu_next && with_batch_norm(modules_[i].get(), [&](auto& bn) { x = bn.forward_relu(x); })) {
       ++i;
       continue;
     }
-    x = modules_[i]->forward(x);
+    x = modules_[i]->call(x);
   }
   return x;
 }

@@ -259,3 +259,39 @@ TEST_CASE("pooling modules take a bare kernel size, as in PyTorch", "[nn][module
   CHECK(avg->forward(x).to_vector<float>() == avg_options->forward(x).to_vector<float>());
   CHECK(avg->forward(x).sizes() == Shape{2, 3, 2, 2});
 }
+
+TEST_CASE("forward hooks run around holder, call() and Sequential calls; not around forward(), not in clones",
+          "[module][hooks]") {
+  nn::Linear fc(3, 2);
+  std::vector<std::string> log;
+  size_t pre = fc->register_forward_pre_hook([&](nn::Module& m) { log.push_back("pre " + m.type_name()); });
+  fc->register_forward_hook([&](nn::Module&, const std::vector<Tensor>& outputs) {
+    REQUIRE(outputs.size() == 1);
+    log.push_back("post " + shape_str(outputs[0].sizes()));
+  });
+  Tensor x = randn({4, 3});
+  fc(x);
+  REQUIRE(log == std::vector<std::string>{"pre Linear", "post [4, 2]"});
+  fc->call(x);
+  REQUIRE(log.size() == 4);
+  fc->forward(x);  // a direct forward() call skips them, as in PyTorch
+  REQUIRE(log.size() == 4);
+  auto copy = fc->clone();
+  copy->call(x);
+  REQUIRE(log.size() == 4);
+  fc->remove_forward_hook(pre);
+  fc(x);
+  REQUIRE(log.back() == "post [4, 2]");
+  REQUIRE(log[log.size() - 2] == "post [4, 2]");
+  // Sequential calls its children through call(), and does not fuse a hooked batch norm with the
+  // ReLU after it.
+  nn::Sequential seq(nn::BatchNorm2d(2), nn::ReLU());
+  int calls = 0;
+  (*seq)[0]->register_forward_pre_hook([&](nn::Module&) { ++calls; });
+  (*seq)[1]->register_forward_hook([&](nn::Module&, const std::vector<Tensor>& outputs) {
+    REQUIRE(outputs[0].min().item<double>() >= 0.0);
+    ++calls;
+  });
+  seq(randn({3, 2, 4, 4}));
+  REQUIRE(calls == 2);
+}
