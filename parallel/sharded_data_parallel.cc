@@ -27,8 +27,9 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<nn::Module> module, std
     : Module("ShardedDataParallel"), module_(std::move(module)), group_(std::move(group)), options_(options) {
   EMBER_CHECK(module_ != nullptr, kWho, ": the module is null");
   EMBER_CHECK(group_ != nullptr, kWho, ": the process group is null (call comm::init() first)");
-  EMBER_CHECK(options_.stage() == 1 || options_.stage() == 2, kWho, " (rank ", group_->rank(),
-              "): stage must be 1 (optimizer state sharded) or 2 (gradients too), got ", options_.stage());
+  EMBER_CHECK(options_.stage() >= 1 && options_.stage() <= 3, kWho, " (rank ", group_->rank(),
+              "): stage must be 1 (optimizer state sharded), 2 (gradients too) or 3 (parameters too), got ",
+              options_.stage());
   EMBER_CHECK(options_.bucket_cap_mb() > 0, kWho, ": bucket_cap_mb must be positive, got ", options_.bucket_cap_mb());
   if (options_.reduce_dtype())
     EMBER_CHECK(is_floating(*options_.reduce_dtype()), kWho, ": reduce_dtype must be floating, got ",
@@ -52,16 +53,23 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<nn::Module> module, std
     params_.push_back(std::move(param));
   }
   shards_from_full();
+  if (options_.stage() == 3) build_units();
   build_buckets();
   ready_.assign(params_.size(), false);
   unused_.assign(params_.size(), false);
   for (size_t i = 0; i < params_.size(); ++i)
     params_[i].hook =
         params_[i].full.register_post_accumulate_grad_hook([this, i](const Tensor&) { mark_grad_ready(i); });
+  if (options_.stage() == 3) free_all_units();
 }
 
 ShardedDataParallel::~ShardedDataParallel() {
   for (Param& p : params_) p.full.remove_hook(p.hook);
+  for (Unit& u : units_)
+    if (u.module != nullptr) {
+      u.module->remove_forward_hook(u.pre_hook);
+      u.module->remove_forward_hook(u.post_hook);
+    }
 }
 
 void ShardedDataParallel::shards_from_full() {
@@ -89,6 +97,11 @@ void ShardedDataParallel::build_buckets() {
   size_t bytes = 0;
   auto close = [&] {
     if (current.empty()) return;
+    for (size_t i : current)
+      EMBER_CHECK(params_[i].full.dtype() == params_[current.front()].full.dtype(), kWho, " (rank ", group_->rank(),
+                  "): parameters '", params_[current.front()].name, "' and '", params_[i].name,
+                  "' share a unit but not a dtype (", dtype_name(params_[current.front()].full.dtype()), " and ",
+                  dtype_name(params_[i].full.dtype()), "); a unit gathers one flat buffer");
     std::vector<Shape> shapes;
     for (size_t i : current) shapes.push_back(params_[i].full.sizes());
     DType dtype = params_[current.front()].full.dtype();
@@ -102,6 +115,15 @@ void ShardedDataParallel::build_buckets() {
     current.clear();
     bytes = 0;
   };
+  if (options_.stage() == 3) {
+    // One bucket per unit: a unit's gradients are reduce-scattered as soon as they are all there.
+    for (const std::vector<size_t>& unit : unit_buckets()) {
+      current = unit;
+      close();
+    }
+    for (Unit& u : units_) u.bucket = params_[u.params.front()].bucket;
+    return;
+  }
   // Reverse registration order: the last layers' gradients are ready first. One dtype per bucket.
   for (size_t n = params_.size(); n-- > 0;) {
     const Tensor& p = params_[n].full;
@@ -122,6 +144,8 @@ void ShardedDataParallel::build_buckets() {
 
 void ShardedDataParallel::pre_forward() {
   gather(false);
+  for (size_t u = 0; u < units_.size(); ++u)
+    if (units_[u].module == nullptr) gather_unit(u);  // the root unit: its parameters stay until backward
   if (is_training()) sync_buffers();
 }
 
@@ -175,6 +199,8 @@ void ShardedDataParallel::mark_grad_ready(size_t index) {
       b.layout.scatter_full(p.slot, zeros(p.full.sizes(), TensorOptions(b.wire).device(device_)), b.grad_input);
     // The shard's .grad receives this rank's part; the full gradient is not kept.
     p.full.mutable_grad() = Tensor();
+    // Stage 3: every node that reads the parameter has run before its gradient is final.
+    if (options_.stage() == 3) p.full.storage()->release_bytes();
   }
   if (--b.pending == 0) {
     b.ready = true;
@@ -228,7 +254,7 @@ void ShardedDataParallel::finalize() {
     }
     b.grad_output = Tensor();
     b.work = nullptr;
-    if (options_.stage() == 2) b.grad_input = Tensor();
+    if (options_.stage() >= 2) b.grad_input = Tensor();
   }
   stale_ = true;
   reset_iteration();
@@ -247,7 +273,7 @@ void ShardedDataParallel::reset_iteration() {
 void ShardedDataParallel::gather_parameters() { gather(false); }
 
 void ShardedDataParallel::gather(bool force) const {
-  if (!stale_ && !force) return;
+  if (options_.stage() == 3 || (!stale_ && !force)) return;
   NoGradGuard no_grad;
   const int rank = group_->rank();
   std::vector<Tensor> sections, flats;
@@ -314,15 +340,30 @@ std::vector<std::pair<std::string, Tensor>> ShardedDataParallel::named_buffers(b
 }
 
 NamedTensors ShardedDataParallel::state_dict() const {
-  gather(false);
-  return module_->state_dict();
+  if (options_.stage() != 3) {
+    gather(false);
+    return module_->state_dict();
+  }
+  // Stage 3 frees the gathered parameters again: the entries must own their bytes.
+  gather_all_units();
+  NamedTensors state = module_->state_dict();
+  for (auto& [name, t] : state) t = ember::clone(t);
+  free_all_units();
+  return state;
 }
 
 nn::LoadResult ShardedDataParallel::load_state_dict(const NamedTensors& state, bool strict) {
+  if (options_.stage() == 3) gather_all_units();
   nn::LoadResult result = module_->load_state_dict(state, strict);
   shards_from_full();
   stale_ = false;
+  if (options_.stage() == 3) free_all_units();
   return result;
+}
+
+void ShardedDataParallel::shards_changed() {
+  stale_ = true;
+  if (options_.stage() == 3) free_all_units();  // gathered copies would be out of date
 }
 
 void ShardedDataParallel::train(bool on) {
@@ -333,7 +374,7 @@ void ShardedDataParallel::train(bool on) {
 ShardedMemory ShardedDataParallel::memory() const {
   ShardedMemory m;
   for (const Param& p : params_) {
-    m.full_parameters += p.full.nbytes();
+    if (!p.full.storage()->released()) m.full_parameters += p.full.nbytes();
     m.shards += p.shard.nbytes();
     if (p.shard.grad().defined()) m.shard_grads += p.shard.grad().nbytes();
   }

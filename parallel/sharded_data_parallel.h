@@ -16,9 +16,14 @@
 //   buckets stay allocated between steps, as ZeRO-1 keeps full gradients.
 // - stage 2: gradients too: a bucket's buffer lives only from its first gradient until its
 //   reduce-scatter is done, and each rank keeps its shard's gradient only.
-// The module's own parameters hold the full values for forward and backward. After a
-// synchronised backward they are stale until the next forward (or gather_parameters(), or
-// state_dict()) all-gathers the shards, so every rank must take part in those calls.
+// - stage 3 (fully sharded): parameters too. Each unit (ShardingOptions: by module type, by a
+//   parameter count, or each child) all-gathers its parameters just before its forward, frees
+//   them after it (reshard_after_forward), gathers them again when backward reaches it, and
+//   reduce-scatters its gradients as soon as they are all there. Between uses the module's
+//   parameters keep their shapes but hold no bytes.
+// In stages 1 and 2 the module's own parameters hold the full values for forward and backward.
+// After a synchronised backward they are stale until the next forward (or gather_parameters(),
+// or state_dict()) all-gathers the shards, so every rank must take part in those calls.
 #pragma once
 
 #include <memory>
@@ -43,6 +48,15 @@ struct ShardingOptions {
   // Gradients travel in this dtype (divided by the group size first, so a 16-bit sum keeps its
   // range) and land in the shards' dtype; unset: the parameters' own.
   EMBER_ARG(std::optional<DType>, reduce_dtype) = std::nullopt;
+  // Stage 3's units: the modules whose type_name() is listed here; else, with wrap_min_params > 0,
+  // each module whose parameters not yet in a unit number at least that many (its children
+  // decided first); else each child of the wrapped module. The wrapped module's other parameters
+  // form the root unit. A unit is called through its holder or a container (its forward hooks
+  // gather it).
+  EMBER_ARG(std::vector<std::string>, wrap_module_types) = {};
+  EMBER_ARG(int64_t, wrap_min_params) = 0;
+  // Stage 3: free a unit's gathered parameters after its forward (gathered again for backward).
+  EMBER_ARG(bool, reshard_after_forward) = true;
 };
 
 // This rank's piece of one parameter: rows [row_begin, row_begin + local.size(0)) of the full
@@ -107,7 +121,9 @@ class ShardedDataParallel : public nn::Module {
   std::vector<LocalShard> local_shards() const;
   // After writing into the shards other than by an optimizer step (a sharded checkpoint loaded
   // into them): the module's full parameters are stale, and the next forward gathers them.
-  void shards_changed() { stale_ = true; }
+  void shards_changed();
+  // Stage 3: the units, as module paths ("" for the root unit), in forward order.
+  std::vector<std::string> unit_names() const;
 
   // Gradient accumulation: backward passes inside the scope only accumulate into the module's
   // full .grad, locally; the next synchronised backward reduces the sum.
@@ -132,6 +148,15 @@ class ShardedDataParallel : public nn::Module {
     size_t bucket = 0;
     size_t slot = 0;
     size_t hook = 0;
+    size_t unit = 0;  // stage 3
+  };
+  // Stage 3: parameters gathered and freed together, around one module's forward and backward.
+  struct Unit {
+    std::string name;              // the module's path; "" for the root unit
+    nn::Module* module = nullptr;  // null for the root unit
+    std::vector<size_t> params;
+    size_t bucket = 0;
+    size_t pre_hook = 0, post_hook = 0;
   };
   struct Bucket {
     std::vector<size_t> params;
@@ -151,6 +176,14 @@ class ShardedDataParallel : public nn::Module {
   void reset_iteration();
   void gather(bool force) const;
   void shards_from_full();
+  // Stage 3 (shard_units.cc).
+  void build_units();
+  std::vector<std::vector<size_t>> unit_buckets() const;
+  void gather_unit(size_t u) const;
+  void free_unit(size_t u) const;
+  void gather_all_units() const;
+  void free_all_units() const;
+  void after_unit_forward(size_t u, const std::vector<Tensor>& outputs);
 
   std::shared_ptr<nn::Module> module_;
   std::shared_ptr<comm::ProcessGroup> group_;
@@ -158,6 +191,7 @@ class ShardedDataParallel : public nn::Module {
   Device device_;
   std::vector<Param> params_;
   std::vector<Bucket> buckets_;
+  std::vector<Unit> units_;
   std::vector<bool> ready_;
   std::vector<bool> unused_;
   size_t next_bucket_ = 0;

@@ -6,9 +6,11 @@
 // counted memory of each stage, the unused-parameter error, and state dicts.
 #include <catch2/catch.hpp>
 
+#include "comm/counting_process_group.h"
 #include "comm/init.h"
 #include "core/ember_core.h"
 #include "nn/nn.h"
+#include "models/resnet.h"
 #include "nn/optim/optim.h"
 #include "parallel/ddp.h"
 #include "parallel/sharded_data_parallel.h"
@@ -102,40 +104,46 @@ TEST_CASE("dim-0 shards cover every row once, padded to ceil(rows / ranks)", "[s
   }
 }
 
-TEST_CASE("stages 1 and 2 take the same steps as DDP (odd shapes, SGD and AdamW, several bucket layouts)",
+TEST_CASE("stages 1, 2 and 3 take the same steps as DDP (odd shapes, SGD and AdamW, several bucket layouts)",
           "[sharded][equivalence]") {
   auto world = comm::init();
   const int rank = world->rank(), ranks = world->size();
   Batch data = make_batch(4 * ranks, 21);
-  for (int stage : {1, 2}) {
-    for (Opt opt : {Opt::SgdMomentum, Opt::AdamW}) {
-      for (double cap_mb : {0.0005, 25.0}) {
-        INFO("stage " << stage << " optimizer " << (opt == Opt::AdamW ? "AdamW" : "SGD") << " bucket_cap_mb "
-                      << cap_mb);
-        auto ddp = std::make_shared<parallel::DistributedDataParallel>(on_rank_device(make_odd(7 + rank)), world);
-        auto sharded = std::make_shared<parallel::ShardedDataParallel>(
-            on_rank_device(make_odd(7 + rank)), world, parallel::ShardingOptions().stage(stage).bucket_cap_mb(cap_mb));
-        if (cap_mb < 1) REQUIRE(sharded->bucket_count() >= 3);
-        // The optimizer sees this rank's rows only.
-        const parallel::DimZeroShard& fc1 = sharded->shard_of("fc1.weight");
-        for (auto& [name, p] : sharded->named_parameters())
-          if (name == "fc1.weight") REQUIRE(p.sizes() == Shape{fc1.rows_of(rank), 7 * 36});
-        auto ddp_opt = make_optimizer(opt, ddp->parameters());
-        auto sharded_opt = make_optimizer(opt, sharded->parameters());
-        for (int step = 0; step < 4; ++step) {
-          Batch mine = Batch{data.x.narrow(0, 4 * rank, 4), data.y.narrow(0, 4 * rank, 4)}.to(rank_device());
-          for (auto [model, optimizer] : {std::pair<nn::Module*, optim::Optimizer*>{ddp.get(), ddp_opt.get()},
-                                          {sharded.get(), sharded_opt.get()}}) {
-            optimizer->zero_grad();
-            loss_of(*model, mine).backward();
-            optimizer->step();
-          }
-        }
-        // Float32 all-reduce and reduce-scatter sum the ranks in orders MPI picks per collective,
-        // so the two may round differently in the last bit; 4 steps of Adam keep that near 1e-6.
-        require_same_as_ddp(*sharded, *ddp, 1e-6);
+  // Every stage with each optimizer; stages 1 and 2 with one bucket and with one per parameter or
+  // two (stage 3's buckets are its units, whatever the cap).
+  struct Config {
+    int stage;
+    Opt opt;
+    double cap_mb;
+  };
+  for (Config c : {Config{1, Opt::SgdMomentum, 0.0005}, Config{1, Opt::AdamW, 25.0}, Config{2, Opt::SgdMomentum, 25.0},
+                   Config{2, Opt::AdamW, 0.0005}, Config{3, Opt::SgdMomentum, 25.0}, Config{3, Opt::AdamW, 25.0}}) {
+    const int stage = c.stage;
+    const Opt opt = c.opt;
+    const double cap_mb = c.cap_mb;
+    INFO("stage " << stage << " optimizer " << (opt == Opt::AdamW ? "AdamW" : "SGD") << " bucket_cap_mb " << cap_mb);
+    auto ddp = std::make_shared<parallel::DistributedDataParallel>(on_rank_device(make_odd(7 + rank)), world);
+    auto sharded = std::make_shared<parallel::ShardedDataParallel>(
+        on_rank_device(make_odd(7 + rank)), world, parallel::ShardingOptions().stage(stage).bucket_cap_mb(cap_mb));
+    if (cap_mb < 1 || stage == 3) REQUIRE(sharded->bucket_count() >= 3);
+    // The optimizer sees this rank's rows only.
+    const parallel::DimZeroShard& fc1 = sharded->shard_of("fc1.weight");
+    for (auto& [name, p] : sharded->named_parameters())
+      if (name == "fc1.weight") REQUIRE(p.sizes() == Shape{fc1.rows_of(rank), 7 * 36});
+    auto ddp_opt = make_optimizer(opt, ddp->parameters());
+    auto sharded_opt = make_optimizer(opt, sharded->parameters());
+    for (int step = 0; step < 4; ++step) {
+      Batch mine = Batch{data.x.narrow(0, 4 * rank, 4), data.y.narrow(0, 4 * rank, 4)}.to(rank_device());
+      for (auto [model, optimizer] :
+           {std::pair<nn::Module*, optim::Optimizer*>{ddp.get(), ddp_opt.get()}, {sharded.get(), sharded_opt.get()}}) {
+        optimizer->zero_grad();
+        loss_of(*model, mine).backward();
+        optimizer->step();
       }
     }
+    // Float32 all-reduce and reduce-scatter sum the ranks in orders MPI picks per collective,
+    // so the two may round differently in the last bit; 4 steps of Adam keep that near 1e-6.
+    require_same_as_ddp(*sharded, *ddp, 1e-6);
   }
 }
 
@@ -143,14 +151,14 @@ TEST_CASE("no_sync accumulation and the global clip_grad_norm_ match DDP's", "[s
   auto world = comm::init();
   const int rank = world->rank();
   Batch data = make_batch(8 * world->size(), 31);
-  for (int stage : {1, 2}) {
+  for (int stage : {1, 2, 3}) {
     INFO("stage " << stage);
     auto ddp = std::make_shared<parallel::DistributedDataParallel>(on_rank_device(make_odd(3)), world);
     auto sharded = std::make_shared<parallel::ShardedDataParallel>(
         on_rank_device(make_odd(3)), world, parallel::ShardingOptions().stage(stage).bucket_cap_mb(0.001));
     optim::SGD ddp_opt(ddp->parameters(), optim::SGDOptions(0.1).momentum(0.9));
     optim::SGD sharded_opt(sharded->parameters(), optim::SGDOptions(0.1).momentum(0.9));
-    for (int step = 0; step < 3; ++step) {
+    for (int step = 0; step < 2; ++step) {
       Batch mine = Batch{data.x.narrow(0, 8 * rank, 8), data.y.narrow(0, 8 * rank, 8)}.to(rank_device());
       Batch first{mine.x.narrow(0, 0, 4), mine.y.narrow(0, 0, 4)},
           second{mine.x.narrow(0, 4, 4), mine.y.narrow(0, 4, 4)};
@@ -201,7 +209,8 @@ TEST_CASE("bf16 reduction stays within bf16 precision of DDP's float32", "[shard
   }
 }
 
-TEST_CASE("counted memory: optimizer state / N in stage 1, gradients / N too in stage 2", "[sharded][memory]") {
+TEST_CASE("counted memory: optimizer state / N in stage 1, gradients / N too in stage 2, parameters in stage 3",
+          "[sharded][memory]") {
   auto world = comm::init();
   const int ranks = world->size();
   auto make = [] {
@@ -213,11 +222,20 @@ TEST_CASE("counted memory: optimizer state / N in stage 1, gradients / N too in 
   int64_t psi = 0;  // bytes of parameters
   for (const Tensor& p : make()->parameters()) psi += p.nbytes();
   Batch data = make_batch(4, 71).to(rank_device());
-  for (int stage : {1, 2}) {
+  for (int stage : {1, 2, 3}) {
     INFO("stage " << stage << ", " << ranks << " ranks, parameters " << psi << " bytes");
     auto sharded = std::make_shared<parallel::ShardedDataParallel>(on_rank_device(make()), world,
                                                                    parallel::ShardingOptions().stage(stage));
     optim::Adam adam(sharded->parameters(), optim::AdamOptions(1e-3));
+    // Stage 3: what is resident while each unit (each Linear) runs forward.
+    int64_t largest_unit = 0, most_resident = 0;
+    for (const auto& child : sharded->module()->children()) {
+      int64_t bytes = 0;
+      for (const Tensor& p : child->parameters()) bytes += p.nbytes();
+      largest_unit = std::max(largest_unit, bytes);
+      child->register_forward_pre_hook(
+          [&](nn::Module&) { most_resident = std::max(most_resident, sharded->memory().full_parameters); });
+    }
     loss_of(*sharded, data).backward();
     adam.step();
     auto within = [](int64_t measured, double formula) {
@@ -232,13 +250,91 @@ TEST_CASE("counted memory: optimizer state / N in stage 1, gradients / N too in 
     parallel::ShardedMemory m = sharded->memory();
     within(m.shards, 1.0 * psi / ranks);
     within(m.shard_grads, 1.0 * psi / ranks);
-    REQUIRE(m.full_parameters == psi);
+    if (stage == 3) {
+      REQUIRE(sharded->unit_names().size() == 3);  // the three Linear layers; no parameter is left for the root
+      REQUIRE(m.full_parameters == 0);             // nothing gathered between steps
+      REQUIRE(most_resident == largest_unit);      // one unit at a time
+    } else {
+      REQUIRE(m.full_parameters == psi);
+    }
     if (stage == 1)
       within(m.gradient_buckets, psi);  // ZeRO-1 keeps full-size gradients
     else
       REQUIRE(m.gradient_buckets == 0);
     for (const Tensor& p : sharded->module()->parameters()) REQUIRE(!p.grad().defined());
   }
+}
+
+TEST_CASE("counted communication: stages 1 and 2 move what DDP moves, stage 3 1.5 times that", "[sharded][traffic]") {
+  auto world = comm::init();
+  auto make = [] {
+    manual_seed(6);
+    return nn::Sequential(nn::Flatten(), nn::Linear(36, 240), nn::ReLU(), nn::Linear(240, 120), nn::ReLU(),
+                          nn::Linear(120, 12))
+        .ptr();
+  };
+  int64_t psi = 0;
+  for (const Tensor& p : make()->parameters()) psi += p.nbytes();
+  Batch data = make_batch(4, 81).to(rank_device());
+  auto step_traffic = [&](nn::Module& model, comm::CountingProcessGroup& counted) {
+    optim::SGD sgd(model.parameters(), optim::SGDOptions(0.1));
+    // The second step, from its forward (where stages 1 and 2 gather the first step's update) to
+    // its optimizer step: DDP's bucket rebuild is behind it.
+    for (int step = 0; step < 2; ++step) {
+      if (step == 1) counted.reset();
+      sgd.zero_grad();
+      loss_of(model, data).backward();
+      sgd.step();
+    }
+    return counted.traffic();
+  };
+  auto counted_ddp = std::make_shared<comm::CountingProcessGroup>(world);
+  parallel::DistributedDataParallel ddp(on_rank_device(make()), counted_ddp);
+  comm::Traffic ddp_traffic = step_traffic(ddp, *counted_ddp);
+  REQUIRE(ddp_traffic.total() == 2 * psi);  // an all-reduce of every gradient: no buffers here
+  for (int stage : {1, 2, 3}) {
+    INFO("stage " << stage << ", " << world->size() << " ranks, parameters " << psi << " bytes");
+    auto counted = std::make_shared<comm::CountingProcessGroup>(world);
+    parallel::ShardedDataParallel sharded(on_rank_device(make()), counted, parallel::ShardingOptions().stage(stage));
+    comm::Traffic traffic = step_traffic(sharded, *counted);
+    // Every dim 0 here (240, 120, 12) divides by 2, 3 and 4: no padding rows travel, so the counts
+    // are exact.
+    const int64_t expected = (stage == 3 ? 3 : 2) * psi;
+    REQUIRE(traffic.bytes[comm::CollectiveKind::AllReduce] == 0);
+    REQUIRE(traffic.bytes[comm::CollectiveKind::ReduceScatterTensor] == psi);
+    REQUIRE(traffic.total() == expected);
+  }
+}
+
+TEST_CASE("stage 3 with one unit per residual block trains a ResNet as DDP does", "[sharded][stage3][resnet]") {
+  auto world = comm::init();
+  const int rank = world->rank();
+  auto make = [] {
+    manual_seed(12);
+    return models::cifar_resnet(8, 3, 10).ptr();
+  };
+  Generator g(5);
+  Tensor x = randn({2 * world->size(), 3, 8, 8}, {}, &g);
+  Tensor y = randint(0, 10, {2 * world->size()}, TensorOptions(kInt64), &g);
+  Batch mine = Batch{x.narrow(0, 2 * rank, 2), y.narrow(0, 2 * rank, 2)}.to(rank_device());
+  auto ddp = std::make_shared<parallel::DistributedDataParallel>(on_rank_device(make()), world);
+  auto sharded = std::make_shared<parallel::ShardedDataParallel>(
+      on_rank_device(make()), world, parallel::ShardingOptions().stage(3).wrap_module_types({"BasicBlock"}));
+  REQUIRE(sharded->unit_names() == std::vector<std::string>{"", "layer1.0", "layer2.0", "layer3.0"});
+  optim::SGD ddp_opt(ddp->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  optim::SGD sharded_opt(sharded->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  for (int step = 0; step < 2; ++step) {
+    for (auto [model, optimizer] :
+         {std::pair<nn::Module*, optim::Optimizer*>{ddp.get(), &ddp_opt}, {sharded.get(), &sharded_opt}}) {
+      optimizer->zero_grad();
+      loss_of(*model, mine).backward();
+      optimizer->step();
+    }
+  }
+  require_same_as_ddp(*sharded, *ddp, 1e-5);
+  // A unit's parameters hold no bytes between uses: reading one outside the unit's call is an error.
+  auto& block = *sharded->module()->find_child("layer1")->children()[0];
+  REQUIRE_THROWS_WITH(block.forward(randn({2, 16, 8, 8}).to(rank_device())), Catch::Contains("was released"));
 }
 
 TEST_CASE("a parameter without a gradient is named; find_unused_parameters reduces zeros for it", "[sharded][unused]") {
@@ -300,5 +396,5 @@ TEST_CASE("state_dict is full and bare; load_state_dict puts each rank's rows in
   }
   REQUIRE_THROWS_WITH(
       parallel::ShardedDataParallel(on_rank_device(make_odd(1)), world, parallel::ShardingOptions().stage(4)),
-      Catch::Contains("stage must be 1") && Catch::Contains("got 4"));
+      Catch::Contains("stage must be 1") && Catch::Contains("or 3") && Catch::Contains("got 4"));
 }
