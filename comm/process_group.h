@@ -82,11 +82,11 @@ using WorkPtr = std::shared_ptr<Work>;
 // thread goes on computing (DDP's bucket all-reduces during backward): a backend starts them at
 // once. Outside one, a backend may leave a collective for the caller's wait() to run inline,
 // which is what a submit-then-wait caller wants. Scopes nest. The MPI backend posts an
-// all-reduce or a reduce_scatter_tensor submitted in a scope as a non-blocking MPI collective,
-// which MPI matches only with non-blocking ones: every rank must submit a given one inside a
-// scope, or every rank outside one (DDP's buckets, sharded data parallelism's gradient buckets
-// and Join's shadows all are inside; EMBER_DISTRIBUTED_DEBUG=1 names a rank that does not, as a
-// collective mismatch).
+// all-reduce, a reduce_scatter_tensor or an all_gather_into_tensor submitted in a scope as a
+// non-blocking MPI collective, which MPI matches only with non-blocking ones: every rank must
+// submit a given one inside a scope, or every rank outside one (DDP's buckets, sharded data
+// parallelism's gradient buckets and unit gathers, and Join's shadows all are inside;
+// EMBER_DISTRIBUTED_DEBUG=1 names a rank that does not, as a collective mismatch).
 class OverlapScope {
  public:
   OverlapScope();

@@ -67,7 +67,7 @@ void ShardedDataParallel::build_units() {
   for (size_t u = 0; u < units_.size(); ++u) {
     Unit& unit = units_[u];
     if (unit.module == nullptr) continue;
-    unit.pre_hook = unit.module->register_forward_pre_hook([this, u](nn::Module&) { gather_unit(u); });
+    unit.pre_hook = unit.module->register_forward_pre_hook([this, u](nn::Module&) { before_unit_forward(u); });
     unit.post_hook = unit.module->register_forward_hook(
         [this, u](nn::Module&, const std::vector<Tensor>& outputs) { after_unit_forward(u, outputs); });
   }
@@ -90,34 +90,87 @@ std::vector<std::string> ShardedDataParallel::unit_names() const {
   return names;
 }
 
-void ShardedDataParallel::gather_unit(size_t u) const {
-  const Unit& unit = units_[u];
-  bool all_there = true;
-  for (size_t i : unit.params) all_there = all_there && !params_[i].full.storage()->released();
-  if (all_there) return;
+bool ShardedDataParallel::unit_materialized(size_t u) const {
+  for (size_t i : units_[u].params)
+    if (params_[i].full.storage()->released()) return false;
+  return true;
+}
+
+void ShardedDataParallel::start_gather(size_t u, bool prefetch) const {
+  if (pending_[u].work != nullptr || unit_materialized(u)) return;
   NoGradGuard no_grad;
-  const Bucket& b = buckets_[unit.bucket];
+  const Bucket& b = buckets_[units_[u].bucket];
   TensorOptions options = TensorOptions(params_[b.params.front()].full.dtype()).device(device_);
   std::vector<Tensor> shards;
   for (size_t i : b.params) shards.push_back(params_[i].shard);
-  Tensor section = empty({b.layout.section_numel()}, options);
-  b.layout.pack_section(shards, section, group_->rank());
-  Tensor flat = empty({b.layout.flat_numel()}, options);
+  PendingGather& g = pending_[u];
+  g.section = empty({b.layout.section_numel()}, options);
+  b.layout.pack_section(shards, g.section, group_->rank());
+  g.flat = empty({b.layout.flat_numel()}, options);
+  // Every unit gather runs in an OverlapScope, prefetched or not, so that MPI matches them all
+  // as non-blocking collectives.
+  comm::OverlapScope overlap;
+  g.work = group_->all_gather_into_tensor(g.flat, g.section);
+  ++stats_.unit_gathers;
+  if (prefetch) ++stats_.prefetched;
+}
+
+void ShardedDataParallel::gather_unit(size_t u) const {
+  start_gather(u, false);
+  if (pending_[u].work == nullptr) return;  // in place already
+  PendingGather g = std::move(pending_[u]);
+  pending_[u] = PendingGather();
+  const Unit& unit = units_[u];
   try {
-    group_->all_gather_into_tensor(flat, section)->wait();
+    g.work->wait();
   } catch (const Error& e) {
     EMBER_FAIL(kWho, " (rank ", group_->rank(), " on ", device_, "): gathering unit '",
                unit.name.empty() ? "(root)" : unit.name, "' (parameter '", params_[unit.params.front()].name, "' and ",
                unit.params.size() - 1, " more) failed: ", e.what());
   }
+  NoGradGuard no_grad;
+  const Bucket& b = buckets_[unit.bucket];
   for (size_t k = 0; k < b.params.size(); ++k) {
     const Tensor& full = params_[b.params[k]].full;
     full.storage()->materialize();
-    b.layout.gather_full(k, flat, full);
+    b.layout.gather_full(k, g.flat, full);
   }
 }
 
+void ShardedDataParallel::prefetch_after(size_t u, int direction) const {
+  if (!options_.prefetch() || !order_known_) return;
+  auto at = std::find(forward_order_.begin(), forward_order_.end(), u);
+  if (at == forward_order_.end()) return;
+  const ptrdiff_t next = (at - forward_order_.begin()) + direction;
+  if (next < 0 || next >= static_cast<ptrdiff_t>(forward_order_.size())) return;
+  int in_flight = 0;
+  for (const PendingGather& g : pending_) in_flight += g.work != nullptr;
+  if (in_flight >= options_.limit_all_gathers()) return;
+  start_gather(forward_order_[next], true);
+}
+
+void ShardedDataParallel::drain_gathers() const {
+  // A prefetched unit the pass did not use: its gather still completes on every rank.
+  for (PendingGather& g : pending_)
+    if (g.work != nullptr) {
+      g.work->wait();
+      g = PendingGather();
+    }
+}
+
+void ShardedDataParallel::before_unit_forward(size_t u) {
+  if (!order_known_ && is_training() &&
+      std::find(forward_order_.begin(), forward_order_.end(), u) == forward_order_.end())
+    forward_order_.push_back(u);
+  gather_unit(u);
+  prefetch_after(u, +1);
+}
+
 void ShardedDataParallel::free_unit(size_t u) const {
+  if (pending_[u].work != nullptr) {
+    pending_[u].work->wait();
+    pending_[u] = PendingGather();
+  }
   for (size_t i : units_[u].params) params_[i].full.storage()->release_bytes();
 }
 
@@ -138,6 +191,7 @@ void ShardedDataParallel::after_unit_forward(size_t u, const std::vector<Tensor>
     if (out.defined() && out.requires_grad() && !out.is_leaf())
       out.register_hook([this, u](const Tensor&) {
         gather_unit(u);
+        prefetch_after(u, -1);
         return Tensor();
       });
 }

@@ -53,7 +53,12 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<nn::Module> module, std
     params_.push_back(std::move(param));
   }
   shards_from_full();
-  if (options_.stage() == 3) build_units();
+  if (options_.stage() == 3) {
+    EMBER_CHECK(options_.limit_all_gathers() >= 1, kWho, ": limit_all_gathers must be at least 1, got ",
+                options_.limit_all_gathers());
+    build_units();
+    pending_.resize(units_.size());
+  }
   build_buckets();
   ready_.assign(params_.size(), false);
   unused_.assign(params_.size(), false);
@@ -144,6 +149,8 @@ void ShardedDataParallel::build_buckets() {
 
 void ShardedDataParallel::pre_forward() {
   gather(false);
+  if (!forward_order_.empty()) order_known_ = true;
+  drain_gathers();
   for (size_t u = 0; u < units_.size(); ++u)
     if (units_[u].module == nullptr) gather_unit(u);  // the root unit: its parameters stay until backward
   if (is_training()) sync_buffers();
@@ -239,6 +246,7 @@ void ShardedDataParallel::finalize() {
                "ShardingOptions().find_unused_parameters(true), or make every parameter take part in the loss.");
   }
   launch_ready_buckets();
+  drain_gathers();
   const int rank = group_->rank();
   NoGradGuard no_grad;
   for (Bucket& b : buckets_) {
@@ -380,6 +388,8 @@ ShardedMemory ShardedDataParallel::memory() const {
   }
   for (const Bucket& b : buckets_)
     if (b.grad_input.defined()) m.gradient_buckets += b.grad_input.nbytes();
+  for (const PendingGather& g : pending_)
+    if (g.work != nullptr) m.gathers_in_flight += g.section.nbytes() + g.flat.nbytes();
   return m;
 }
 

@@ -57,6 +57,17 @@ struct ShardingOptions {
   EMBER_ARG(int64_t, wrap_min_params) = 0;
   // Stage 3: free a unit's gathered parameters after its forward (gathered again for backward).
   EMBER_ARG(bool, reshard_after_forward) = true;
+  // Stage 3: start the all-gather of the unit expected next before the current one computes (in
+  // forward the next unit in the order the first training forward called them, in backward the
+  // one before), with at most limit_all_gathers gathers started and not yet unpacked.
+  EMBER_ARG(bool, prefetch) = true;
+  EMBER_ARG(int, limit_all_gathers) = 2;
+};
+
+// Counts since construction (stage 3).
+struct ShardedStats {
+  int64_t unit_gathers = 0;  // all-gathers of a unit's parameters
+  int64_t prefetched = 0;    // of them, started ahead of the unit's use
 };
 
 // This rank's piece of one parameter: rows [row_begin, row_begin + local.size(0)) of the full
@@ -71,10 +82,11 @@ struct LocalShard {
 
 // Bytes this rank holds for the sharded state, counted from the tensors themselves.
 struct ShardedMemory {
-  int64_t full_parameters = 0;   // the module's full parameters
-  int64_t shards = 0;            // this rank's parameter shards
-  int64_t shard_grads = 0;       // their .grad
-  int64_t gradient_buckets = 0;  // full-size reduce-scatter inputs alive now
+  int64_t full_parameters = 0;    // the module's full parameters
+  int64_t shards = 0;             // this rank's parameter shards
+  int64_t shard_grads = 0;        // their .grad
+  int64_t gradient_buckets = 0;   // full-size reduce-scatter inputs alive now
+  int64_t gathers_in_flight = 0;  // stage 3: buffers of all-gathers started and not yet unpacked
 };
 
 class ShardedDataParallel : public nn::Module {
@@ -114,6 +126,7 @@ class ShardedDataParallel : public nn::Module {
   int stage() const { return options_.stage(); }
   const ShardingOptions& options() const { return options_; }
   ShardedMemory memory() const;
+  const ShardedStats& stats() const { return stats_; }
   size_t bucket_count() const { return buckets_.size(); }
   // How parameter `name` is split (its rows per rank).
   const DimZeroShard& shard_of(const std::string& name) const;
@@ -179,7 +192,16 @@ class ShardedDataParallel : public nn::Module {
   // Stage 3 (shard_units.cc).
   void build_units();
   std::vector<std::vector<size_t>> unit_buckets() const;
+  struct PendingGather {
+    comm::WorkPtr work;
+    Tensor section, flat;
+  };
+  bool unit_materialized(size_t u) const;
+  void start_gather(size_t u, bool prefetch) const;
   void gather_unit(size_t u) const;
+  void prefetch_after(size_t u, int direction) const;
+  void drain_gathers() const;
+  void before_unit_forward(size_t u);
   void free_unit(size_t u) const;
   void gather_all_units() const;
   void free_all_units() const;
@@ -192,6 +214,10 @@ class ShardedDataParallel : public nn::Module {
   std::vector<Param> params_;
   std::vector<Bucket> buckets_;
   std::vector<Unit> units_;
+  mutable std::vector<PendingGather> pending_;  // per unit
+  std::vector<size_t> forward_order_;           // units, as the first training forward called them
+  bool order_known_ = false;
+  mutable ShardedStats stats_;
   std::vector<bool> ready_;
   std::vector<bool> unused_;
   size_t next_bucket_ = 0;

@@ -211,6 +211,20 @@ WorkPtr MpiProcessGroup::all_gather_into_tensor(const Tensor& output, const Tens
   Staged out = stage(output, true, "all_gather_into_tensor");
   CollectiveInfo i = info(CollectiveKind::AllGatherIntoTensor, &input);
   int count = count_of(input, "all_gather_into_tensor");
+  if (OverlapScope::active()) {
+    // Fully sharded units gathered ahead of their use: posted, as all_reduce's are.
+    i.non_blocking = true;
+    return submit_posted(
+        i,
+        [this, in, out, count, i] {
+          MPI_Request request;
+          MPI_Datatype type = datatype_of(in.buffer.dtype());
+          int rc = MPI_Iallgather(in.data(), count, type, out.data(), count, type, comm_, &request);
+          if (rc != MPI_SUCCESS) fail_mpi(i, rc);
+          return request;
+        },
+        [out] { out.finish(); });
+  }
   return submit(i, [this, in, out, count, i] {
     MPI_Datatype type = datatype_of(in.buffer.dtype());
     int rc = MPI_Allgather(in.data(), count, type, out.data(), count, type, comm_);

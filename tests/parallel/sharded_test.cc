@@ -306,6 +306,40 @@ TEST_CASE("counted communication: stages 1 and 2 move what DDP moves, stage 3 1.
   }
 }
 
+TEST_CASE("stage 3 prefetches the next unit's gather in forward and backward; the steps are the same without",
+          "[sharded][stage3][prefetch]") {
+  auto world = comm::init();
+  auto make = [] {
+    manual_seed(13);
+    return nn::Sequential(nn::Flatten(), nn::Linear(36, 40), nn::ReLU(), nn::Linear(40, 30), nn::ReLU(),
+                          nn::Linear(30, 4))
+        .ptr();
+  };
+  Batch data = make_batch(4, 91).to(rank_device());
+  std::vector<NamedTensors> results;
+  for (bool prefetch : {true, false}) {
+    INFO("prefetch " << prefetch);
+    parallel::ShardedDataParallel sharded(on_rank_device(make()), world,
+                                          parallel::ShardingOptions().stage(3).prefetch(prefetch));
+    optim::SGD sgd(sharded.parameters(), optim::SGDOptions(0.1).momentum(0.9));
+    parallel::ShardedStats before;
+    for (int step = 0; step < 3; ++step) {
+      if (step == 2) before = sharded.stats();  // the order of the units is known from step 2 on
+      sgd.zero_grad();
+      loss_of(sharded, data).backward();
+      sgd.step();
+      REQUIRE(sharded.memory().gathers_in_flight == 0);
+    }
+    // Three units: each gathered for forward and again for backward; ahead of its use every one
+    // but the first of each pass.
+    REQUIRE(sharded.stats().unit_gathers - before.unit_gathers == 6);
+    REQUIRE(sharded.stats().prefetched - before.prefetched == (prefetch ? 4 : 0));
+    results.push_back(sharded.state_dict());
+  }
+  for (size_t i = 0; i < results[0].size(); ++i)
+    REQUIRE(same_values(results[0][i].second.to(Device(kCPU)), results[1][i].second.to(Device(kCPU))));
+}
+
 TEST_CASE("stage 3 with one unit per residual block trains a ResNet as DDP does", "[sharded][stage3][resnet]") {
   auto world = comm::init();
   const int rank = world->rank();
