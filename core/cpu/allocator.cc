@@ -2,9 +2,12 @@
 // more are kept on free lists by size class when released and handed out again, because each
 // fresh large block costs the kernel a page fault per 4 KB page (a 75 MB matmul output took longer
 // to fault in than to compute). The cache holds at most EMBER_CPU_CACHE_MB (default 2048) MB;
-// under AddressSanitizer it is off, so use-after-free stays detectable. Thread-safe.
+// under AddressSanitizer it is off, so use-after-free stays detectable. It counts the bytes it
+// hands out (and their peak), and can cap them (EMBER_CPU_MEMORY_LIMIT). Thread-safe.
+#include <atomic>
 #include <cstdlib>
 #include <map>
+#include <string>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -38,9 +41,72 @@ size_t cache_limit_bytes() {
   return megabytes << 20;
 }
 
+int64_t limit_from_environment() {
+  const char* env = std::getenv("EMBER_CPU_MEMORY_LIMIT");
+  if (env == nullptr || *env == '\0') return 0;
+  char* end = nullptr;
+  double value = std::strtod(env, &end);
+  int64_t scale = 1;
+  std::string suffix = end;
+  if (suffix == "K" || suffix == "k")
+    scale = int64_t(1) << 10;
+  else if (suffix == "M" || suffix == "m")
+    scale = int64_t(1) << 20;
+  else if (suffix == "G" || suffix == "g")
+    scale = int64_t(1) << 30;
+  else
+    EMBER_CHECK(suffix.empty(), "EMBER_CPU_MEMORY_LIMIT: expected bytes with an optional K, M or G suffix, got '", env,
+                "'");
+  EMBER_CHECK(value >= 0, "EMBER_CPU_MEMORY_LIMIT: expected a size of at least 0, got '", env, "'");
+  return static_cast<int64_t>(value * static_cast<double>(scale));
+}
+
 class CpuAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
+    count_allocation(nbytes);
+    try {
+      return take(nbytes);
+    } catch (...) {
+      allocated_ -= static_cast<int64_t>(nbytes);
+      throw;
+    }
+  }
+
+  void deallocate(void* ptr, size_t nbytes) override {
+    allocated_ -= static_cast<int64_t>(nbytes);
+    give_back(ptr, nbytes);
+  }
+
+  CpuMemoryStats stats() const { return {allocated_.load(), peak_.load(), cap_.load()}; }
+  void reset_peak() { peak_.store(allocated_.load()); }
+  void set_cap(int64_t bytes) { cap_.store(bytes); }
+
+  size_t release_cached() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const size_t released = cached_;
+    for (auto& [size, blocks] : free_)
+      for (void* ptr : blocks) std::free(ptr);
+    free_.clear();
+    cached_ = 0;
+    return released;
+  }
+
+ private:
+  void count_allocation(size_t nbytes) {
+    const int64_t now = allocated_.fetch_add(static_cast<int64_t>(nbytes)) + static_cast<int64_t>(nbytes);
+    const int64_t cap = cap_.load();
+    if (cap > 0 && now > cap) {
+      allocated_ -= static_cast<int64_t>(nbytes);
+      EMBER_FAIL("CPU allocator: out of memory: ", nbytes, " bytes requested with ", now - static_cast<int64_t>(nbytes),
+                 " in use would pass the limit of ", cap, " bytes (EMBER_CPU_MEMORY_LIMIT / set_cpu_memory_limit)");
+    }
+    int64_t peak = peak_.load();
+    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+    }
+  }
+
+  void* take(size_t nbytes) {
     size_t rounded = (nbytes + 63) & ~size_t(63);
     if (rounded >= kSmallestCached && limit_ > 0) {
       rounded = size_class(rounded);
@@ -58,7 +124,7 @@ class CpuAllocator final : public Allocator {
     return ptr;
   }
 
-  void deallocate(void* ptr, size_t nbytes) override {
+  void give_back(void* ptr, size_t nbytes) {
     size_t rounded = (nbytes + 63) & ~size_t(63);
     if (rounded >= kSmallestCached && limit_ > 0) {
       rounded = size_class(rounded);
@@ -72,18 +138,8 @@ class CpuAllocator final : public Allocator {
     std::free(ptr);
   }
 
-  size_t release_cached() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const size_t released = cached_;
-    for (auto& [size, blocks] : free_)
-      for (void* ptr : blocks) std::free(ptr);
-    free_.clear();
-    cached_ = 0;
-    return released;
-  }
-
- private:
   const size_t limit_ = cache_limit_bytes();
+  std::atomic<int64_t> allocated_{0}, peak_{0}, cap_{limit_from_environment()};
   std::mutex mutex_;
   std::map<size_t, std::vector<void*>> free_;
   size_t cached_ = 0;
@@ -99,5 +155,14 @@ CpuAllocator& allocator() {
 Allocator* cpu_allocator(int) { return &allocator(); }
 
 size_t release_cached_cpu_memory() { return allocator().release_cached(); }
+
+CpuMemoryStats cpu_memory_stats() { return allocator().stats(); }
+
+void reset_cpu_peak_memory() { allocator().reset_peak(); }
+
+void set_cpu_memory_limit(int64_t bytes) {
+  EMBER_CHECK(bytes >= 0, "set_cpu_memory_limit: expected a limit of at least 0 bytes, got ", bytes);
+  allocator().set_cap(bytes);
+}
 
 }  // namespace ember::cpu

@@ -61,3 +61,23 @@ TEST_CASE("a storage releases its bytes and materializes them again; tensors on 
   auto wrapped = std::make_shared<StorageImpl>(outside, sizeof(outside), Device(kCPU), nullptr);
   REQUIRE_THROWS_WITH(wrapped->release_bytes(), Catch::Contains("only storage from an allocator"));
 }
+
+TEST_CASE("the CPU allocator counts its bytes and their peak, and a limit raises instead of allocating",
+          "[allocator][limit]") {
+  cpu::reset_cpu_peak_memory();
+  const int64_t base = cpu::cpu_memory_stats().allocated_bytes;
+  {
+    Tensor big = empty({1 << 20});  // 4 MiB
+    REQUIRE(cpu::cpu_memory_stats().allocated_bytes - base >= 4 << 20);
+  }
+  REQUIRE(cpu::cpu_memory_stats().allocated_bytes == base);
+  REQUIRE(cpu::cpu_memory_stats().peak_allocated_bytes - base >= 4 << 20);
+  cpu::set_cpu_memory_limit(base + (1 << 20));
+  REQUIRE_THROWS_WITH(empty({1 << 20}), Catch::Contains("out of memory") &&
+                                            Catch::Contains("4194304 bytes requested") &&
+                                            Catch::Contains("EMBER_CPU_MEMORY_LIMIT"));
+  REQUIRE(cpu::cpu_memory_stats().allocated_bytes == base);  // the refused request is not counted
+  Tensor small = empty({1000});                              // under the limit still works
+  cpu::set_cpu_memory_limit(0);
+  REQUIRE_THROWS_WITH(cpu::set_cpu_memory_limit(-1), Catch::Contains("at least 0"));
+}
