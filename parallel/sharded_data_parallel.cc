@@ -226,10 +226,37 @@ void ShardedDataParallel::launch_ready_buckets() {
       op = comm::ReduceOp::Sum;
     }
     b.grad_output = empty({b.layout.section_numel()}, TensorOptions(b.wire).device(device_));
-    comm::OverlapScope overlap;  // backward goes on while this bucket reduces
-    b.work = group_->reduce_scatter_tensor(b.grad_output, b.grad_input, op);
+    {
+      comm::OverlapScope overlap;  // backward goes on while this bucket reduces
+      b.work = group_->reduce_scatter_tensor(b.grad_output, b.grad_input, op);
+    }
     ++next_bucket_;
+    // Stages 2 and 3 keep gradients sharded while backward still runs: finished buckets hand over
+    // their rows at once, and at most kBucketsInFlight full-size buckets wait for their reduce-scatter.
+    constexpr size_t kBucketsInFlight = 2;
+    while (options_.stage() >= 2 && next_harvest_ < next_bucket_ &&
+           (next_bucket_ - next_harvest_ > kBucketsInFlight || buckets_[next_harvest_].work->is_completed()))
+      harvest(next_harvest_++);
   }
+}
+
+void ShardedDataParallel::harvest(size_t index) {
+  Bucket& b = buckets_[index];
+  b.work->wait();
+  NoGradGuard no_grad;
+  const int rank = group_->rank();
+  for (size_t k = 0; k < b.params.size(); ++k) {
+    Param& p = params_[b.params[k]];
+    Tensor part = b.layout.shard_in_section(k, b.grad_output, rank);
+    Tensor& grad = p.shard.mutable_grad();
+    if (grad.defined())
+      grad.add_(part.to(grad.dtype()));
+    else
+      grad = part.dtype() == p.shard.dtype() ? ember::clone(part, /*contiguous=*/true) : part.to(p.shard.dtype());
+  }
+  b.grad_output = Tensor();
+  b.work = nullptr;
+  if (options_.stage() >= 2) b.grad_input = Tensor();
 }
 
 void ShardedDataParallel::finalize() {
@@ -247,23 +274,7 @@ void ShardedDataParallel::finalize() {
   }
   launch_ready_buckets();
   drain_gathers();
-  const int rank = group_->rank();
-  NoGradGuard no_grad;
-  for (Bucket& b : buckets_) {
-    b.work->wait();
-    for (size_t k = 0; k < b.params.size(); ++k) {
-      Param& p = params_[b.params[k]];
-      Tensor part = b.layout.shard_in_section(k, b.grad_output, rank);
-      Tensor& grad = p.shard.mutable_grad();
-      if (grad.defined())
-        grad.add_(part.to(grad.dtype()));
-      else
-        grad = part.dtype() == p.shard.dtype() ? ember::clone(part, /*contiguous=*/true) : part.to(p.shard.dtype());
-    }
-    b.grad_output = Tensor();
-    b.work = nullptr;
-    if (options_.stage() >= 2) b.grad_input = Tensor();
-  }
+  while (next_harvest_ < buckets_.size()) harvest(next_harvest_++);
   stale_ = true;
   reset_iteration();
 }
@@ -275,6 +286,7 @@ void ShardedDataParallel::reset_iteration() {
     b.ready = false;
   }
   next_bucket_ = 0;
+  next_harvest_ = 0;
   in_backward_ = false;
 }
 

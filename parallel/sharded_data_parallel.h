@@ -185,6 +185,8 @@ class ShardedDataParallel : public nn::Module {
   void build_buckets();
   void mark_grad_ready(size_t index);
   void launch_ready_buckets();
+  // Bucket `index`'s reduce-scatter waited for and its rows added into the shards' .grad.
+  void harvest(size_t index);
   void finalize();
   void reset_iteration();
   void gather(bool force) const;
@@ -221,6 +223,7 @@ class ShardedDataParallel : public nn::Module {
   std::vector<bool> ready_;
   std::vector<bool> unused_;
   size_t next_bucket_ = 0;
+  size_t next_harvest_ = 0;
   bool sync_ = true;
   bool in_backward_ = false;
   mutable bool stale_ = false;  // shards changed since the full parameters were gathered
