@@ -10,13 +10,23 @@ void sync_grad_scaler(amp::GradScaler& scaler, std::shared_ptr<comm::ProcessGrou
       [group](Tensor& found_inf) { group->all_reduce(found_inf, comm::ReduceOp::Max)->wait(); });
 }
 
-void sync_grad_scaler(amp::GradScaler& scaler, const DistributedDataParallel& ddp) {
-  std::shared_ptr<comm::ProcessGroup> group = ddp.process_group();
-  const Device device = ddp.device();
+namespace {
+
+void sync_on_device(amp::GradScaler& scaler, std::shared_ptr<comm::ProcessGroup> group, Device device) {
   scaler.set_found_inf_reducer([group, device](Tensor& found_inf) {
     if (found_inf.device() != device) found_inf = found_inf.to(device);
     group->all_reduce(found_inf, comm::ReduceOp::Max)->wait();
   });
+}
+
+}  // namespace
+
+void sync_grad_scaler(amp::GradScaler& scaler, const DistributedDataParallel& ddp) {
+  sync_on_device(scaler, ddp.process_group(), ddp.device());
+}
+
+void sync_grad_scaler(amp::GradScaler& scaler, const ShardedDataParallel& sharded) {
+  sync_on_device(scaler, sharded.process_group(), sharded.device());
 }
 
 }  // namespace ember::parallel

@@ -15,6 +15,7 @@
 #include "comm/process_group.h"
 #include "nn/amp/grad_scaler.h"
 #include "parallel/ddp.h"
+#include "parallel/sharded_data_parallel.h"
 
 namespace ember::parallel {
 
@@ -23,5 +24,8 @@ namespace ember::parallel {
 void sync_grad_scaler(amp::GradScaler& scaler, std::shared_ptr<comm::ProcessGroup> group);
 // Over DDP's process group, on DDP's device (a flag elsewhere is moved there first).
 void sync_grad_scaler(amp::GradScaler& scaler, const DistributedDataParallel& ddp);
+// The same for sharded data parallelism, where it is never optional: each rank unscales only its
+// own rows, so an overflow shows on the rank that owns the rows it landed in.
+void sync_grad_scaler(amp::GradScaler& scaler, const ShardedDataParallel& sharded);
 
 }  // namespace ember::parallel

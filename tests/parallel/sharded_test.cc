@@ -10,9 +10,11 @@
 #include "comm/init.h"
 #include "core/ember_core.h"
 #include "nn/nn.h"
+#include "core/autocast.h"
 #include "models/resnet.h"
 #include "nn/optim/optim.h"
 #include "parallel/ddp.h"
+#include "parallel/grad_scaler_sync.h"
 #include "parallel/sharded_data_parallel.h"
 #include "tests/parallel/ddp_helpers.h"
 
@@ -369,6 +371,59 @@ TEST_CASE("stage 3 with one unit per residual block trains a ResNet as DDP does"
   // A unit's parameters hold no bytes between uses: reading one outside the unit's call is an error.
   auto& block = *sharded->module()->find_child("layer1")->children()[0];
   REQUIRE_THROWS_WITH(block.forward(randn({2, 16, 8, 8}).to(rank_device())), Catch::Contains("was released"));
+}
+
+TEST_CASE("a GradScaler bound to the shards skips on every rank when one rank's rows overflow; autocast as DDP's",
+          "[sharded][amp]") {
+  auto world = comm::init();
+  const int rank = world->rank();
+  Batch data = make_batch(4 * world->size(), 101);
+  Batch mine = Batch{data.x.narrow(0, 4 * rank, 4), data.y.narrow(0, 4 * rank, 4)}.to(rank_device());
+  for (int stage : {2, 3}) {
+    INFO("stage " << stage);
+    auto sharded = std::make_shared<parallel::ShardedDataParallel>(on_rank_device(make_odd(2)), world,
+                                                                   parallel::ShardingOptions().stage(stage));
+    optim::SGD sgd(sharded->parameters(), optim::SGDOptions(0.1));
+    amp::GradScaler scaler;
+    parallel::sync_grad_scaler(scaler, *sharded);
+    scaler.scale(loss_of(*sharded, mine)).backward();
+    // An overflow in rows only the last rank owns: the other ranks' shards are all finite.
+    auto pieces = sharded->local_shards();
+    if (rank == world->size() - 1) {
+      NoGradGuard no_grad;
+      for (auto& piece : pieces)
+        if (piece.name == "fc1.weight") piece.local.mutable_grad().narrow(0, 0, 1).fill_(INFINITY);
+    }
+    std::vector<Tensor> before;
+    for (const Tensor& p : sharded->parameters()) before.push_back(p.clone());
+    REQUIRE_FALSE(scaler.step(sgd));
+    scaler.update();
+    REQUIRE(scaler.get_scale() == 32768.0f);
+    for (size_t i = 0; i < before.size(); ++i)
+      REQUIRE(same_values(sharded->parameters()[i].to(Device(kCPU)), before[i].to(Device(kCPU))));
+  }
+  // bf16 autocast (CPU ranks) or fp16 (GPU ranks): stage 3 takes DDP's steps within 16-bit rounding.
+  const bool cuda = rank_device().is_cuda();
+  auto ddp = std::make_shared<parallel::DistributedDataParallel>(on_rank_device(make_odd(4)), world);
+  auto sharded = std::make_shared<parallel::ShardedDataParallel>(on_rank_device(make_odd(4)), world,
+                                                                 parallel::ShardingOptions().stage(3));
+  optim::SGD ddp_opt(ddp->parameters(), optim::SGDOptions(0.05));
+  optim::SGD sharded_opt(sharded->parameters(), optim::SGDOptions(0.05));
+  for (int step = 0; step < 2; ++step) {
+    for (auto [model, optimizer] :
+         {std::pair<nn::Module*, optim::Optimizer*>{ddp.get(), &ddp_opt}, {sharded.get(), &sharded_opt}}) {
+      optimizer->zero_grad();
+      Tensor loss;
+      {
+        AutocastGuard autocast(cuda ? kCUDA : kCPU, cuda ? kFloat16 : kBFloat16);
+        loss = loss_of(*model, mine);
+      }
+      loss.backward();
+      optimizer->step();
+    }
+  }
+  for (const Tensor& p : sharded->parameters()) REQUIRE(p.dtype() == kFloat32);
+  require_same_as_ddp(*sharded, *ddp, 2e-2);
 }
 
 TEST_CASE("a parameter without a gradient is named; find_unused_parameters reduces zeros for it", "[sharded][unused]") {
