@@ -8,24 +8,33 @@
 #   ddp_rank_death_test.sh RUNNER BINARY stall nccl                 rank 1 stays alive but stops
 #     issuing collectives: the collective timeout ends rank 0
 # BACKEND is mpi (default) or nccl (the binary built for emulated GPUs, run with EMBER_BACKEND=nccl).
+# WRAPPER (a fifth argument) is ddp (default), stage2 (ShardedDataParallel: the survivor is in a
+# gradient reduce-scatter) or stage3 (in a unit's all-gather).
 # Each rank's stderr goes to its own file, so the check sees what rank 0 wrote even where mpirun
 # drops a dying job's output.
 set -uo pipefail
 runner="$1"; binary="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"; mode="$3"; backend="${4:-mpi}"
+wrapper="${5:-ddp}"
 work="$(mktemp -d "${TEST_TMPDIR:-/tmp}/ddp_death.XXXXXX")"
 # The timeout mode's wrapper outlives the rank to record its exit status: with --enable-recovery
 # mpirun exits 0 even after a rank called MPI_Abort. (mpirun's SIGTERM must reach the rank itself,
 # hence the exec in the other mode.)
 if [ "$mode" = timeout ]; then
-  printf '#!/bin/sh\n"%s" 2> "%s/rank$OMPI_COMM_WORLD_RANK.err"\necho $? > "%s/rank$OMPI_COMM_WORLD_RANK.status"\n' \
-    "$binary" "$work" "$work" > "$work/rank.sh"
+  printf '#!/bin/sh\n"%s" %s %s 2> "%s/rank$OMPI_COMM_WORLD_RANK.err"\necho $? > "%s/rank$OMPI_COMM_WORLD_RANK.status"\n' \
+    "$binary" "$mode" "$wrapper" "$work" "$work" > "$work/rank.sh"
 else
-  printf '#!/bin/sh\nexec "%s" %s 2> "%s/rank$OMPI_COMM_WORLD_RANK.err"\n' "$binary" "$mode" "$work" > "$work/rank.sh"
+  printf '#!/bin/sh\nexec "%s" %s %s 2> "%s/rank$OMPI_COMM_WORLD_RANK.err"\n' "$binary" "$mode" "$wrapper" "$work" \
+    > "$work/rank.sh"
 fi
 chmod +x "$work/rank.sh"
 # The bucket all-reduce, as each backend describes it (MPI posts it non-blocking inside DDP's
 # OverlapScope; NCCL queues every collective on its stream).
-collective='all_reduce #[0-9]+ \((avg|sum)\) on WORLD, float32 \[[0-9]+\]'
+case "$wrapper" in
+  ddp) collective='all_reduce #[0-9]+ \((avg|sum)\) on WORLD, float32 \[[0-9]+\]' ;;
+  stage2) collective='reduce_scatter_tensor #[0-9]+ \((avg|sum)\) on WORLD, float32 \[[0-9]+\]' ;;
+  stage3) collective='all_gather_into_tensor #[0-9]+ on WORLD, float32 \[[0-9]+\]' ;;
+  *) echo "unknown wrapper $wrapper"; exit 2 ;;
+esac
 [ "$backend" = mpi ] && collective="$collective"', non-blocking \(inside an OverlapScope\)'
 timed_out=' did not complete within 5.0 s \(EMBER_COLLECTIVE_TIMEOUT\)'
 min_elapsed=0
