@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <unordered_map>
 
 #include "autograd/engine.h"
 #include "core/factory.h"
@@ -53,6 +54,12 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<nn::Module> module, std
     params_.push_back(std::move(param));
   }
   shards_from_full();
+  if (options_.param_dtype()) {
+    EMBER_CHECK(is_floating(*options_.param_dtype()), kWho, ": param_dtype must be floating, got ",
+                dtype_name(*options_.param_dtype()));
+    NoGradGuard no_grad;
+    for (Param& p : params_) p.full.set_data(p.full.detach().to(*options_.param_dtype()));
+  }
   if (options_.stage() == 3) {
     EMBER_CHECK(options_.limit_all_gathers() >= 1, kWho, ": limit_all_gathers must be at least 1, got ",
                 options_.limit_all_gathers());
@@ -360,23 +367,63 @@ std::vector<std::pair<std::string, Tensor>> ShardedDataParallel::named_buffers(b
 }
 
 NamedTensors ShardedDataParallel::state_dict() const {
-  if (options_.stage() != 3) {
-    gather(false);
-    return module_->state_dict();
+  // Parameters from the shards, one all-gather per bucket, so the values are the optimizer's own
+  // (not the gathered copies, which param_dtype may have rounded) and stage 3 gathers no unit.
+  NoGradGuard no_grad;
+  const int rank = group_->rank();
+  std::unordered_map<std::string, Tensor> gathered;
+  for (const Bucket& b : buckets_) {
+    TensorOptions options = TensorOptions(params_[b.params.front()].shard.dtype()).device(device_);
+    std::vector<Tensor> shards;
+    for (size_t i : b.params) shards.push_back(params_[i].shard);
+    Tensor section = empty({b.layout.section_numel()}, options);
+    b.layout.pack_section(shards, section, rank);
+    Tensor flat = empty({b.layout.flat_numel()}, options);
+    group_->all_gather_into_tensor(flat, section)->wait();
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const Param& p = params_[b.params[k]];
+      Tensor value = empty(p.full.sizes(), options);
+      b.layout.gather_full(k, flat, value);
+      gathered.emplace(p.name, value);
+    }
   }
-  // Stage 3 frees the gathered parameters again: the entries must own their bytes.
-  gather_all_units();
   NamedTensors state = module_->state_dict();
-  for (auto& [name, t] : state) t = ember::clone(t);
-  free_all_units();
+  for (auto& [name, t] : state)
+    if (auto found = gathered.find(name); found != gathered.end()) t = found->second;
   return state;
 }
 
 nn::LoadResult ShardedDataParallel::load_state_dict(const NamedTensors& state, bool strict) {
-  if (options_.stage() == 3) gather_all_units();
-  nn::LoadResult result = module_->load_state_dict(state, strict);
-  shards_from_full();
-  stale_ = false;
+  // The module checks names and shapes and takes the buffers; stage 3's parameters get bytes to
+  // be written into and are freed again (the next forward gathers them from the shards).
+  if (options_.stage() == 3)
+    for (Param& p : params_) p.full.storage()->materialize();
+  std::unordered_map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : state) by_name.emplace(name, &t);
+  nn::LoadResult result;
+  if (options_.param_dtype()) {
+    // The module holds the parameters in param_dtype; its check must not see the shards' dtype
+    // as a mismatch.
+    std::unordered_map<std::string, bool> sharded;
+    for (const Param& p : params_) sharded[p.name] = true;
+    NamedTensors cast = state;
+    for (auto& [name, t] : cast)
+      if (sharded.count(name) && is_floating(t.dtype())) t = t.to(*options_.param_dtype());
+    result = module_->load_state_dict(cast, strict);
+  } else {
+    result = module_->load_state_dict(state, strict);
+  }
+  NoGradGuard no_grad;
+  const int rank = group_->rank();
+  for (Param& p : params_) {
+    auto found = by_name.find(p.name);
+    if (found == by_name.end()) continue;
+    const DimZeroShard s = DimZeroShard::of(p.full.sizes(), group_->size());
+    Tensor rows = found->second->reshape({s.rows, s.row_numel}).narrow(0, s.begin(rank), s.rows_of(rank));
+    copy_into(p.shard, rows.reshape(s.shard_shape(rank)));
+    p.shard.bump_version();
+  }
+  stale_ = true;
   if (options_.stage() == 3) free_all_units();
   return result;
 }

@@ -48,6 +48,10 @@ struct ShardingOptions {
   // Gradients travel in this dtype (divided by the group size first, so a 16-bit sum keeps its
   // range) and land in the shards' dtype; unset: the parameters' own.
   EMBER_ARG(std::optional<DType>, reduce_dtype) = std::nullopt;
+  // The module's gathered parameters (so its forward and backward) in this dtype, e.g. bf16;
+  // the shards, the optimizer and state dicts keep the parameters' own dtype. Gradients then
+  // travel in this dtype unless reduce_dtype says otherwise.
+  EMBER_ARG(std::optional<DType>, param_dtype) = std::nullopt;
   // Stage 3's units: the modules whose type_name() is listed here; else, with wrap_min_params > 0,
   // each module whose parameters not yet in a unit number at least that many (its children
   // decided first); else each child of the wrapped module. The wrapped module's other parameters
@@ -112,10 +116,11 @@ class ShardedDataParallel : public nn::Module {
   // This rank's shards (leaf tensors, what the optimizer steps), under the module's names.
   std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const override;
   std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const override;
-  // Full tensors under the wrapped module's keys (a bare model loads them): gathers first, so
-  // every rank must call it.
+  // Full tensors under the wrapped module's keys (a bare model loads them), the parameters
+  // gathered from the shards in the shards' dtype: every rank must call it.
   NamedTensors state_dict() const override;
-  // Full tensors: into the module, and this rank's rows into the shards.
+  // Full tensors: this rank's rows into the shards, buffers into the module (names and shapes
+  // checked as a bare model's load checks them).
   nn::LoadResult load_state_dict(const NamedTensors& state, bool strict = true) override;
   void train(bool on = true) override;
   std::string extra_repr() const override;

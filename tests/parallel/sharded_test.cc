@@ -426,6 +426,52 @@ TEST_CASE("a GradScaler bound to the shards skips on every rank when one rank's 
   require_same_as_ddp(*sharded, *ddp, 2e-2);
 }
 
+TEST_CASE("param_dtype bf16: gathered parameters compute in bf16; shards, optimizer and state dicts stay float32",
+          "[sharded][param_dtype]") {
+  auto world = comm::init();
+  const int rank = world->rank();
+  Batch data = make_batch(4 * world->size(), 111);
+  Batch mine = Batch{data.x.narrow(0, 4 * rank, 4), data.y.narrow(0, 4 * rank, 4)}.to(rank_device());
+  auto make = [] {
+    manual_seed(15);
+    return nn::Sequential(nn::Flatten(), nn::Linear(36, 23), nn::ReLU(), nn::Linear(23, 4)).ptr();
+  };
+  for (int stage : {2, 3}) {
+    INFO("stage " << stage);
+    auto ddp = std::make_shared<parallel::DistributedDataParallel>(on_rank_device(make()), world);
+    auto sharded = std::make_shared<parallel::ShardedDataParallel>(
+        on_rank_device(make()), world, parallel::ShardingOptions().stage(stage).param_dtype(kBFloat16));
+    for (const Tensor& p : sharded->module()->parameters()) REQUIRE(p.dtype() == kBFloat16);
+    for (const Tensor& p : sharded->parameters()) REQUIRE(p.dtype() == kFloat32);
+    optim::SGD ddp_opt(ddp->parameters(), optim::SGDOptions(0.1));
+    optim::SGD sharded_opt(sharded->parameters(), optim::SGDOptions(0.1));
+    for (int step = 0; step < 2; ++step) {
+      for (auto [model, optimizer] :
+           {std::pair<nn::Module*, optim::Optimizer*>{ddp.get(), &ddp_opt}, {sharded.get(), &sharded_opt}}) {
+        optimizer->zero_grad();
+        Tensor logits = model->forward(mine.x.to(model == sharded.get() ? kBFloat16 : kFloat32));
+        cross_entropy(logits.to(kFloat32), mine.y).backward();
+        optimizer->step();
+      }
+    }
+    // Each parameter's change over the two steps within bf16's rounding of DDP's float32 change.
+    NamedTensors state = sharded->state_dict(), reference = ddp->state_dict(), start = make()->state_dict();
+    for (size_t i = 0; i < state.size(); ++i) {
+      INFO(state[i].first);
+      REQUIRE(state[i].second.dtype() == kFloat32);
+      Tensor moved = state[i].second.to(Device(kCPU)) - start[i].second,
+             expected = reference[i].second.to(Device(kCPU)) - start[i].second;
+      REQUIRE(expected.abs().amax().item<double>() > 1e-4);
+      REQUIRE((moved - expected).abs().amax().item<double>() <= 0.05 * expected.abs().amax().item<double>());
+    }
+    // A float32 state loads into the shards without passing through bf16.
+    sharded->load_state_dict(ddp->state_dict());
+    NamedTensors loaded = sharded->state_dict(), expected = ddp->state_dict();
+    for (size_t i = 0; i < loaded.size(); ++i)
+      REQUIRE(same_values(loaded[i].second.to(Device(kCPU)), expected[i].second.to(Device(kCPU))));
+  }
+}
+
 TEST_CASE("a parameter without a gradient is named; find_unused_parameters reduces zeros for it", "[sharded][unused]") {
   auto world = comm::init();
   Batch data = make_batch(8, 41).rank_shard(world->rank(), world->size());
