@@ -178,12 +178,25 @@ void ShardedDataParallel::gather_all_units() const {
   for (size_t u = 0; u < units_.size(); ++u) gather_unit(u);
 }
 
+ShardedDataParallel::FullParameters::FullParameters(ShardedDataParallel& owner)
+    : owner_(owner), previous_(owner.hold_full_) {
+  owner_.gather(false);
+  owner_.drain_gathers();
+  owner_.gather_all_units();
+  owner_.hold_full_ = true;
+}
+
+ShardedDataParallel::FullParameters::~FullParameters() {
+  owner_.hold_full_ = previous_;
+  if (!previous_) owner_.free_all_units();
+}
+
 void ShardedDataParallel::free_all_units() const {
   for (size_t u = 0; u < units_.size(); ++u) free_unit(u);
 }
 
 void ShardedDataParallel::after_unit_forward(size_t u, const std::vector<Tensor>& outputs) {
-  if (options_.reshard_after_forward()) free_unit(u);
+  if (options_.reshard_after_forward() && !hold_full_) free_unit(u);
   if (!GradMode::is_enabled()) return;
   // Backward reaches the unit through its outputs' gradients: gather it again there (once; the
   // gather is a no-op while the parameters are in place).

@@ -214,7 +214,7 @@ void ShardedDataParallel::mark_grad_ready(size_t index) {
     // The shard's .grad receives this rank's part; the full gradient is not kept.
     p.full.mutable_grad() = Tensor();
     // Stage 3: every node that reads the parameter has run before its gradient is final.
-    if (options_.stage() == 3) p.full.storage()->release_bytes();
+    if (options_.stage() == 3 && !hold_full_) p.full.storage()->release_bytes();
   }
   if (--b.pending == 0) {
     b.ready = true;

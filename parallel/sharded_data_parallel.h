@@ -158,6 +158,22 @@ class ShardedDataParallel : public nn::Module {
   };
   NoSync no_sync() { return NoSync(*this); }
 
+  // The full parameters gathered once and kept while the scope lives (stage 3 frees them when it
+  // ends; stages 1 and 2 keep them anyway), so forwards inside run no collective and ranks may
+  // evaluate different numbers of batches. Entering is collective. As FSDP's summon_full_params.
+  class FullParameters {
+   public:
+    explicit FullParameters(ShardedDataParallel& owner);
+    ~FullParameters();
+    FullParameters(const FullParameters&) = delete;
+    FullParameters& operator=(const FullParameters&) = delete;
+
+   private:
+    ShardedDataParallel& owner_;
+    bool previous_;
+  };
+  FullParameters full_parameters() { return FullParameters(*this); }
+
  private:
   struct Param {
     std::string name;
@@ -224,6 +240,7 @@ class ShardedDataParallel : public nn::Module {
   mutable std::vector<PendingGather> pending_;  // per unit
   std::vector<size_t> forward_order_;           // units, as the first training forward called them
   bool order_known_ = false;
+  bool hold_full_ = false;  // inside a FullParameters scope
   mutable ShardedStats stats_;
   std::vector<bool> ready_;
   std::vector<bool> unused_;

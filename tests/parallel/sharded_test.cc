@@ -472,6 +472,27 @@ TEST_CASE("param_dtype bf16: gathered parameters compute in bf16; shards, optimi
   }
 }
 
+TEST_CASE("inside full_parameters() forwards run no collective: ranks evaluate different numbers of batches",
+          "[sharded][stage3][full_parameters]") {
+  auto world = comm::init();
+  const int rank = world->rank();
+  auto sharded = std::make_shared<parallel::ShardedDataParallel>(on_rank_device(make_odd(21)), world,
+                                                                 parallel::ShardingOptions().stage(3));
+  auto bare = on_rank_device(make_odd(21));
+  sharded->eval();
+  bare->eval();
+  Batch data = make_batch(6, 121).to(rank_device());
+  {
+    auto full = sharded->full_parameters();
+    REQUIRE(sharded->memory().full_parameters > 0);
+    for (int batch = 0; batch <= rank; ++batch) {  // rank r evaluates r + 1 batches
+      NoGradGuard no_grad;
+      require_close(sharded->forward(data.x).to(Device(kCPU)), bare->forward(data.x).to(Device(kCPU)), 1e-6, "logits");
+    }
+  }
+  REQUIRE(sharded->memory().full_parameters == 0);  // freed when the scope ends
+}
+
 TEST_CASE("a parameter without a gradient is named; find_unused_parameters reduces zeros for it", "[sharded][unused]") {
   auto world = comm::init();
   Batch data = make_batch(8, 41).rank_shard(world->rank(), world->size());
