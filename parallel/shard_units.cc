@@ -98,19 +98,11 @@ bool ShardedDataParallel::unit_materialized(size_t u) const {
 
 void ShardedDataParallel::start_gather(size_t u, bool prefetch) const {
   if (pending_[u].work != nullptr || unit_materialized(u)) return;
-  NoGradGuard no_grad;
   const Bucket& b = buckets_[units_[u].bucket];
-  TensorOptions options = TensorOptions(params_[b.params.front()].full.dtype()).device(device_);
-  std::vector<Tensor> shards;
-  for (size_t i : b.params) shards.push_back(params_[i].shard);
-  PendingGather& g = pending_[u];
-  g.section = empty({b.layout.section_numel()}, options);
-  b.layout.pack_section(shards, g.section, group_->rank());
-  g.flat = empty({b.layout.flat_numel()}, options);
   // Every unit gather runs in an OverlapScope, prefetched or not, so that MPI matches them all
   // as non-blocking collectives.
   comm::OverlapScope overlap;
-  g.work = group_->all_gather_into_tensor(g.flat, g.section);
+  pending_[u] = start_bucket_gather(b, params_[b.params.front()].full.dtype());
   ++stats_.unit_gathers;
   if (prefetch) ++stats_.prefetched;
 }

@@ -299,27 +299,30 @@ void ShardedDataParallel::reset_iteration() {
 
 void ShardedDataParallel::gather_parameters() { gather(false); }
 
+ShardedDataParallel::PendingGather ShardedDataParallel::start_bucket_gather(const Bucket& b, DType dtype) const {
+  NoGradGuard no_grad;
+  TensorOptions options = TensorOptions(dtype).device(device_);
+  std::vector<Tensor> shards;
+  for (size_t i : b.params) shards.push_back(params_[i].shard);
+  PendingGather g;
+  g.section = empty({b.layout.section_numel()}, options);
+  b.layout.pack_section(shards, g.section, group_->rank());
+  g.flat = empty({b.layout.flat_numel()}, options);
+  g.work = group_->all_gather_into_tensor(g.flat, g.section);
+  return g;
+}
+
 void ShardedDataParallel::gather(bool force) const {
   if (options_.stage() == 3 || (!stale_ && !force)) return;
   NoGradGuard no_grad;
-  const int rank = group_->rank();
-  std::vector<Tensor> sections, flats;
-  std::vector<comm::WorkPtr> works;
-  for (const Bucket& b : buckets_) {
-    TensorOptions options = TensorOptions(params_[b.params.front()].full.dtype()).device(device_);
-    std::vector<Tensor> shards;
-    for (size_t i : b.params) shards.push_back(params_[i].shard);
-    sections.push_back(empty({b.layout.section_numel()}, options));
-    b.layout.pack_section(shards, sections.back(), rank);
-    flats.push_back(empty({b.layout.flat_numel()}, options));
-    works.push_back(group_->all_gather_into_tensor(flats.back(), sections.back()));
-  }
+  std::vector<PendingGather> gathers;
+  for (const Bucket& b : buckets_) gathers.push_back(start_bucket_gather(b, params_[b.params.front()].full.dtype()));
   for (size_t n = 0; n < buckets_.size(); ++n) {
-    works[n]->wait();
+    gathers[n].work->wait();
     const Bucket& b = buckets_[n];
     for (size_t k = 0; k < b.params.size(); ++k) {
       const Tensor& full = params_[b.params[k]].full;
-      b.layout.gather_full(k, flats[n], full);
+      b.layout.gather_full(k, gathers[n].flat, full);
       full.bump_version();
     }
   }
@@ -370,20 +373,14 @@ NamedTensors ShardedDataParallel::state_dict() const {
   // Parameters from the shards, one all-gather per bucket, so the values are the optimizer's own
   // (not the gathered copies, which param_dtype may have rounded) and stage 3 gathers no unit.
   NoGradGuard no_grad;
-  const int rank = group_->rank();
   std::unordered_map<std::string, Tensor> gathered;
   for (const Bucket& b : buckets_) {
-    TensorOptions options = TensorOptions(params_[b.params.front()].shard.dtype()).device(device_);
-    std::vector<Tensor> shards;
-    for (size_t i : b.params) shards.push_back(params_[i].shard);
-    Tensor section = empty({b.layout.section_numel()}, options);
-    b.layout.pack_section(shards, section, rank);
-    Tensor flat = empty({b.layout.flat_numel()}, options);
-    group_->all_gather_into_tensor(flat, section)->wait();
+    PendingGather g = start_bucket_gather(b, params_[b.params.front()].shard.dtype());
+    g.work->wait();
     for (size_t k = 0; k < b.params.size(); ++k) {
       const Param& p = params_[b.params[k]];
-      Tensor value = empty(p.full.sizes(), options);
-      b.layout.gather_full(k, flat, value);
+      Tensor value = empty(p.full.sizes(), g.flat.options());
+      b.layout.gather_full(k, g.flat, value);
       gathered.emplace(p.name, value);
     }
   }
@@ -418,7 +415,7 @@ nn::LoadResult ShardedDataParallel::load_state_dict(const NamedTensors& state, b
   for (Param& p : params_) {
     auto found = by_name.find(p.name);
     if (found == by_name.end()) continue;
-    const DimZeroShard s = DimZeroShard::of(p.full.sizes(), group_->size());
+    const DimZeroShard& s = buckets_[p.bucket].layout.shard(p.slot);
     Tensor rows = found->second->reshape({s.rows, s.row_numel}).narrow(0, s.begin(rank), s.rows_of(rank));
     copy_into(p.shard, rows.reshape(s.shard_shape(rank)));
     p.shard.bump_version();

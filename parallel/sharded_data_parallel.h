@@ -219,6 +219,9 @@ class ShardedDataParallel : public nn::Module {
     comm::WorkPtr work;
     Tensor section, flat;
   };
+  // Bucket b's shards packed into this rank's section in `dtype` and an all-gather of every
+  // rank's section started (inside the caller's OverlapScope, if any).
+  PendingGather start_bucket_gather(const Bucket& b, DType dtype) const;
   bool unit_materialized(size_t u) const;
   void start_gather(size_t u, bool prefetch) const;
   void gather_unit(size_t u) const;
