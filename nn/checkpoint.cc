@@ -37,12 +37,9 @@ int64_t member_int(const json::Value& object, const char* key, const std::string
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, const Module& model, const optim::Optimizer* optimizer,
-                     const optim::LRScheduler* scheduler, const TrainingState& state, const Generator* generator,
-                     const amp::GradScaler* scaler) {
-  NamedTensors tensors = with_prefix(model.state_dict(), kModelPrefix);
+json::Value training_metadata(const TrainingState& state, const optim::LRScheduler* scheduler,
+                              const Generator* generator, const amp::GradScaler* scaler) {
   json::Value meta = json::Value::object();
-  meta.set("version", json::Value::integer(1));
   meta.set("epoch", json::Value::integer(state.epoch));
   meta.set("step", json::Value::integer(state.step));
   json::Value loader = json::Value::object();
@@ -53,12 +50,6 @@ void save_checkpoint(const std::string& path, const Module& model, const optim::
   std::vector<std::pair<std::string, json::Value>> kernels;
   for (const auto& [key, name] : kernel_select::in_force()) kernels.emplace_back(key, json::Value::string(name));
   meta.set("kernels", json::Value::object(std::move(kernels)));
-  if (optimizer) {
-    optim::StateDict saved = optimizer->state_dict();
-    NamedTensors prefixed = with_prefix(saved.tensors, kOptimizerPrefix);
-    tensors.insert(tensors.end(), prefixed.begin(), prefixed.end());
-    meta.set("optimizer", saved.json);
-  }
   if (scheduler) meta.set("scheduler", scheduler->state_dict().json);
   if (scaler) meta.set("grad_scaler", scaler->state_dict().json);
   if (generator) {
@@ -66,6 +57,21 @@ void save_checkpoint(const std::string& path, const Module& model, const optim::
     // As strings: JSON numbers cannot carry every uint64 exactly.
     meta.set("rng", json::Value::array(
                         {json::Value::string(std::to_string(rng[0])), json::Value::string(std::to_string(rng[1]))}));
+  }
+  return meta;
+}
+
+void save_checkpoint(const std::string& path, const Module& model, const optim::Optimizer* optimizer,
+                     const optim::LRScheduler* scheduler, const TrainingState& state, const Generator* generator,
+                     const amp::GradScaler* scaler) {
+  NamedTensors tensors = with_prefix(model.state_dict(), kModelPrefix);
+  json::Value meta = training_metadata(state, scheduler, generator, scaler);
+  meta.set("version", json::Value::integer(1));
+  if (optimizer) {
+    optim::StateDict saved = optimizer->state_dict();
+    NamedTensors prefixed = with_prefix(saved.tensors, kOptimizerPrefix);
+    tensors.insert(tensors.end(), prefixed.begin(), prefixed.end());
+    meta.set("optimizer", saved.json);
   }
   save_safetensors(path, tensors, {{kMetadataKey, meta.dump()}});
 }
@@ -111,25 +117,22 @@ TrainingState read_training_state(const std::string& path) {
   return state_of(checkpoint_metadata(file, path), path);
 }
 
-TrainingState load_checkpoint(const std::string& path, Module& model, optim::Optimizer* optimizer,
-                              optim::LRScheduler* scheduler, Generator* generator, amp::GradScaler* scaler) {
-  SafetensorsFile file = load_safetensors(path);
-  json::Value meta = checkpoint_metadata(file, path);
-  // Validate every part before changing anything.
-  NamedTensors model_state = take_prefix(file.tensors, kModelPrefix);
-  EMBER_CHECK(!optimizer || meta.find("optimizer"), "load_checkpoint: '", path, "' holds no optimizer state");
-  EMBER_CHECK(!scheduler || meta.find("scheduler"), "load_checkpoint: '", path, "' holds no LR-schedule state");
-  EMBER_CHECK(!generator || meta.find("rng"), "load_checkpoint: '", path, "' holds no random-generator state");
-  EMBER_CHECK(!scaler || meta.find("grad_scaler"), "load_checkpoint: '", path, "' holds no gradient-scaler state");
-  TrainingState state = state_of(meta, path);
-
-  model.load_state_dict(model_state, /*strict=*/true);
-  if (optimizer) {
-    optim::StateDict saved;
-    saved.tensors = take_prefix(file.tensors, kOptimizerPrefix);
-    saved.json = *meta.find("optimizer");
-    optimizer->load_state_dict(saved);
+TrainingState check_training_metadata(const json::Value& meta, const std::string& source, bool scheduler,
+                                      bool generator, bool scaler) {
+  EMBER_CHECK(!scheduler || meta.find("scheduler"), "load_checkpoint: '", source, "' holds no LR-schedule state");
+  EMBER_CHECK(!generator || meta.find("rng"), "load_checkpoint: '", source, "' holds no random-generator state");
+  EMBER_CHECK(!scaler || meta.find("grad_scaler"), "load_checkpoint: '", source, "' holds no gradient-scaler state");
+  if (generator) {
+    const json::Value* rng = meta.find("rng");
+    EMBER_CHECK(
+        rng->is_array() && rng->items().size() == 2 && rng->items()[0].is_string() && rng->items()[1].is_string(),
+        "load_checkpoint: '", source, "': malformed random-generator state");
   }
+  return state_of(meta, source);
+}
+
+void restore_training_metadata(const json::Value& meta, const TrainingState& state, optim::LRScheduler* scheduler,
+                               Generator* generator, amp::GradScaler* scaler) {
   if (scheduler) {
     optim::StateDict saved;
     saved.json = *meta.find("scheduler");
@@ -142,12 +145,28 @@ TrainingState load_checkpoint(const std::string& path, Module& model, optim::Opt
   }
   if (generator) {
     const json::Value* rng = meta.find("rng");
-    EMBER_CHECK(
-        rng->is_array() && rng->items().size() == 2 && rng->items()[0].is_string() && rng->items()[1].is_string(),
-        "load_checkpoint: '", path, "': malformed random-generator state");
     generator->set_state({std::stoull(rng->items()[0].as_string()), std::stoull(rng->items()[1].as_string())});
   }
   kernel_select::adopt(state.kernels);
+}
+
+TrainingState load_checkpoint(const std::string& path, Module& model, optim::Optimizer* optimizer,
+                              optim::LRScheduler* scheduler, Generator* generator, amp::GradScaler* scaler) {
+  SafetensorsFile file = load_safetensors(path);
+  json::Value meta = checkpoint_metadata(file, path);
+  // Validate every part before changing anything.
+  NamedTensors model_state = take_prefix(file.tensors, kModelPrefix);
+  EMBER_CHECK(!optimizer || meta.find("optimizer"), "load_checkpoint: '", path, "' holds no optimizer state");
+  TrainingState state = check_training_metadata(meta, path, scheduler, generator, scaler);
+
+  model.load_state_dict(model_state, /*strict=*/true);
+  if (optimizer) {
+    optim::StateDict saved;
+    saved.tensors = take_prefix(file.tensors, kOptimizerPrefix);
+    saved.json = *meta.find("optimizer");
+    optimizer->load_state_dict(saved);
+  }
+  restore_training_metadata(meta, state, scheduler, generator, scaler);
   return state;
 }
 

@@ -61,4 +61,17 @@ void load_model_weights(const std::string& path, Module& model);
 //   NamedTensors weights = nn::load_checkpoint("ckpt/last.safetensors", Device::cuda(0));
 NamedTensors load_checkpoint(const std::string& path, Device device);
 
+// The JSON a checkpoint keeps beside its tensors: the training position, `extra`, the kernel
+// decisions in force, and the schedule, generator and scaler given (null: left out). Shared with
+// the sharded checkpoints (parallel/sharded_checkpoint.h), which keep it in their index.
+json::Value training_metadata(const TrainingState& state, const optim::LRScheduler* scheduler,
+                              const Generator* generator, const amp::GradScaler* scaler);
+// Checks that `meta` holds each part asked for, changing nothing, and returns its state;
+// `source` names the checkpoint in errors.
+TrainingState check_training_metadata(const json::Value& meta, const std::string& source, bool scheduler,
+                                      bool generator, bool scaler);
+// Restores the parts given (checked first by check_training_metadata) and adopts the decisions.
+void restore_training_metadata(const json::Value& meta, const TrainingState& state, optim::LRScheduler* scheduler,
+                               Generator* generator, amp::GradScaler* scaler);
+
 }  // namespace ember::nn
