@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "nn/checkpoint.h"
+#include "parallel/sharded_checkpoint.h"
 
 namespace ember::train {
 
@@ -28,8 +29,13 @@ std::string describe_settings(const json::Value& run) {
 
 }  // namespace
 
-std::string checkpoint_path(const std::string& dir, const std::string& name) {
-  return dir + "/" + name + ".safetensors";
+std::string checkpoint_path(const std::string& dir, const std::string& name, bool sharded) {
+  return dir + "/" + name + (sharded ? "" : ".safetensors");
+}
+
+nn::TrainingState read_checkpoint_state(const std::string& path) {
+  return parallel::is_sharded_checkpoint(path) ? parallel::read_sharded_training_state(path)
+                                               : nn::read_training_state(path);
 }
 
 // The newest epoch-N checkpoint in `dir`, preferring an interrupted run's save when it is newer.
@@ -39,14 +45,16 @@ std::string latest_checkpoint(const std::string& dir) {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     std::string name = entry.path().filename().string();
-    if (!std::regex_match(name, std::regex("(epoch-[0-9]+|interrupted)\\.safetensors"))) continue;
+    if (!std::regex_match(name, std::regex("(epoch-[0-9]+|interrupted)(\\.safetensors)?"))) continue;
+    if (entry.is_directory() && !parallel::is_sharded_checkpoint(entry.path().string())) continue;
     auto time = entry.last_write_time();
     if (best.empty() || time > newest) {
       best = entry.path().string();
       newest = time;
     }
   }
-  EMBER_CHECK(!best.empty(), "--resume latest: no checkpoint (epoch-N.safetensors) in '", dir, "'");
+  EMBER_CHECK(!best.empty(), "--resume latest: no checkpoint (epoch-N.safetensors, or a sharded run's epoch-N) in '",
+              dir, "'");
   return best;
 }
 
@@ -65,7 +73,7 @@ json::Value run_settings(const TrainConfig& config, int64_t steps_per_epoch) {
 // Fails naming the flags when `path` was saved by a run whose --amp or schedule settings differ
 // from this one's (before, the scheduler's own load failed, or silently kept the saved length).
 void check_resume_settings(const std::string& path, const TrainConfig& config, int64_t steps_per_epoch) {
-  const nn::TrainingState saved = nn::read_training_state(path);
+  const nn::TrainingState saved = read_checkpoint_state(path);
   // A float16 run's checkpoint holds its gradient scaler, which no other run has or expects; and
   // a resumed run that changed precision would not continue the saved one.
   const json::Value* amp = saved.extra.find("amp");
@@ -100,14 +108,14 @@ void prune_checkpoints(const std::string& dir, int64_t current_epoch, int64_t ke
   const int64_t oldest_kept = current_epoch - keep + 1;
   std::error_code ec;
   std::vector<std::filesystem::path> doomed;
-  const std::regex pattern("epoch-([0-9]+)\\.safetensors");
+  const std::regex pattern("epoch-([0-9]+)(\\.safetensors)?");
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     std::smatch match;
     const std::string name = entry.path().filename().string();
     if (std::regex_match(name, match, pattern) && std::stoll(match[1].str()) < oldest_kept)
       doomed.push_back(entry.path());
   }
-  for (const auto& path : doomed) std::filesystem::remove(path, ec);
+  for (const auto& path : doomed) std::filesystem::remove_all(path, ec);
 }
 
 }  // namespace ember::train

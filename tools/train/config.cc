@@ -298,6 +298,11 @@ Flags make_flags() {
   f.add_bool("recompute",
              "with --pipeline: keep only each stage's micro-batch inputs and rerun the forward in the "
              "backward (less memory, about a third more compute)");
+  f.add_int("shard-stage", 0,
+            "under a launcher, ShardedDataParallel instead of DDP: shard the optimizer state (1), the gradients too "
+            "(2), or the parameters too (3, fully sharded); checkpoints are then directories of per-rank shards "
+            "that --resume loads at any process count (0: DDP)",
+            0);
   f.add_int("threads", 0, "compute threads per process (0: EMBER_NUM_THREADS, else every core)", 0);
   f.add_bool("deterministic",
              "run the same kernels every time (EMBER_KERNEL_SELECT=heuristic): no timing trials "
@@ -360,6 +365,18 @@ TrainConfig config_from(const Flags& f) {
   else
     c.device = c.data_parallel.empty() ? resolve_device(f.get_string("device")) : c.data_parallel.front();
   resolve_amp(f, c);
+  c.shard_stage = f.get_int("shard-stage");
+  if (c.shard_stage > 3)
+    throw FlagError("--shard-stage: expected 1, 2 or 3 (0: DDP), got " + std::to_string(c.shard_stage));
+  if (c.shard_stage > 0) {
+    if (!c.data_parallel.empty() || !c.model_parallel.empty() || !c.pipeline.empty())
+      throw FlagError(
+          "--shard-stage shards over the processes of a launch; it does not combine with "
+          "--data-parallel, --devices, --model-parallel or --pipeline");
+    if (!comm::read_environment().launched)
+      throw FlagError("--shard-stage " + std::to_string(c.shard_stage) +
+                      " needs a launcher (mpirun, srun, or the RANK/WORLD_SIZE environment): it shards over processes");
+  }
   c.threads = f.get_int("threads");
   c.deterministic = f.get_bool("deterministic");
   c.checkpoint_dir = f.get_string("checkpoint-dir");

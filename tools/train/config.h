@@ -34,8 +34,11 @@ struct TrainConfig {
   int64_t chunks = 4;                       // --pipeline: micro-batches per batch
   std::string pipeline_schedule = "gpipe";  // --pipeline: "gpipe" or "1f1b"
   bool recompute = false;                   // --pipeline: stages rerun their forward in the backward
-  int64_t threads = 0;                      // 0: EMBER_NUM_THREADS or every core
-  bool deterministic = false;               // fixed kernels (core/kernel_select.h heuristic mode)
+  // Under a launcher: ShardedDataParallel at this ZeRO stage (1, 2 or 3) instead of DDP; its
+  // checkpoints are directories of per-rank shards. 0: DDP.
+  int64_t shard_stage = 0;
+  int64_t threads = 0;         // 0: EMBER_NUM_THREADS or every core
+  bool deterministic = false;  // fixed kernels (core/kernel_select.h heuristic mode)
   // Mixed precision: "off", "bf16" (autocast to bfloat16) or "fp16" (autocast to float16, CUDA
   // only, with a gradient scaler started at amp_init_scale that doubles it every
   // amp_growth_interval clean steps).

@@ -1,10 +1,10 @@
 // The parallel modes, one file each (strategy_<mode>.cc, defining make_<mode>_strategy). Adding a
 // mode: its file, and its name in this list. A factory returns null when the config does not ask
-// for its mode; they are tried in the list's order: the one-process modes before DDP, which any
+// for its mode; they are tried in the list's order: the one-process modes before the sharded one and DDP, which any
 // launch selects, and the single device last, which selects every config.
 #include "tools/train/strategy.h"
 
-#define EMBER_TRAIN_MODES(X) X(model_parallel) X(pipeline) X(data_parallel) X(ddp) X(single_device)
+#define EMBER_TRAIN_MODES(X) X(model_parallel) X(pipeline) X(data_parallel) X(sharded) X(ddp) X(single_device)
 
 namespace ember::train {
 

@@ -1,6 +1,8 @@
 // The single-device behaviour every mode starts from, and the helpers the modes' files share.
 #include "tools/train/strategy.h"
 
+#include "parallel/sharded_checkpoint.h"
+
 namespace ember::train {
 
 TrainStrategy::TrainStrategy(const TrainConfig& config) : config_(config), device_(Device::parse(config.device)) {}
@@ -48,10 +50,18 @@ void TrainStrategy::save_checkpoint(const std::string& path, const optim::Optimi
 
 nn::TrainingState TrainStrategy::load_checkpoint(const std::string& path, optim::Optimizer& optimizer,
                                                  optim::LRScheduler& schedule) {
+  if (parallel::is_sharded_checkpoint(path))
+    return parallel::load_sharded_checkpoint(path, module_for_checkpoint(), &optimizer, &schedule, &default_generator(),
+                                             scaler_);
   return nn::load_checkpoint(path, module_for_checkpoint(), &optimizer, &schedule, &default_generator(), scaler_);
 }
 
-void TrainStrategy::load_weights(const std::string& path) { nn::load_model_weights(path, module_for_checkpoint()); }
+void TrainStrategy::load_weights(const std::string& path) {
+  if (parallel::is_sharded_checkpoint(path))
+    parallel::load_sharded_checkpoint(path, module_for_checkpoint(), nullptr, nullptr, nullptr, nullptr);
+  else
+    nn::load_model_weights(path, module_for_checkpoint());
+}
 
 Tensor count_correct(const Tensor& logits, const Tensor& target) {
   return (logits.argmax(1) == target).to(kInt64).sum();

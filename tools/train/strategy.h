@@ -35,6 +35,7 @@ struct StepResult {
 struct EvalTarget {
   nn::Module* module = nullptr;
   Device input, output;
+  std::shared_ptr<void> scope;  // held while the evaluation runs (fully sharded: the gathered parameters)
 };
 
 // The base class is the single-device mode: the model on --device, unwrapped.
@@ -53,6 +54,8 @@ class TrainStrategy {
   // The bare model (the optimizer's parameters) and what trains (the wrapper, or the model).
   nn::Module& model() const { return *model_; }
   nn::Module& trained() const { return *trained_; }
+  // Whose named_parameters() the optimizer steps: the bare model's, or the shards of a sharded one.
+  virtual nn::Module& optimized() const { return *model_; }
 
   // Forward and backward of one batch, the forward and the loss under autocast(); the optimizer
   // step is the caller's.
@@ -73,7 +76,8 @@ class TrainStrategy {
   virtual EvalTarget eval_only_target();
 
   // Checkpoints hold the bare model's state_dict keys whatever the mode, so a run resumes in any
-  // mode. Every rank calls these; by default rank 0 alone writes.
+  // mode. Every rank calls these; by default rank 0 alone writes. A sharded run's checkpoint (a
+  // directory, parallel/sharded_checkpoint.h) loads here into the bare model.
   virtual nn::Module& module_for_checkpoint() { return *model_; }
   virtual void save_checkpoint(const std::string& path, const optim::Optimizer& optimizer,
                                const optim::LRScheduler& schedule, const nn::TrainingState& state);

@@ -1,7 +1,8 @@
 // The epoch loop, the same for every parallel mode (each is a TrainStrategy, strategy.h). Rank 0
-// alone prints, logs and writes checkpoints; evaluation is sharded (every test example counted
-// once) and its sums all-reduced. Ctrl-C (SIGINT) is agreed on by all ranks at the next step, then
-// rank 0 saves a checkpoint holding the loader's position; a second Ctrl-C exits at once without one.
+// alone prints, logs and writes checkpoints (with --shard-stage every rank writes its shard of
+// them); evaluation is sharded (every test example counted once) and its sums all-reduced. Ctrl-C
+// (SIGINT) is agreed on by all ranks at the next step, then a checkpoint holding the loader's
+// position is saved; a second Ctrl-C exits at once without one.
 #include "tools/train/trainer.h"
 
 #include <chrono>
@@ -130,7 +131,7 @@ TrainResult run_training(const TrainConfig& config) {
   // The schedule spans the whole run; --max-steps only stops it early, so a run resumed with
   // another --max-steps (or none) continues the same schedule.
   const int64_t total_steps = steps_per_epoch * config.epochs;
-  auto optimizer = make_optimizer(config, *model);
+  auto optimizer = make_optimizer(config, strategy->optimized());
   auto schedule = make_schedule(config, *optimizer, total_steps);
   // --amp fp16 scales the loss so that small float16 gradients survive; bfloat16 has float32's
   // range and needs no scaler, as in PyTorch.
@@ -208,7 +209,8 @@ TrainResult run_training(const TrainConfig& config) {
     state.extra.set("best_accuracy", json::Value::number(best_accuracy));
     state.extra.set("run", run_settings(config, steps_per_epoch));
     state.extra.set("amp", json::Value::string(config.amp));
-    strategy->save_checkpoint(checkpoint_path(config.checkpoint_dir, name), *optimizer, *schedule, state);
+    strategy->save_checkpoint(checkpoint_path(config.checkpoint_dir, name, config.shard_stage > 0), *optimizer,
+                              *schedule, state);
   };
 
   const LossFn loss_fn = [&](const Tensor& logits, const Tensor& target) {
