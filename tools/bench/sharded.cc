@@ -15,6 +15,11 @@
 //   state / grads / params   counted from the tensors: optimizer state, gradients kept between
 //             steps (DDP's .grad; the shards' .grad and buckets), parameters kept between steps
 //             (DDP's; the shards and any full parameter left gathered).
+// With --checkpoint-dir DIR, then the training stall of a sharded checkpoint of stage 2 (its
+// shards and momentum, every rank writing its own file under DIR; fsynced, as always): a
+// synchronous save_sharded_checkpoint, against AsyncShardedCheckpoint's save() (the copy to host
+// memory) plus its wait() after --steps steps, which the writer thread overlapped; and those
+// steps' time against the same steps without a writer.
 // --fit MODE (ddp or stage3) instead trains a 8-layer MLP of 2048-wide Linear layers (33.6M
 // parameters) with Adam for 2 steps under a CPU allocator limit of --limit-mb (default 400) MB
 // per rank above what the process held before: with 2 ranks DDP needs about 16 bytes per
@@ -40,6 +45,7 @@
 #include "nn/nn.h"
 #include "nn/optim/optim.h"
 #include "parallel/ddp.h"
+#include "parallel/sharded_checkpoint.h"
 #include "parallel/sharded_data_parallel.h"
 #include "tools/bench/timing.h"
 
@@ -159,6 +165,50 @@ int fit(const std::shared_ptr<comm::ProcessGroup>& world, const std::string& mod
   return 0;
 }
 
+struct CheckpointStall {
+  double sync_ms = 0, async_ms = 0;               // the training thread's stall per save
+  double step_ms = 0, step_while_writing_ms = 0;  // a step's median without and with the writer running
+  double file_mb = 0;                             // this rank's file
+};
+
+CheckpointStall measure_checkpoints(comm::ProcessGroup& world, Config& c, const std::string& dir, const Tensor& images,
+                                    const Tensor& labels, int rounds, int steps) {
+  std::vector<double> sync, async, plain, writing;
+  auto timed_steps = [&](std::vector<double>& into) {
+    for (int i = 0; i < steps; ++i) {
+      const double t = now_seconds();
+      train_step(c, images, labels, false);
+      into.push_back(now_seconds() - t);
+    }
+  };
+  for (int r = 0; r < rounds; ++r) {
+    world.barrier()->wait();
+    timed_steps(plain);
+    world.barrier()->wait();
+    double t = now_seconds();
+    parallel::save_sharded_checkpoint(dir + "/sync", *c.sharded, c.optimizer.get(), nullptr, {});
+    sync.push_back(now_seconds() - t);
+    world.barrier()->wait();
+    parallel::AsyncShardedCheckpoint writer(*c.sharded);
+    t = now_seconds();
+    writer.save(dir + "/async", c.optimizer.get(), nullptr, {});
+    double stall = now_seconds() - t;
+    timed_steps(writing);
+    t = now_seconds();
+    writer.wait();
+    async.push_back(stall + now_seconds() - t);
+  }
+  CheckpointStall out;
+  out.sync_ms = max_over_ranks(world, 1e3 * median(sync));
+  out.async_ms = max_over_ranks(world, 1e3 * median(async));
+  out.step_ms = max_over_ranks(world, 1e3 * median(plain));
+  out.step_while_writing_ms = max_over_ranks(world, 1e3 * median(writing));
+  int64_t bytes = 0;
+  for (const parallel::LocalShard& s : c.sharded->local_shards()) bytes += 2 * s.local.numel() * 4;  // + momentum
+  out.file_mb = max_over_ranks(world, bytes / 1048576.0);
+  return out;
+}
+
 int run(int argc, char** argv) {
   cpu::set_num_threads(1);
   auto world = comm::init();
@@ -197,6 +247,11 @@ int run(int argc, char** argv) {
       for (int i = 0; i < steps; ++i) train_step(c, images, labels, true);
     }
 
+  const std::string checkpoint_dir = string_flag(argc, argv, "--checkpoint-dir");
+  CheckpointStall stall;
+  if (!checkpoint_dir.empty())
+    stall = measure_checkpoints(*world, configs[2], checkpoint_dir, images, labels, rounds, steps);
+
   struct Row {
     double step_ms, resident_mb, peak_mb;
     Counted bytes;
@@ -222,13 +277,20 @@ int run(int argc, char** argv) {
     std::printf("%-18s %9.1f %8.3f %12.1f %9.1f %10.1f %10.1f %10.1f\n", configs[i].name.c_str(), rows[i].step_ms,
                 rows[i].step_ms / rows[0].step_ms, rows[i].resident_mb, rows[i].peak_mb,
                 rows[i].bytes.state / 1048576.0, rows[i].bytes.grads / 1048576.0, rows[i].bytes.params / 1048576.0);
+  if (!checkpoint_dir.empty())
+    std::printf(
+        "checkpoint of stage 2 (%.1f MB per rank: shards + momentum), median of %d: synchronous save %.1f ms; "
+        "asynchronous save() + wait() %.1f ms, the %d steps between them %.1f ms each (%.1f ms without a writer)\n",
+        stall.file_mb, rounds, stall.sync_ms, stall.async_ms, steps, stall.step_while_writing_ms, stall.step_ms);
   const Row &ddp = rows[0], &s1 = rows[1], &s2 = rows[2], &s3 = rows[3], &s3n = rows[4];
   std::printf(
       "bench sharded_steps: stage1_vs_ddp=%.3f stage2_vs_ddp=%.3f stage3_vs_ddp=%.3f stage3_prefetch_gain=%.3f "
-      "stage1_state_ratio=%.3f stage2_grad_ratio=%.3f stage3_param_ratio=%.3f ddp_peak_mb=%.1f stage3_peak_mb=%.1f\n",
+      "stage1_state_ratio=%.3f stage2_grad_ratio=%.3f stage3_param_ratio=%.3f async_save_stall_ratio=%.3f "
+      "ddp_peak_mb=%.1f stage3_peak_mb=%.1f\n",
       s1.step_ms / ddp.step_ms, s2.step_ms / ddp.step_ms, s3.step_ms / ddp.step_ms, s3n.step_ms / s3.step_ms,
       static_cast<double>(s1.bytes.state) / ddp.bytes.state, static_cast<double>(s2.bytes.grads) / ddp.bytes.grads,
-      static_cast<double>(s3.bytes.params) / ddp.bytes.params, ddp.peak_mb, s3.peak_mb);
+      static_cast<double>(s3.bytes.params) / ddp.bytes.params, stall.sync_ms > 0 ? stall.async_ms / stall.sync_ms : 0.0,
+      ddp.peak_mb, s3.peak_mb);
   return 0;
 }
 
