@@ -132,6 +132,12 @@ int int_flag(int argc, char** argv, const char* flag, int fallback) {
   return fallback;
 }
 
+bool has_flag(int argc, char** argv, const char* flag) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], flag) == 0) return true;
+  return false;
+}
+
 std::string string_flag(int argc, char** argv, const char* flag) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::strcmp(argv[i], flag) == 0) return argv[i + 1];
@@ -228,8 +234,13 @@ int run(int argc, char** argv) {
     int stage;
     bool prefetch;
   };
-  for (Spec spec : {Spec{"ddp", 0, true}, Spec{"stage1", 1, true}, Spec{"stage2", 2, true}, Spec{"stage3", 3, true},
-                    Spec{"stage3_noprefetch", 3, false}}) {
+  std::vector<Spec> specs = {Spec{"ddp", 0, true}, Spec{"stage1", 1, true}, Spec{"stage2", 2, true},
+                             Spec{"stage3", 3, true}, Spec{"stage3_noprefetch", 3, false}};
+  // --prefetch-only: stage 3 with and without prefetch, nothing else (for a slow link, where the
+  // other configurations would only add time).
+  const bool prefetch_only = has_flag(argc, argv, "--prefetch-only");
+  if (prefetch_only) specs = {specs[3], specs[4]};
+  for (Spec spec : specs) {
     const int64_t before = allocated();
     configs.push_back(make_config(spec.name, world, spec.stage, spec.prefetch));
     Config& c = configs.back();
@@ -247,7 +258,7 @@ int run(int argc, char** argv) {
       for (int i = 0; i < steps; ++i) train_step(c, images, labels, true);
     }
 
-  const std::string checkpoint_dir = string_flag(argc, argv, "--checkpoint-dir");
+  const std::string checkpoint_dir = prefetch_only ? "" : string_flag(argc, argv, "--checkpoint-dir");
   CheckpointStall stall;
   if (!checkpoint_dir.empty())
     stall = measure_checkpoints(*world, configs[2], checkpoint_dir, images, labels, rounds, steps);
@@ -271,12 +282,17 @@ int run(int argc, char** argv) {
       "ResNet-18 (CIFAR stem) training: %d ranks x batch %lld, 3x32x32, fp32, 1 thread per rank, SGD momentum 0.9; "
       "%d rounds x %d steps per configuration, alternating; memory per rank (the larger rank's)\n",
       ranks, static_cast<long long>(kBatch), rounds, steps);
-  std::printf("%-18s %9s %8s %12s %9s %10s %10s %10s\n", "configuration", "step_ms", "vs_ddp", "resident_MB", "peak_MB",
-              "state_MB", "grads_MB", "params_MB");
+  std::printf("%-18s %9s %8s %12s %9s %10s %10s %10s\n", "configuration", "step_ms",
+              prefetch_only ? "vs_stage3" : "vs_ddp", "resident_MB", "peak_MB", "state_MB", "grads_MB", "params_MB");
   for (size_t i = 0; i < configs.size(); ++i)
     std::printf("%-18s %9.1f %8.3f %12.1f %9.1f %10.1f %10.1f %10.1f\n", configs[i].name.c_str(), rows[i].step_ms,
                 rows[i].step_ms / rows[0].step_ms, rows[i].resident_mb, rows[i].peak_mb,
                 rows[i].bytes.state / 1048576.0, rows[i].bytes.grads / 1048576.0, rows[i].bytes.params / 1048576.0);
+  if (prefetch_only) {
+    std::printf("bench sharded_prefetch: stage3_ms=%.1f stage3_noprefetch_ms=%.1f stage3_prefetch_gain=%.3f\n",
+                rows[0].step_ms, rows[1].step_ms, rows[1].step_ms / rows[0].step_ms);
+    return 0;
+  }
   if (!checkpoint_dir.empty())
     std::printf(
         "checkpoint of stage 2 (%.1f MB per rank: shards + momentum), median of %d: synchronous save %.1f ms; "
