@@ -161,6 +161,10 @@ Loaded read(Reader& reader, const std::vector<Piece>& pieces, const optim::Optim
   if (optimizer) {
     const json::Value* opt = index.find("optimizer");
     EMBER_CHECK(opt, where, " holds no optimizer state");
+    // Checked here, not left to Optimizer::load_state_dict: that runs after the parameters changed.
+    const json::Value& kind = optim::json_member(*opt, "name", where);
+    EMBER_CHECK(kind.is_string() && kind.as_string() == optimizer->name(), where,
+                ": the checkpoint holds the state of a ", kind.dump(), " optimizer, this one is ", optimizer->name());
     const json::Value& groups = optim::json_member(*opt, "param_groups", where);
     const json::Value& states = optim::json_member(*opt, "state", where);
     EMBER_CHECK(groups.is_array() && groups.items().size() == optimizer->param_groups().size(), where,

@@ -311,6 +311,13 @@ TEST_CASE("a checkpoint that does not fit the model is refused before anything c
   REQUIRE_THROWS_WITH(parallel::load_sharded_checkpoint(dir, *other, nullptr, nullptr),
                       Catch::Contains("load_sharded_checkpoint") && Catch::Contains("has no parameter"));
   require_equal(other->state_dict(), before);
+  // Another optimizer (SGD for the saved AdamW): refused before the parameters change.
+  Run sgd_run(world, 2, 18);
+  optim::SGD sgd(sgd_run.model->parameters(), optim::SGDOptions(0.1));
+  const NamedTensors sgd_before = snapshot(sgd_run.model->state_dict());
+  REQUIRE_THROWS_WITH(parallel::load_sharded_checkpoint(dir, *sgd_run.model, &sgd, nullptr),
+                      Catch::Contains("the checkpoint holds the state of a \"AdamW\" optimizer, this one is SGD"));
+  require_equal(sgd_run.model->state_dict(), sgd_before);
   // Asked for a schedule it does not hold; a directory with no index.
   REQUIRE_THROWS_WITH(parallel::load_sharded_checkpoint(dir, *run.model, &run.optimizer, &run.schedule),
                       Catch::Contains("no LR-schedule state"));
