@@ -91,8 +91,9 @@ std::unique_ptr<AsyncShardedCheckpoint::Pending> capture(const std::string& dir,
     pending->tensors.emplace_back(kParam + s.name, host_copy(s.local));
   }
   json::Value steps = json::Value::object();
+  std::vector<std::vector<std::string>> listed;  // the optimizer's groups, by parameter name
   if (optimizer) {
-    group_names(*optimizer, names, kWho);  // checked on every rank, before any file is written
+    listed = group_names(*optimizer, names, kWho);  // checked on every rank, before any file is written
     for (const LocalShard& s : shards) {
       const optim::ParamState* st = optimizer->find_state(s.local);
       if (!st) continue;
@@ -107,8 +108,8 @@ std::unique_ptr<AsyncShardedCheckpoint::Pending> capture(const std::string& dir,
       steps.set(s.name, std::move(entry));
     }
   }
-  if (rank == 0)
-    for (const auto& [name, t] : replicated_of(model)) pending->tensors.emplace_back(kReplicated + name, host_copy(t));
+  const NamedTensors replicated_tensors = rank == 0 ? replicated_of(model) : NamedTensors{};
+  for (const auto& [name, t] : replicated_tensors) pending->tensors.emplace_back(kReplicated + name, host_copy(t));
 
   json::Value meta = json::Value::object();
   meta.set("rank", json::Value::integer(rank));
@@ -144,11 +145,10 @@ std::unique_ptr<AsyncShardedCheckpoint::Pending> capture(const std::string& dir,
   }
   index.set("parameters", std::move(params));
   json::Value replicated = json::Value::array();
-  for (const auto& [name, t] : replicated_of(model)) replicated.items().push_back(json::Value::string(name));
+  for (const auto& [name, t] : replicated_tensors) replicated.items().push_back(json::Value::string(name));
   index.set("replicated", std::move(replicated));
   if (optimizer) {
     json::Value groups = json::Value::array();
-    const auto listed = group_names(*optimizer, names, kWho);
     for (size_t g = 0; g < listed.size(); ++g) {
       json::Value entry = optimizer->param_groups()[g].options().to_json();
       json::Value ids = json::Value::array();
