@@ -1,6 +1,8 @@
 // Flag definitions and their translation into a TrainConfig.
 #include "tools/train/config.h"
 
+#include <cmath>
+
 #include "comm/init.h"
 #include "core/backend.h"
 #include "core/device.h"
@@ -244,6 +246,68 @@ void resolve_amp(const Flags& f, TrainConfig& c) {
   c.amp_growth_interval = f.get_int("amp-growth-interval");
 }
 
+// "0.5,0.25" as floats, for --image-mean and --image-std.
+std::vector<float> parse_floats(const std::string& flag, const std::string& text) {
+  std::vector<float> values;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t used = 0;
+    double value = 0;
+    try {
+      value = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || !std::isfinite(value))
+      throw FlagError("--" + flag + ": expected comma-separated numbers, one per channel, got '" + text + "'");
+    values.push_back(static_cast<float>(value));
+    if (comma == std::string::npos) return values;
+    start = comma + 1;
+  }
+}
+
+// --data imagefolder's flags into `c`; the others refuse them, since they would change nothing.
+void resolve_image_folder(const Flags& f, TrainConfig& c) {
+  const char* const image_flags[] = {"val-dir",    "image-size", "image-channels",
+                                     "image-crop", "image-mean", "image-std"};
+  if (c.data != "imagefolder") {
+    for (const char* name : image_flags)
+      if (f.was_set(name))
+        throw FlagError("--" + std::string(name) + " needs --data imagefolder (--data " + c.data +
+                        " has images of a fixed size and format)");
+    return;
+  }
+  if (c.data_dir.empty())
+    throw FlagError("--data imagefolder needs --data-dir (the training tree: one folder of images per class)");
+  c.val_dir = f.get_string("val-dir");
+  c.image_size = f.get_int("image-size");
+  c.image_channels = f.get_int("image-channels");
+  if (c.image_channels != 1 && c.image_channels != 3)
+    throw FlagError("--image-channels: expected 1 (grayscale) or 3 (RGB), got " + std::to_string(c.image_channels));
+  c.image_crop = f.get_string("image-crop");
+  const bool gray = c.image_channels == 1;
+  // Grayscale runs take the average of ImageNet's statistics, as timm does for one input channel.
+  c.image_mean = gray ? std::vector<float>{0.449f} : std::vector<float>{0.485f, 0.456f, 0.406f};
+  c.image_std = gray ? std::vector<float>{0.226f} : std::vector<float>{0.229f, 0.224f, 0.225f};
+  for (const char* name : {"image-mean", "image-std"}) {
+    if (!f.was_set(name)) continue;
+    std::vector<float> values = parse_floats(name, f.get_string(name));
+    if (static_cast<int64_t>(values.size()) != c.image_channels)
+      throw FlagError("--" + std::string(name) + ": expected " + std::to_string(c.image_channels) + " value" +
+                      (gray ? "" : "s") + " (--image-channels " + std::to_string(c.image_channels) + "), got " +
+                      std::to_string(values.size()) + ": '" + f.get_string(name) + "'");
+    if (std::string(name) == "image-std") {
+      for (float v : values)
+        if (!(v > 0)) throw FlagError("--image-std: expected positive values, got '" + f.get_string(name) + "'");
+      c.image_std = values;
+    } else {
+      c.image_mean = values;
+    }
+  }
+}
+
 }  // namespace
 
 Flags make_flags() {
@@ -253,10 +317,33 @@ Flags make_flags() {
   std::string models;
   for (const auto& m : models::model_names()) models += (models.empty() ? "" : ", ") + m;
   f.add_string("model", "resnet20", "model to train: " + models);
-  f.add_string("data", "fashion-mnist", "dataset", {"fashion-mnist", "cifar10", "cifar100", "synthetic"});
+  f.add_string("data", "fashion-mnist",
+               "dataset (imagefolder: JPEG/PNG files in one folder per class, as torchvision's ImageFolder)",
+               {"fashion-mnist", "cifar10", "cifar100", "synthetic", "imagefolder"});
   f.add_string("data-dir", "",
                "directory of the dataset files (default for fashion-mnist: the Debian package's "
-               "/usr/share/datasets/fashion-mnist; required for cifar10/cifar100)");
+               "/usr/share/datasets/fashion-mnist; required for cifar10/cifar100; for imagefolder the training "
+               "tree, DIR/CLASS/IMAGE)");
+  f.add_string("val-dir", "",
+               "with --data imagefolder: the evaluation tree, with the same class folders as --data-dir (without "
+               "it the run trains without evaluating)");
+  f.add_int("image-size", 224,
+            "with --data imagefolder: the side of the square images the model sees (training crop, and the "
+            "evaluation's centre crop)",
+            1);
+  f.add_int("image-channels", 3, "with --data imagefolder: 3 decodes images to RGB, 1 to grayscale", 1);
+  f.add_string("image-crop", "resized",
+               "with --data imagefolder: the ImageNet recipe (resized: training on RandomResizedCrop(S) and flip, "
+               "evaluation on Resize(round(S * 256 / 224)) + CenterCrop(S)), or the small-image one (padded: "
+               "images resized to S and centre-cropped, training on a random crop padded by 2 below 32 pixels, else "
+               "4, and flip); --augment off trains on the evaluation's images",
+               {"resized", "padded"});
+  f.add_string("image-mean", "",
+               "with --data imagefolder: per-channel means of Normalize, comma-separated, pixels in [0, 1] (default: "
+               "ImageNet's 0.485,0.456,0.406; with --image-channels 1 their average, 0.449)");
+  f.add_string("image-std", "",
+               "with --data imagefolder: per-channel standard deviations of Normalize (default: ImageNet's "
+               "0.229,0.224,0.225; with --image-channels 1 their average, 0.226)");
   f.add_int("epochs", 5, "epochs to train", 1);
   f.add_int("batch-size", 128, "examples per step and process (DataParallel splits them across its devices)", 1);
   f.add_double("lr", 0.1, "peak learning rate", 0.0);
@@ -327,7 +414,10 @@ Flags make_flags() {
                "rank 0's progress display: a live bar, one line every --log-every steps, or auto (a bar when stdout "
                "is a terminal; under mpirun stdout is a pseudo-terminal, so pass lines when redirecting mpirun)",
                {"auto", "bar", "lines"});
-  f.add_string("augment", "on", "random crop (padding 2 for 28x28, 4 for 32x32) and horizontal flip", {"on", "off"});
+  f.add_string(
+      "augment", "on",
+      "random crop (padding 2 for 28x28, 4 for 32x32; --data imagefolder: see --image-crop) and horizontal flip",
+      {"on", "off"});
   f.add_int("cutout", 0, "side of a Cutout square (0: none)", 0);
   f.add_bool("flip-tta", "final evaluation on each image and its mirror image, averaging the logits");
   f.add_int("synthetic-size", 10000, "training examples of --data synthetic", 1);
@@ -344,6 +434,7 @@ TrainConfig config_from(const Flags& f) {
   c.data_dir = f.get_string("data-dir");
   if ((c.data == "cifar10" || c.data == "cifar100") && c.data_dir.empty())
     throw FlagError("--data " + c.data + " needs --data-dir (the folder with the binary batch files)");
+  resolve_image_folder(f, c);
   c.epochs = f.get_int("epochs");
   c.batch_size = f.get_int("batch-size");
   c.lr = f.get_double("lr");
@@ -389,6 +480,8 @@ TrainConfig config_from(const Flags& f) {
   c.max_steps = f.get_int("max-steps");
   c.eval_only = f.get_bool("eval-only");
   if (c.eval_only && c.resume.empty()) throw FlagError("--eval-only needs --resume (the weights to evaluate)");
+  if (c.eval_only && c.data == "imagefolder" && c.val_dir.empty())
+    throw FlagError("--eval-only with --data imagefolder needs --val-dir (the images to evaluate on)");
   c.augment = f.get_string("augment") == "on";
   c.cutout = f.get_int("cutout");
   c.flip_tta = f.get_bool("flip-tta");

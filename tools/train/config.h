@@ -12,6 +12,16 @@ struct TrainConfig {
   std::string model = "resnet20";
   std::string data = "fashion-mnist";
   std::string data_dir;  // empty: the dataset's default (Fashion-MNIST from the Debian package)
+  // --data imagefolder: the evaluation tree (empty: the run does not evaluate), the side of the
+  // square images the model sees, 3 (RGB) or 1 (grayscale), how training crops ("resized": the
+  // ImageNet recipe's RandomResizedCrop, evaluation at Resize(S * 256 / 224) + CenterCrop(S);
+  // "padded": images brought to S x S, then the small-image recipe's padded RandomCrop), and the
+  // normalisation (empty: ImageNet's statistics).
+  std::string val_dir;
+  int64_t image_size = 224;
+  int64_t image_channels = 3;
+  std::string image_crop = "resized";
+  std::vector<float> image_mean, image_std;
   int64_t epochs = 5;
   int64_t batch_size = 128;  // per process (DataParallel splits it across its devices)
   double lr = 0.1;           // peak learning rate

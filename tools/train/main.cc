@@ -27,9 +27,12 @@ int main(int argc, char** argv) {
   try {
     TrainResult r = run_training(config);
     if (r.rank == 0) {
-      std::printf("train: test_accuracy=%.4f test_loss=%.4f train_seconds=%.1f epochs=%lld steps=%lld processes=%d%s\n",
-                  r.test_accuracy, r.test_loss, r.train_seconds, static_cast<long long>(r.epochs),
-                  static_cast<long long>(r.steps), r.world_size, r.interrupted ? " interrupted=1" : "");
+      char test[64] = "test_accuracy=none test_loss=none";  // nothing evaluated: no --val-dir
+      if (r.evaluated)
+        std::snprintf(test, sizeof test, "test_accuracy=%.4f test_loss=%.4f", r.test_accuracy, r.test_loss);
+      std::printf("train: %s train_seconds=%.1f epochs=%lld steps=%lld processes=%d%s\n", test, r.train_seconds,
+                  static_cast<long long>(r.epochs), static_cast<long long>(r.steps), r.world_size,
+                  r.interrupted ? " interrupted=1" : "");
     }
     return r.interrupted ? 130 : 0;
   } catch (const std::exception& e) {

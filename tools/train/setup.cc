@@ -1,12 +1,106 @@
 // Dataset statistics are the usual published per-channel means and standard deviations.
 #include "tools/train/setup.h"
 
+#include <cmath>
+
+#include "core/error.h"
+#include "data/image_folder.h"
+#include "data/image_transforms.h"
+
 namespace ember::train {
+
+namespace {
+
+// "1 class", "3 classes".
+std::string count(size_t n, const std::string& word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : word.back() == 's' ? "es" : "s");
+}
+
+// Class indices are positions in the sorted folder names, so a model trained on one tree scores
+// garbage on another whose folders differ, with no error: refuse it, naming the first difference.
+void check_same_classes(const data::ImageFolder& train, const data::ImageFolder& val) {
+  const std::vector<std::string>& a = train.classes();
+  const std::vector<std::string>& b = val.classes();
+  if (a == b) return;
+  std::string difference;
+  for (size_t i = 0; i < std::max(a.size(), b.size()) && difference.empty(); ++i) {
+    if (i < a.size() && i < b.size() && a[i] == b[i]) continue;
+    difference = i >= b.size()   ? "'" + a[i] + "' is in --data-dir only"
+                 : i >= a.size() ? "'" + b[i] + "' is in --val-dir only"
+                 : a[i] < b[i]   ? "'" + a[i] + "' is in --data-dir only"
+                                 : "'" + b[i] + "' is in --val-dir only";
+    // Both lists are sorted, so the smaller of the first two names that differ is missing from the other list.
+  }
+  throw Error("--data imagefolder: the class folders of --data-dir " + train.root() + " (" + count(a.size(), "class") +
+              ") and --val-dir " + val.root() + " (" + count(b.size(), "class") + ") differ: " + difference +
+              "; class indices are positions in the sorted folder names, so both trees "
+              "need the same folders");
+}
+
+// The ImageFolder branch of make_data: the datasets, and the crops of --image-crop (the ToFloat
+// and Normalize steps are added by the caller).
+void make_image_folder(const TrainConfig& c, DataSetup& s, std::vector<data::TransformPtr>& train_steps,
+                       std::vector<data::TransformPtr>& eval_steps) {
+  const auto options = data::ImageFolderOptions().channels(static_cast<int>(c.image_channels));
+  auto train = std::make_shared<const data::ImageFolder>(c.data_dir, options);
+  s.train = train;
+  std::shared_ptr<const data::ImageFolder> val;
+  if (!c.val_dir.empty()) {
+    val = std::make_shared<const data::ImageFolder>(c.val_dir, options);
+    check_same_classes(*train, *val);
+    s.test = val;
+  }
+  s.channels = c.image_channels;
+  s.image_size = c.image_size;
+  s.classes = static_cast<int64_t>(train->classes().size());
+  const int64_t size = c.image_size;
+  std::string train_crop, eval_crop;
+  if (c.image_crop == "resized") {
+    // torchvision's ImageNet evaluation: the shorter side to 256 for 224, then the centre 224.
+    const auto resized = static_cast<int64_t>(std::lround(static_cast<double>(size) * 256.0 / 224.0));
+    eval_steps = {std::make_shared<data::Resize>(resized), std::make_shared<data::CenterCrop>(size)};
+    eval_crop = "Resize " + std::to_string(resized) + " + CenterCrop " + std::to_string(size);
+    if (c.augment) {
+      train_steps = {std::make_shared<data::RandomResizedCrop>(size), std::make_shared<data::RandomHorizontalFlip>()};
+      train_crop = "RandomResizedCrop " + std::to_string(size) + " + flip";
+    }
+  } else {
+    eval_steps = {std::make_shared<data::Resize>(size), std::make_shared<data::CenterCrop>(size)};
+    eval_crop = "Resize " + std::to_string(size) + " + CenterCrop " + std::to_string(size);
+    if (c.augment) {
+      const int64_t padding = size >= 32 ? 4 : 2;
+      train_steps = eval_steps;
+      train_steps.push_back(std::make_shared<data::RandomCrop>(size, padding));
+      train_steps.push_back(std::make_shared<data::RandomHorizontalFlip>());
+      train_crop =
+          eval_crop + " + RandomCrop " + std::to_string(size) + " padding " + std::to_string(padding) + " + flip";
+    }
+  }
+  if (!c.augment) {
+    train_steps = eval_steps;
+    train_crop = eval_crop;
+  }
+  s.description =
+      "ImageFolder " + c.data_dir + " (" + count(static_cast<size_t>(train->size()), "image") + ", " +
+      count(train->classes().size(), "class") + ", " + (c.image_channels == 1 ? "grayscale" : "RGB") +
+      "; training on " + train_crop + "; " +
+      (val ? "evaluation on " + c.val_dir + ", " + count(static_cast<size_t>(val->size()), "image") + ", " + eval_crop
+           : std::string("no evaluation: no --val-dir")) +
+      ")";
+}
+
+}  // namespace
 
 DataSetup make_data(const TrainConfig& c) {
   DataSetup s;
   std::vector<float> mean, std;
-  if (c.data == "fashion-mnist") {
+  // Resizing and cropping before ToFloat, for an image folder: the crops decode the files.
+  std::vector<data::TransformPtr> train_steps, eval_steps;
+  if (c.data == "imagefolder") {
+    make_image_folder(c, s, train_steps, eval_steps);
+    mean = c.image_mean;
+    std = c.image_std;
+  } else if (c.data == "fashion-mnist") {
     std::string root = c.data_dir.empty() ? data::kFashionMnistDir : c.data_dir;
     s.train = std::make_shared<data::FashionMNIST>(root, true);
     s.test = std::make_shared<data::FashionMNIST>(root, false);
@@ -44,8 +138,7 @@ DataSetup make_data(const TrainConfig& c) {
     std = {0.29f, 0.29f, 0.29f};
     s.description = "synthetic 3x32x32, 10 classes";
   }
-  std::vector<data::TransformPtr> train_steps;
-  if (c.augment) {
+  if (c.augment && c.data != "imagefolder") {
     train_steps.push_back(std::make_shared<data::RandomCrop>(s.image_size, s.image_size >= 32 ? 4 : 2));
     train_steps.push_back(std::make_shared<data::RandomHorizontalFlip>());
   }
@@ -53,9 +146,14 @@ DataSetup make_data(const TrainConfig& c) {
   train_steps.push_back(std::make_shared<data::ToFloat>());
   train_steps.push_back(std::make_shared<data::Normalize>(mean, std));
   s.train_transform = std::make_shared<data::Compose>(train_steps);
-  s.test_transform = std::make_shared<data::Compose>(data::ToFloat(), data::Normalize(mean, std));
-  s.test_flip_transform =
-      std::make_shared<data::Compose>(data::RandomHorizontalFlip(1.0), data::ToFloat(), data::Normalize(mean, std));
+  std::vector<data::TransformPtr> flip_steps = eval_steps;
+  flip_steps.push_back(std::make_shared<data::RandomHorizontalFlip>(1.0));
+  for (std::vector<data::TransformPtr>* steps : {&eval_steps, &flip_steps}) {
+    steps->push_back(std::make_shared<data::ToFloat>());
+    steps->push_back(std::make_shared<data::Normalize>(mean, std));
+  }
+  s.test_transform = std::make_shared<data::Compose>(eval_steps);
+  s.test_flip_transform = std::make_shared<data::Compose>(flip_steps);
   return s;
 }
 

@@ -14,7 +14,7 @@
 namespace ember::train {
 
 struct DataSetup {
-  data::DatasetPtr train, test;
+  data::DatasetPtr train, test;  // test is null for an image folder without --val-dir: no evaluation
   int64_t channels = 1, image_size = 28, classes = 10;
   data::TransformPtr train_transform, test_transform, test_flip_transform;
   std::string description;

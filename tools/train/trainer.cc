@@ -114,9 +114,12 @@ TrainResult run_training(const TrainConfig& config) {
                                                       data::DistributedSamplerOptions().shuffle(false).unpadded(true));
   };
   const int64_t eval_batch = std::max<int64_t>(config.batch_size, 256);
-  data::DataLoader test_loader(data_setup.test, loader_options(eval_batch, test_sampler(), data_setup.test_transform));
-  std::unique_ptr<data::DataLoader> flipped_loader;
-  if (config.flip_tta)
+  // None for an image folder without --val-dir: the run then trains without evaluating.
+  std::unique_ptr<data::DataLoader> test_loader, flipped_loader;
+  if (data_setup.test)
+    test_loader = std::make_unique<data::DataLoader>(
+        data_setup.test, loader_options(eval_batch, test_sampler(), data_setup.test_transform));
+  if (data_setup.test && config.flip_tta)
     flipped_loader = std::make_unique<data::DataLoader>(
         data_setup.test, loader_options(eval_batch, test_sampler(), data_setup.test_flip_transform));
 
@@ -182,7 +185,7 @@ TrainResult run_training(const TrainConfig& config) {
 
   if (config.eval_only) {
     AutocastGuard mixed_precision = strategy->autocast();
-    Evaluation e = evaluate(strategy->eval_only_target(), test_loader, flipped_loader.get(), world);
+    Evaluation e = evaluate(strategy->eval_only_target(), *test_loader, flipped_loader.get(), world);
     result.test_accuracy = e.accuracy;
     result.test_loss = e.loss;
     result.train_seconds = seconds_since(run_start);
@@ -298,9 +301,9 @@ TrainResult run_training(const TrainConfig& config) {
     // Mirror-image evaluation doubles the cost, so it runs only for the result the run reports.
     const bool final_evaluation = stop || epoch + 1 == config.epochs;
     Evaluation test;
-    {
+    if (test_loader) {
       AutocastGuard mixed_precision = strategy->autocast();
-      test = evaluate(strategy->evaluation_target(), test_loader, final_evaluation ? flipped_loader.get() : nullptr,
+      test = evaluate(strategy->evaluation_target(), *test_loader, final_evaluation ? flipped_loader.get() : nullptr,
                       world);
     }
     Tensor train_sums = tensor(std::vector<double>{loss_sum, correct, seen}).to(device);
@@ -308,6 +311,7 @@ TrainResult run_training(const TrainConfig& config) {
     std::vector<double> ts = train_sums.to_vector<double>();
     double train_loss = ts[2] > 0 ? ts[0] / ts[2] : 0, train_acc = ts[2] > 0 ? ts[1] / ts[2] : 0;
     result.epochs = epoch + 1;
+    result.evaluated = test_loader != nullptr;
     result.test_accuracy = test.accuracy;
     result.test_loss = test.loss;
     best_accuracy = std::max(best_accuracy, test.accuracy);
@@ -318,23 +322,26 @@ TrainResult run_training(const TrainConfig& config) {
       const std::string label =
           partial ? " (stopped at step " + std::to_string(done_in_epoch) + "/" + std::to_string(steps_per_epoch) + ")"
                   : "";
-      std::printf(
-          "epoch %lld/%lld%s: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.1f s (%.0f img/s) + eval %.1f s\n",
-          static_cast<long long>(epoch + 1), static_cast<long long>(config.epochs), label.c_str(), train_loss,
-          train_acc, test.loss, test.accuracy, train_time, ts[2] / std::max(train_time, 1e-9),
-          seconds_since(epoch_start) - train_time);
+      char test_text[64] = "no evaluation (no --val-dir)";
+      if (test_loader) std::snprintf(test_text, sizeof test_text, "test loss %.4f acc %.4f", test.loss, test.accuracy);
+      std::printf("epoch %lld/%lld%s: train loss %.4f acc %.4f | %s | %.1f s (%.0f img/s) + eval %.1f s\n",
+                  static_cast<long long>(epoch + 1), static_cast<long long>(config.epochs), label.c_str(), train_loss,
+                  train_acc, test_text, train_time, ts[2] / std::max(train_time, 1e-9),
+                  seconds_since(epoch_start) - train_time);
       std::fflush(stdout);
       std::map<std::string, double> values = {{"train_loss", train_loss},
                                               {"train_accuracy", train_acc},
-                                              {"test_loss", test.loss},
-                                              {"test_accuracy", test.accuracy},
                                               {"seconds", seconds_since(epoch_start)},
                                               {"epoch", static_cast<double>(epoch + 1)}};
+      if (test_loader) {
+        values["test_loss"] = test.loss;
+        values["test_accuracy"] = test.accuracy;
+      }
       log.write(partial ? "stop" : "epoch", step, values);
     }
     if (!stop || config.max_steps > 0) {
       save("epoch-" + std::to_string(epoch + 1), epoch + 1);
-      if (test.accuracy >= best_accuracy) save("best", epoch + 1);
+      if (test_loader && test.accuracy >= best_accuracy) save("best", epoch + 1);
       if (leader && !config.checkpoint_dir.empty())
         prune_checkpoints(config.checkpoint_dir, epoch + 1, config.keep_checkpoints);
     }

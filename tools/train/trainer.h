@@ -11,6 +11,7 @@
 namespace ember::train {
 
 struct TrainResult {
+  bool evaluated = true;     // false for an image folder without --val-dir (test_* stay 0)
   double test_accuracy = 0;  // over every test example, as a fraction
   double test_loss = 0;
   double train_seconds = 0;  // wall time of the whole run, evaluation included

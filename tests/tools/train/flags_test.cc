@@ -72,12 +72,19 @@ TEST_CASE("--help documents every flag of the issue, with choices and defaults",
                            "augment",
                            "cutout",
                            "flip-tta",
-                           "synthetic-size"}) {
+                           "synthetic-size",
+                           "val-dir",
+                           "image-size",
+                           "image-channels",
+                           "image-crop",
+                           "image-mean",
+                           "image-std"}) {
     INFO(name);
     CHECK_THAT(help, Catch::Contains("\n  --" + std::string(name) + " ") ||
                          Catch::Contains("\n  --" + std::string(name) + "\n"));
   }
-  CHECK_THAT(help, Catch::Contains("--data {fashion-mnist,cifar10,cifar100,synthetic}"));
+  CHECK_THAT(help, Catch::Contains("--data {fashion-mnist,cifar10,cifar100,synthetic,imagefolder}"));
+  CHECK_THAT(help, Catch::Contains("--image-crop {resized,padded}"));
   CHECK_THAT(help, Catch::Contains("--optimizer {sgd,adamw}"));
   CHECK_THAT(help, Catch::Contains("--schedule {cosine,onecycle,step}"));
   CHECK_THAT(help, Catch::Contains("--pipeline-schedule {gpipe,1f1b}"));
@@ -203,7 +210,7 @@ TEST_CASE("Bad flags and values name the flag, what it accepts and what it got",
   CHECK(flag_error({"--lr", "1e999"}) == "--lr: expected a finite number, got '1e999'");
   CHECK(flag_error({"--lr=-0.1"}) == "--lr: expected at least 0, got -0.1");
   CHECK(flag_error({"--data", "imagenet"}) ==
-        "--data: expected one of {fashion-mnist, cifar10, cifar100, synthetic}, got 'imagenet'");
+        "--data: expected one of {fashion-mnist, cifar10, cifar100, synthetic, imagefolder}, got 'imagenet'");
   CHECK(flag_error({"--optimizer", "adam"}) == "--optimizer: expected one of {sgd, adamw}, got 'adam'");
   CHECK(flag_error({"--schedule", "linear"}) == "--schedule: expected one of {cosine, onecycle, step}, got 'linear'");
   CHECK(flag_error({"--progress", "tty"}) == "--progress: expected one of {auto, bar, lines}, got 'tty'");
@@ -218,6 +225,62 @@ TEST_CASE("Bad flags and values name the flag, what it accepts and what it got",
   CHECK(flag_error({"--resume", "latest"}) == "--resume latest needs --checkpoint-dir");
   CHECK_THAT(flag_error({"--momentum", "1"}), Catch::StartsWith("--momentum: expected a value below 1"));
   CHECK(flag_error({"--label-smoothing", "1.5"}) == "--label-smoothing: expected a value in [0, 1]");
+}
+
+TEST_CASE("--data imagefolder's flags land in TrainConfig, with ImageNet's statistics by default",
+          "[train][flags][imagefolder]") {
+  TrainConfig c = parse({"--data", "imagefolder", "--data-dir", "/data/train", "--val-dir", "/data/val"});
+  CHECK(c.data == "imagefolder");
+  CHECK(c.data_dir == "/data/train");
+  CHECK(c.val_dir == "/data/val");
+  CHECK(c.image_size == 224);
+  CHECK(c.image_channels == 3);
+  CHECK(c.image_crop == "resized");
+  CHECK(c.image_mean == std::vector<float>{0.485f, 0.456f, 0.406f});
+  CHECK(c.image_std == std::vector<float>{0.229f, 0.224f, 0.225f});
+  c = parse({"--data=imagefolder", "--data-dir=/d", "--image-size=28", "--image-channels=1", "--image-crop=padded"});
+  CHECK(c.val_dir.empty());
+  CHECK(c.image_size == 28);
+  CHECK(c.image_channels == 1);
+  CHECK(c.image_crop == "padded");
+  CHECK(c.image_mean == std::vector<float>{0.449f});
+  CHECK(c.image_std == std::vector<float>{0.226f});
+  c = parse({"--data", "imagefolder", "--data-dir", "/d", "--image-mean", "0.5,0.25,0", "--image-std", "1,2,0.5"});
+  CHECK(c.image_mean == std::vector<float>{0.5f, 0.25f, 0.0f});
+  CHECK(c.image_std == std::vector<float>{1.0f, 2.0f, 0.5f});
+}
+
+TEST_CASE("--data imagefolder's flags: bad values and flags without the dataset name the flag",
+          "[train][flags][imagefolder][errors]") {
+  const std::vector<std::string> folder = {"--data", "imagefolder", "--data-dir", "/d"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = folder;
+    args.insert(args.end(), more.begin(), more.end());
+    return flag_error(args);
+  };
+  CHECK(flag_error({"--data", "imagefolder"}) ==
+        "--data imagefolder needs --data-dir (the training tree: one folder of images per class)");
+  for (const char* name : {"val-dir", "image-size", "image-channels", "image-crop", "image-mean", "image-std"}) {
+    INFO(name);
+    CHECK(flag_error({"--" + std::string(name), std::string(name) == "image-crop" ? "padded" : "1"}) ==
+          "--" + std::string(name) +
+              " needs --data imagefolder (--data fashion-mnist has images of a fixed size and format)");
+  }
+  CHECK(with({"--image-channels", "2"}) == "--image-channels: expected 1 (grayscale) or 3 (RGB), got 2");
+  CHECK(with({"--image-size", "0"}) == "--image-size: expected at least 1, got 0");
+  CHECK(with({"--image-crop", "center"}) == "--image-crop: expected one of {resized, padded}, got 'center'");
+  CHECK(with({"--image-mean", "0.5"}) == "--image-mean: expected 3 values (--image-channels 3), got 1: '0.5'");
+  CHECK(with({"--image-channels", "1", "--image-std", "0.2,0.2"}) ==
+        "--image-std: expected 1 value (--image-channels 1), got 2: '0.2,0.2'");
+  CHECK(with({"--image-mean", "0.5,x,0.5"}) ==
+        "--image-mean: expected comma-separated numbers, one per channel, got '0.5,x,0.5'");
+  CHECK(with({"--image-mean", "0.5,,0.5"}) ==
+        "--image-mean: expected comma-separated numbers, one per channel, got '0.5,,0.5'");
+  CHECK(with({"--image-std", "0.2,0,0.2"}) == "--image-std: expected positive values, got '0.2,0,0.2'");
+  CHECK(with({"--image-std", "nan,1,1"}) ==
+        "--image-std: expected comma-separated numbers, one per channel, got 'nan,1,1'");
+  CHECK(with({"--eval-only", "--resume", "ck.safetensors"}) ==
+        "--eval-only with --data imagefolder needs --val-dir (the images to evaluate on)");
 }
 
 TEST_CASE("DataParallel's flags: bad lists and contradictions name the flag, what it takes and what it got",

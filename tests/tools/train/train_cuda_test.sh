@@ -7,8 +7,11 @@
 # --amp fp16 trains near the CPU's loss through a gradient scaler whose scale the progress lines
 # and the logs show, saved in the checkpoint and continued by a resume; a resume with another --amp
 # fails naming both (train_cuda_mpirun_test.sh has overflows skipping steps under DDP).
+# --data imagefolder (files decoded on the host, batches pinned) ends on cuda:1 at the CPU's loss.
+# train_cuda_test.sh TRAIN SAMPLE_TREE
 set -uo pipefail
 train="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+sample_tree="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
 work="${TEST_TMPDIR:-$(mktemp -d)}/train_cuda"
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 fail() { echo "FAIL: $*"; exit 1; }
@@ -60,6 +63,17 @@ grep -q '"amp\\":\\"fp16\\"' fp16/epoch-1.safetensors &&
   fail "fp16 resume exited $?: $(cat fp16b.txt)"
 grep -q "resumed from fp16/epoch-1.safetensors (epoch 0, step 3)" fp16b.txt && [ "$(scales fp16b.txt)" = "262144 " ] ||
   fail "the resumed fp16 run does not continue the scale: $(cat fp16b.txt)"
+
+# An image folder of varied JPEG and PNG files (tools/imagefolder/sample_tree): 3 LeNet steps.
+"$sample_tree" --out tree > tree.txt 2>&1 || fail "sample_tree exited $?: $(cat tree.txt)"
+folder=(--model lenet --data imagefolder --data-dir tree/train --val-dir tree/val --image-size 32 --batch-size 8
+        --epochs 1 --threads 1 --workers 1 --progress lines --log-every 1)
+"$train" "${folder[@]}" --device cpu > folder_cpu.txt 2>&1 || fail "image folder on the CPU exited $?: $(cat folder_cpu.txt)"
+"$train" "${folder[@]}" --device cuda:1 > folder_gpu.txt 2>&1 || fail "image folder on cuda:1 exited $?: $(cat folder_gpu.txt)"
+grep -q "on ImageFolder tree/train (24 images, 3 classes, .*), cuda:1;" folder_gpu.txt ||
+  fail "the image folder header on cuda:1: $(grep '^train: ' folder_gpu.txt | head -1)"
+awk -v a="$(loss folder_cpu.txt)" -v b="$(loss folder_gpu.txt)" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 2e-4 * (1 + a)) }' ||
+  fail "image folder test loss on cuda:1 ($(loss folder_gpu.txt)) differs from the CPU's ($(loss folder_cpu.txt))"
 
 "$train" "${tiny[@]}" --max-steps 1 --device cuda > bare.txt 2>&1 || fail "--device cuda exited $?: $(cat bare.txt)"
 grep -q ", cuda:0;" bare.txt || fail "--device cuda alone did not take cuda:0: $(head -1 bare.txt)"

@@ -34,7 +34,7 @@ expect_usage_error() {
 expect_usage_error "train: unknown flag --bogus (see --help)" --bogus
 expect_usage_error "train: --epochs: expected an integer, got 'two'" --epochs two
 expect_usage_error "train: --lr: expected a finite number, got 'nan'" --lr nan
-expect_usage_error "train: --data: expected one of {fashion-mnist, cifar10, cifar100, synthetic}, got 'mnist'" --data mnist
+expect_usage_error "train: --data: expected one of {fashion-mnist, cifar10, cifar100, synthetic, imagefolder}, got 'mnist'" --data mnist
 expect_usage_error "train: --model: unknown model 'resnet19'" --model resnet19
 expect_usage_error "train: --device: " --device gpu
 expect_usage_error "train: --device cuda:0: cuda:0 does not exist: no CUDA device is available" --device cuda:0
