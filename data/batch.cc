@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/factory.h"
+#include "data/image_folder.h"
 
 namespace ember::data {
 
@@ -67,14 +68,56 @@ Tensor channels_last_copy(const Tensor& nchw) {
   return out;
 }
 
+namespace {
+
+// An encoded example's output spec: its transform's, or the whole decoded image's.
+TensorSpec encoded_spec(const EncodedImage& image, const Transform* transform) {
+  return transform ? transform->output_spec(image) : decoded_spec(image);
+}
+
+// Decodes and transforms an encoded example into its slot. A fault in a file whose dataset skips
+// bad files (EncodedImage::bad_log) is recorded, and the next index's image is used instead, with
+// the same random stream, so batches keep their size and stay reproducible.
+void fill_encoded(const Dataset& dataset, Example& example, int64_t index, const Transform* transform,
+                  const TensorSpec& expected, uint64_t seed, int64_t epoch, uint8_t* slot, int64_t first_index) {
+  for (int64_t k = 1;; ++k) {
+    const EncodedImage& image = *example.encoded;
+    try {
+      const TensorSpec spec = encoded_spec(image, transform);
+      EMBER_CHECK(spec == expected, "DataLoader: example ", index, " (", image.name, ") becomes ",
+                  shape_str(spec.shape), " ", dtype_name(spec.dtype), ", but the batch's first example (", first_index,
+                  ") becomes ", shape_str(expected.shape), " ", dtype_name(expected.dtype),
+                  "; a batch needs examples of one shape (crop or resize images to one size)");
+      ExampleRandom random(seed, epoch, index);
+      if (transform) {
+        transform->apply(image, slot, random);
+      } else {
+        decode_planar(image, slot);
+      }
+      return;
+    } catch (const Error& e) {
+      if (!image.bad_log || k >= dataset.size()) throw;
+      image.bad_log->record(image.name, e.what());
+    }
+    example = dataset.get((index + k) % dataset.size());
+    EMBER_CHECK(example.encoded != nullptr, "DataLoader: example ", (index + k) % dataset.size(),
+                " replaces a bad image but is not an encoded image");
+  }
+}
+
+}  // namespace
+
 Batch assemble_batch(const Dataset& dataset, std::vector<int64_t> indices, const Transform* transform, uint64_t seed,
                      int64_t epoch) {
   EMBER_CHECK(!indices.empty(), "assemble_batch: a batch needs at least one index");
   const int64_t count = static_cast<int64_t>(indices.size());
   Example first = dataset.get(indices[0]);
-  EMBER_CHECK(first.data.defined(), "DataLoader: example ", indices[0], " has undefined data");
-  const TensorSpec in_spec = spec_of(first.data);
-  const TensorSpec out_spec = transform ? transform->output_spec(in_spec) : in_spec;
+  const bool encoded = first.encoded != nullptr;
+  EMBER_CHECK(encoded || first.data.defined(), "DataLoader: example ", indices[0], " has undefined data");
+  const TensorSpec in_spec = encoded ? TensorSpec() : spec_of(first.data);
+  const TensorSpec out_spec = encoded     ? encoded_spec(*first.encoded, transform)
+                              : transform ? transform->output_spec(in_spec)
+                                          : in_spec;
   const bool has_target = first.target.defined();
   const TensorSpec target_spec = has_target ? spec_of(first.target) : TensorSpec();
 
@@ -88,13 +131,19 @@ Batch assemble_batch(const Dataset& dataset, std::vector<int64_t> indices, const
   for (int64_t j = 0; j < count; ++j) {
     const int64_t index = indices[static_cast<size_t>(j)];
     Example example = j == 0 ? std::move(first) : dataset.get(index);
-    Tensor data = checked_example_tensor(example.data, in_spec, "data", index, indices[0]);
     uint8_t* slot = data_slots + static_cast<size_t>(j) * data_bytes;
-    if (transform) {
-      ExampleRandom random(seed, epoch, index);
-      transform->apply(data.data_ptr(), in_spec, slot, random);
+    if (encoded) {
+      EMBER_CHECK(example.encoded != nullptr, "DataLoader: example ", index,
+                  " has no encoded image, but the batch's first (", indices[0], ") has one");
+      fill_encoded(dataset, example, index, transform, out_spec, seed, epoch, slot, indices[0]);
     } else {
-      std::memcpy(slot, data.data_ptr(), data_bytes);
+      Tensor data = checked_example_tensor(example.data, in_spec, "data", index, indices[0]);
+      if (transform) {
+        ExampleRandom random(seed, epoch, index);
+        transform->apply(data.data_ptr(), in_spec, slot, random);
+      } else {
+        std::memcpy(slot, data.data_ptr(), data_bytes);
+      }
     }
     if (has_target) {
       Tensor target = checked_example_tensor(example.target, target_spec, "target", index, indices[0]);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "data/image.h"
 
 namespace ember::data {
 
@@ -21,6 +22,9 @@ namespace ember::data {
 struct Example {
   Tensor data;
   Tensor target;
+  // An image file not decoded yet (ImageFolder), with `data` undefined: the loader's transform
+  // decodes it (data/image_transforms.h), or the loader decodes it whole without one.
+  std::shared_ptr<const EncodedImage> encoded;
 };
 
 class Dataset {

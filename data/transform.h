@@ -15,6 +15,7 @@
 
 #include "core/tensor.h"
 #include "data/example_random.h"
+#include "data/image.h"
 
 namespace ember::data {
 
@@ -40,12 +41,22 @@ class Transform {
   // shared mutable state): the DataLoader's workers call it concurrently.
   virtual void apply(const void* src, const TensorSpec& input, void* dst, ExampleRandom& random) const = 0;
 
+  // The same for an image still encoded (an ImageFolder example). The defaults decode the whole
+  // image to [C, H, W] uint8 and go on as above; the resizing transforms decode only what they
+  // keep (data/image_transforms.h).
+  virtual TensorSpec output_spec(const EncodedImage& image) const;
+  virtual void apply(const EncodedImage& image, void* dst, ExampleRandom& random) const;
+
   // Convenience for one CPU tensor: allocates the output.
   Tensor operator()(const Tensor& input, ExampleRandom& random) const;
   Tensor operator()(const Tensor& input, uint64_t seed, int64_t epoch, int64_t index) const;
 };
 
 using TransformPtr = std::shared_ptr<const Transform>;
+
+// An encoded image decoded whole: its spec ([C, H, W] uint8) and the planar pixels written to dst.
+TensorSpec decoded_spec(const EncodedImage& image);
+void decode_planar(const EncodedImage& image, void* dst);
 
 // The transforms in order; nested Composes are flattened. An empty Compose copies its input.
 class Compose : public Transform {
@@ -57,9 +68,15 @@ class Compose : public Transform {
 
   TensorSpec output_spec(const TensorSpec& input) const override;
   void apply(const void* src, const TensorSpec& input, void* dst, ExampleRandom& random) const override;
+  // The first transform takes the encoded image, the rest its output.
+  TensorSpec output_spec(const EncodedImage& image) const override;
+  void apply(const EncodedImage& image, void* dst, ExampleRandom& random) const override;
   const std::vector<TransformPtr>& transforms() const { return transforms_; }
 
  private:
+  // Runs transforms_[first..] on `src` of spec `input`.
+  void apply_from(size_t first, const void* src, const TensorSpec& input, void* dst, ExampleRandom& random) const;
+
   std::vector<TransformPtr> transforms_;
 };
 

@@ -3,6 +3,8 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -55,6 +57,35 @@ std::vector<uint8_t> cifar_records(int count, int label_bytes, uint8_t first_lab
   for (int n = 0; n < count; ++n) {
     for (int k = 0; k < label_bytes; ++k) out.push_back(static_cast<uint8_t>(first_label + n + k));
     for (int k = 0; k < 3072; ++k) out.push_back(cifar_pixel(n, k));
+  }
+  return out;
+}
+
+std::vector<uint8_t> photo_pixels(int64_t width, int64_t height, int channels, uint64_t seed) {
+  std::vector<uint8_t> out(static_cast<size_t>(width * height * channels));
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  auto next = [&] {  // xorshift64*
+    state ^= state >> 12, state ^= state << 25, state ^= state >> 27;
+    return static_cast<double>((state * 0x2545F4914F6CDD1Dull) >> 11) / 9007199254740992.0;
+  };
+  double cx[4], cy[4], radius[4], tint[4][4];
+  for (int b = 0; b < 4; ++b) {
+    cx[b] = next() * static_cast<double>(width), cy[b] = next() * static_cast<double>(height);
+    radius[b] = (0.1 + 0.3 * next()) * static_cast<double>(std::max(width, height));
+    for (int c = 0; c < 4; ++c) tint[b][c] = 120.0 * (next() - 0.5);
+  }
+  for (int64_t y = 0; y < height; ++y) {
+    for (int64_t x = 0; x < width; ++x) {
+      for (int c = 0; c < channels; ++c) {
+        double v = 60.0 + 120.0 * static_cast<double>(x + (c + 1) * y) / static_cast<double>(width + 4 * height);
+        for (int b = 0; b < 4; ++b) {
+          const double dx = static_cast<double>(x) - cx[b], dy = static_cast<double>(y) - cy[b];
+          v += tint[b][c] * std::exp(-(dx * dx + dy * dy) / (radius[b] * radius[b]));
+        }
+        v += 12.0 * (next() - 0.5);
+        out[static_cast<size_t>((y * width + x) * channels + c)] = static_cast<uint8_t>(std::clamp(v, 0.0, 255.0));
+      }
+    }
   }
   return out;
 }

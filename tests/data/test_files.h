@@ -21,4 +21,8 @@ std::vector<uint8_t> cifar_records(int count, int label_bytes, uint8_t first_lab
 // The pixel byte k of record n written by cifar_records.
 inline uint8_t cifar_pixel(int n, int k) { return static_cast<uint8_t>((n + k) % 251); }
 
+// Interleaved pixels (width * height * channels) that compress like a photo: smooth gradients and
+// soft blobs with a little texture, a pure function of the seed.
+std::vector<uint8_t> photo_pixels(int64_t width, int64_t height, int channels, uint64_t seed);
+
 }  // namespace ember::data::testing
