@@ -1,7 +1,7 @@
 // libFuzzer target for the safetensors reader: parse_safetensors on arbitrary bytes. An
 // ember::Error is the expected answer to a bad file; a crash, a sanitizer report, any other
 // exception or a tensor whose storage is smaller than its shape claims is a finding.
-// Built and run by tools/fuzz/run_safetensors_fuzzer (clang only; not part of the Bazel build).
+// Built and run by tools/fuzz/run_fuzzer safetensors (clang only; not part of the Bazel build).
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
