@@ -1,4 +1,5 @@
-// Dataset statistics are the usual published per-channel means and standard deviations.
+// Dataset statistics are the usual published per-channel means and standard deviations. An image
+// folder's crops (--image-crop) come first in its transforms: they decode the files.
 #include "tools/train/setup.h"
 
 #include <cmath>
@@ -25,11 +26,11 @@ void check_same_classes(const data::ImageFolder& train, const data::ImageFolder&
   std::string difference;
   for (size_t i = 0; i < std::max(a.size(), b.size()) && difference.empty(); ++i) {
     if (i < a.size() && i < b.size() && a[i] == b[i]) continue;
+    // Both lists are sorted: the smaller of the first two names that differ is missing from the other.
     difference = i >= b.size()   ? "'" + a[i] + "' is in --data-dir only"
                  : i >= a.size() ? "'" + b[i] + "' is in --val-dir only"
                  : a[i] < b[i]   ? "'" + a[i] + "' is in --data-dir only"
                                  : "'" + b[i] + "' is in --val-dir only";
-    // Both lists are sorted, so the smaller of the first two names that differ is missing from the other list.
   }
   throw Error("--data imagefolder: the class folders of --data-dir " + train.root() + " (" + count(a.size(), "class") +
               ") and --val-dir " + val.root() + " (" + count(b.size(), "class") + ") differ: " + difference +
