@@ -74,13 +74,14 @@ struct Options {
   std::string dir;
   std::string repo;
   bool torchvision = true;
+  int64_t size_scale = 1;  // --size-scale: photos this many times ImageNet's size
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "image_loader: %s\nflags: --images N (1000) --classes C (10) --batch B (64) --workers W (cores) "
                "--repeats R (5) --phase-images N (200) --dir DIR (/tmp/ember-image-bench-N) --repo DIR "
-               "--no-torchvision\n",
+               "--no-torchvision --size-scale K (1: about 500 x 375; 4: a phone photo's 2000 x 1500)\n",
                problem.c_str());
   std::exit(2);
 }
@@ -116,6 +117,8 @@ Options parse(int argc, char** argv) {
       o.dir = value();
     } else if (flag == "--repo") {
       o.repo = value();
+    } else if (flag == "--size-scale") {
+      o.size_scale = number();
     } else if (flag == "--no-torchvision") {
       o.torchvision = false;
     } else {
@@ -125,7 +128,11 @@ Options parse(int argc, char** argv) {
   if (o.images < 1 || o.classes < 1 || o.images < o.classes || o.batch < 1 || o.repeats < 1) {
     usage("--images >= --classes >= 1, --batch >= 1 and --repeats >= 1 are needed");
   }
-  if (o.dir.empty()) o.dir = "/tmp/ember-image-bench-" + std::to_string(o.images);
+  if (o.size_scale < 1) usage("--size-scale must be >= 1");
+  if (o.dir.empty()) {
+    o.dir = "/tmp/ember-image-bench-" + std::to_string(o.images);
+    if (o.size_scale > 1) o.dir += "-x" + std::to_string(o.size_scale);
+  }
   return o;
 }
 
@@ -268,10 +275,10 @@ std::vector<uint8_t> photo_like(int64_t width, int64_t height, uint64_t seed) {
 }
 
 // Image i's size: 440-520 wide at about 4:3, one in five portrait (ImageNet's photos are mostly
-// 500 x 375 or 375 x 500 and vary around that).
-std::pair<int64_t, int64_t> image_size(int64_t i) {
+// 500 x 375 or 375 x 500 and vary around that), times `scale`.
+std::pair<int64_t, int64_t> image_size(int64_t i, int64_t scale) {
   Rng rng(0x5EED0000 + static_cast<uint64_t>(i));
-  const auto longer = static_cast<int64_t>(rng.uniform(440, 521));
+  const auto longer = static_cast<int64_t>(rng.uniform(440, 521)) * scale;
   const auto shorter = static_cast<int64_t>(static_cast<float>(longer) * rng.uniform(0.70f, 0.80f));
   const bool portrait = rng.uniform() < 0.2f;
   return portrait ? std::pair{longer, shorter} : std::pair{shorter, longer};  // (height, width)
@@ -318,7 +325,7 @@ void ensure_folder(const Options& o) {
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       for (int64_t i = t; i < o.images; i += threads) {
-        const auto [height, width] = image_size(i);
+        const auto [height, width] = image_size(i, o.size_scale);
         const std::vector<uint8_t> pixels = photo_like(width, height, 0xC0FFEE00 + static_cast<uint64_t>(i));
         const std::vector<uint8_t> jpeg = encode_jpeg(pixels.data(), width, height, 3, kQuality);
         char name[32];
