@@ -1,0 +1,1 @@
+../cmake_project/ddp_example.cc
