@@ -11,7 +11,7 @@
 # second does not; an unwritable prefix fails with a message naming it.
 #
 # Run by tools/test after the default build, whose objects it installs (--compilation-mode=fastbuild;
-# the optimised build is the same targets with other flags). Needs bazel, cmake, pkg-config, mpirun
+# the optimised build is the same targets with other flags); with --cuda, after the nvcc build. Needs bazel, cmake, pkg-config, mpirun
 # (tools/setup). Prints one line per check and ends with `install_test: PASS` or `install_test: FAILED`.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -46,6 +46,62 @@ snapshot() {
   (cd "$prefix" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum &&
     find . -type l -printf '%p -> %l\n' | LC_ALL=C sort)
 }
+
+# --- --cuda: the nvcc build's libraries (no GPU here: linked, loaded, not run on a device) ---------
+# Run by tools/test after `bazel build --config=cuda //...`, whose objects it installs.
+if [ "${1:-}" = --cuda ]; then
+  if ! tools/install "$prefix" --config=cuda --compilation-mode=fastbuild >"$work/install-cuda.log" 2>&1; then
+    fail "tools/install $prefix --config=cuda" "$work/install-cuda.log"
+    echo "install_test: FAILED ($failures, --cuda)"
+    exit 1
+  fi
+  pass "tools/install --config=cuda: $(tail -n 2 "$work/install-cuda.log" | head -n 1 | sed 's/^tools\/install: //')"
+  for name in ember ember_distributed ember_cuda ember_nccl; do
+    soname=$(readelf -d "$prefix/lib/lib$name.so" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+    if [ "$soname" = "lib$name.so.0.1" ]; then pass "lib$name.so (soname $soname)"; else fail "lib$name.so: soname '$soname'"; fi
+  done
+  # The CUDA headers alone, with what pkg-config gives (the toolkit's include directory, EMBER_CUDA).
+  flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags ember-nccl)
+  mkdir -p "$work/headers"
+  headers=$(cd "$prefix/include/ember" && find cuda -name '*.h' | LC_ALL=C sort)
+  before=$failures
+  for header in $headers; do
+    printf '#include "%s"\n' "$header" | (cd "$work/headers" && g++ $flags -fsyntax-only -x c++ - >"$work/header.err" 2>&1) ||
+      fail "$header does not compile alone with \$(pkg-config --cflags ember-nccl)" "$work/header.err"
+  done
+  [ $failures -eq $before ] && pass "the $(wc -w <<<"$headers") installed CUDA headers compile alone with pkg-config's flags"
+  # A program using a GPU through Ember::cuda, which it never calls by name: the backend must be
+  # loaded all the same (--no-as-needed in the package), so that here, without a GPU, the tensor's
+  # move fails as the CUDA backend's "no CUDA devices", not as a device type without a backend.
+  mkdir -p "$work/cuda_app"
+  printf '%s\n' '#include <cstdio>' '' '#include "core/ember_core.h"' '' 'int main() {' \
+    '  ember::Tensor x = ember::randn({4}).to(ember::Device::cuda(0));' \
+    '  std::printf("sum %g\n", x.sum().item<double>());' '}' >"$work/cuda_app/app.cc"
+  # --as-needed, as Ubuntu's toolchain links by default: the package must keep the library anyway.
+  printf '%s\n' 'cmake_minimum_required(VERSION 3.16)' 'project(cuda_app CXX)' \
+    'set(CMAKE_EXE_LINKER_FLAGS "-Wl,--as-needed")' \
+    'find_package(Ember 0.1 REQUIRED COMPONENTS cuda nccl)' 'add_executable(app app.cc)' \
+    'target_link_libraries(app PRIVATE Ember::cuda)' >"$work/cuda_app/CMakeLists.txt"
+  check "CMake: find_package(Ember 0.1 REQUIRED COMPONENTS cuda nccl) and a program linked to Ember::cuda" \
+    "$work/cuda-build.log" sh -c "cmake -S '$work/cuda_app' -B '$work/cuda_app/build' -DCMAKE_PREFIX_PATH='$prefix' && cmake --build '$work/cuda_app/build'"
+  if readelf -d "$work/cuda_app/build/app" 2>/dev/null | grep -q 'libember_cuda.so.0.1'; then
+    pass "the program needs libember_cuda.so though it calls nothing in it"
+  else
+    fail "the program does not load libember_cuda.so (the linker dropped it)"
+  fi
+  env -u EMBER_EMULATED_GPUS "$work/cuda_app/build/app" >"$work/cuda-run.log" 2>&1
+  if grep -q "no CUDA devices are available" "$work/cuda-run.log"; then
+    pass "without a GPU it fails as the real CUDA backend does: $(grep -o 'device cuda:0 does not exist[^(]*' "$work/cuda-run.log" | head -n 1)"
+  else
+    fail "the program should have failed with the CUDA backend's 'no CUDA devices' error" "$work/cuda-run.log"
+  fi
+  if [ $failures -eq 0 ]; then
+    echo "install_test: PASS (--cuda)"
+    exit 0
+  fi
+  echo "install_test: FAILED ($failures, --cuda)"
+  exit 1
+fi
 
 # --- tools/install, twice -------------------------------------------------------------------------
 if ! tools/install "$prefix" --compilation-mode=fastbuild >"$work/install1.log" 2>&1; then
