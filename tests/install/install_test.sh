@@ -5,7 +5,8 @@
 #   1. CMake: examples/cmake_project (find_package(Ember 0.1), the README's model and a DDP program
 #      under mpirun -np 2), plus the version and component checks of the package files;
 #   2. pkg-config and plain g++: examples/pkg_config;
-#   3. Bazel: examples/bazel_project, a workspace of its own with @ember as a local_repository.
+#   3. Bazel: examples/bazel_project, a workspace of its own with @ember as a local_repository (its
+#      README model; its DDP target is not built here, for time).
 # Also: every installed header compiles alone with only the prefix on the include path; a second
 # install into the same prefix leaves the same files and removes what the first one had that the
 # second does not; an unwritable prefix fails with a message naming it.
@@ -89,7 +90,8 @@ if [ "${1:-}" = --cuda ]; then
   else
     fail "the program does not load libember_cuda.so (the linker dropped it)"
   fi
-  env -u EMBER_EMULATED_GPUS "$work/cuda_app/build/app" >"$work/cuda-run.log" 2>&1
+  # In a shell of its own, whose "Aborted" notice (the uncaught error) goes to the log too.
+  sh -c 'env -u EMBER_EMULATED_GPUS "$0"' "$work/cuda_app/build/app" >"$work/cuda-run.log" 2>&1
   if grep -q "no CUDA devices are available" "$work/cuda-run.log"; then
     pass "without a GPU it fails as the real CUDA backend does: $(grep -o 'device cuda:0 does not exist[^(]*' "$work/cuda-run.log" | head -n 1)"
   else
@@ -206,11 +208,13 @@ check "pkg-config: the DDP program under mpirun -np 2" "$work/pkg-ddp.log" \
 cp -rL examples/bazel_project "$work/bazel_project"
 sed -i "s|path = \"\.\./\.\.\"|path = \"$repo\"|; s|\"\.\./\.\./third_party/|\"$repo/third_party/|" "$work/bazel_project/WORKSPACE"
 bazel_example() { (cd "$work/bazel_project" && bazel --output_user_root="$work/bazel-root" "$@"); }
-check "Bazel: build //:readme_model //:ddp_example in a workspace of its own (@ember//nn, @ember//parallel:distributed)" \
-  "$work/bazel-build.log" bazel_example build --jobs="$(nproc)" //:readme_model //:ddp_example
+# Only the README model: this build compiles Ember's core, autograd and nn again from source (a
+# workspace of its own shares no objects), which is most of this test's time on a slow CI machine;
+# the DDP program's Bazel target (comm, MPI, DDP on top) was built and run here before it was cut
+# for time, and its source is the one CMake and pkg-config build above.
+check "Bazel: build //:readme_model in a workspace of its own (@ember//core, @ember//nn, @ember//nn/optim)" \
+  "$work/bazel-build.log" bazel_example build --jobs="$(nproc)" //:readme_model
 check "Bazel: the README model trains" "$work/bazel-readme.log" "$work/bazel_project/bazel-bin/readme_model"
-check "Bazel: the DDP program under mpirun -np 2" "$work/bazel-ddp.log" \
-  mpirun -np 2 --oversubscribe "$work/bazel_project/bazel-bin/ddp_example"
 
 if [ $failures -eq 0 ]; then
   echo "install_test: PASS"
