@@ -202,6 +202,15 @@ check "pkg-config: make examples/pkg_config" "$work/pkg-build.log" \
 check "pkg-config: the README model trains" "$work/pkg-readme.log" "$work/examples/pkg_config/readme_model"
 check "pkg-config: the DDP program under mpirun -np 2" "$work/pkg-ddp.log" \
   mpirun -np 2 --oversubscribe "$work/examples/pkg_config/ddp_example"
+# --static adds each library's Libs.private: a flag there comes once, from the library that needs
+# it, not again from each library that requires that one.
+static=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --libs --static ember-distributed)
+repeated=$(tr ' ' '\n' <<<"$static" | grep -v -e '^-pthread$' -e '^$' | sort | uniq -d | tr '\n' ' ')
+if [ -z "$repeated" ] && grep -q -- "-lmpi" <<<"$static" && grep -q -- "-ldnnl" <<<"$static"; then
+  pass "pkg-config --static ember-distributed: MPI and oneDNN, no flag twice"
+else
+  fail "pkg-config --libs --static ember-distributed gave '$static' (repeated: '$repeated')"
+fi
 
 # --- 3. Bazel: another workspace with @ember ----------------------------------------------------------
 # The example names Ember's checkout relatively (../..); here it is copied away from it.
