@@ -12,6 +12,7 @@
 #include "comm/device_backend.h"
 #include "comm/host_backend.h"
 #include "comm/mixed_process_group.h"
+#include "comm/rendezvous.h"
 #include "core/error.h"
 
 namespace ember::comm {
@@ -22,6 +23,7 @@ constexpr const char* kMixedBackend = "cpu:mpi,cuda:nccl";
 
 std::mutex init_mutex;
 std::shared_ptr<ProcessGroup> world_group;
+std::shared_ptr<Store> world_store;
 std::atomic<int> world_rank{-1};  // for abort_job's prefix, without MPI too
 
 // The linked backend `name` (else an error naming the dep to add); `why` says what needs it.
@@ -173,8 +175,16 @@ std::shared_ptr<ProcessGroup> init() {
   for (int r = 0; r < env.world_size; ++r) spec.world_ranks.push_back(r);
   const char* id_file = std::getenv("EMBER_NCCL_ID_FILE");
   const bool use_file = id_file != nullptr && *id_file != '\0';
+  const std::optional<MasterAddress> master = master_address();
+  if (master && !use_file) {
+    EMBER_CHECK(env.launched, "comm::init: ", master->source,
+                " is set, so the ranks meet at a store, but nothing says which rank this is: set RANK and WORLD_SIZE");
+    world_store = rendezvous(rendezvous_options(*master, env.rank, env.world_size));
+  }
   if (use_file)
     spec.share = share_through_file(id_file, env.rank);
+  else if (world_store)
+    spec.share = share_through_store(world_store, "nccl/WORLD", env.rank);
   else if (env.world_size == 1)
     spec.share = [](std::vector<uint8_t>&) {};
   else
@@ -192,6 +202,11 @@ std::shared_ptr<ProcessGroup> init() {
 std::shared_ptr<ProcessGroup> world() {
   std::lock_guard<std::mutex> lock(init_mutex);
   return world_group;
+}
+
+std::shared_ptr<Store> store() {
+  std::lock_guard<std::mutex> lock(init_mutex);
+  return world_store;
 }
 
 bool is_initialized() { return world() != nullptr; }

@@ -18,6 +18,9 @@
 // path every rank sees: rank 0 writes it, and removes it once every rank joined), which needs no
 // MPI at all. With one backend linked, it is the default; with none, "mpi". Asking for a backend
 // the program did not link raises, naming the Bazel dep to add.
+// Without a launcher the ranks can also meet at a TCP store (comm/rendezvous.h): with
+// EMBER_MASTER_ADDR/EMBER_MASTER_PORT (or MASTER_ADDR/MASTER_PORT) and RANK/WORLD_SIZE set, rank 0
+// serves it and "nccl" shares its id there (EMBER_NCCL_ID_FILE, when also set, comes first).
 //
 //   auto world = ember::comm::init();
 //   if (world->rank() == 0) std::cout << "training on " << world->size() << " ranks\n";
@@ -27,6 +30,7 @@
 #include <string>
 
 #include "comm/process_group.h"
+#include "comm/store.h"
 
 namespace ember::comm {
 
@@ -46,6 +50,8 @@ LaunchEnvironment read_environment();
 std::shared_ptr<ProcessGroup> init();
 // The world group, or nullptr before init().
 std::shared_ptr<ProcessGroup> world();
+// The store the ranks met at (EMBER_MASTER_ADDR), or nullptr (before init(), or under a launcher).
+std::shared_ptr<Store> store();
 bool is_initialized();
 // Prints "[rank R] ember: <message>" and ends every rank of the job with a non-zero status.
 [[noreturn]] void abort_job(const std::string& message);

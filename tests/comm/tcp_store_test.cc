@@ -16,9 +16,11 @@
 #include "comm/tcp_store.h"
 #include "comm/tcp_store_wire.h"
 #include "core/error.h"
+#include "tests/comm/free_port.h"
 
 using namespace ember;
 using namespace ember::comm;
+using ember::testing::free_port;
 using namespace std::chrono_literals;
 
 namespace {
@@ -42,19 +44,6 @@ TcpStoreOptions client_of(const TcpStore& server, const std::string& who, const 
 }
 
 std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
-
-// A port nobody listens on (bound, read, released).
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 // A raw connection to the store.
 int raw_connect(int port) {
