@@ -18,8 +18,11 @@ if [ "$mode" = file ]; then
   export EMBER_NCCL_ID_FILE="$work/nccl.id"
   lone_message="comm::init: rank 1 waited EMBER_COLLECTIVE_TIMEOUT for rank 0 to write"
 else
-  # A port no one listens on (the kernel's pick, released).
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  # A port no one listens on: random below the kernel's ephemeral range, until a connect fails.
+  for _ in $(seq 100); do
+    port=$((20000 + RANDOM % 12000))
+    (exec 3<> "/dev/tcp/127.0.0.1/$port") 2> /dev/null || break
+  done
   export EMBER_MASTER_ADDR=127.0.0.1 EMBER_MASTER_PORT=$port
   lone_message="rank 1 could not reach the store at 127.0.0.1:$port"
 fi
