@@ -97,7 +97,6 @@ std::unique_ptr<TcpStore> TcpStore::serve(const TcpStoreOptions& options) {
   if (mine.host == "0.0.0.0" || mine.host == "::") mine.host = "localhost";
   std::unique_ptr<TcpStore> store = connect(mine);
   store->server_ = std::move(server);
-  store->options_.host = options.host;
   return store;
 }
 

@@ -51,7 +51,6 @@ class TcpStore : public Store {
   using Store::set;
 
   int port() const { return port_; }
-  const std::string& host() const { return options_.host; }
   bool serving() const { return server_ != nullptr; }
 
  private:

@@ -9,7 +9,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -64,7 +63,6 @@ struct TcpStoreServer::State {
   std::map<std::string, std::vector<uint8_t>> data;
   std::unordered_map<int, Connection> connections;
   std::vector<Waiter> waiters;
-  std::atomic<int> refused{0};
 
   void send(Connection& c, const std::vector<uint8_t>& frame) { c.out.insert(c.out.end(), frame.begin(), frame.end()); }
 
@@ -285,8 +283,6 @@ TcpStoreServer::~TcpStoreServer() {
   ::close(wake_fds_[1]);
 }
 
-int TcpStoreServer::refused_connections() const { return state_->refused.load(); }
-
 void TcpStoreServer::serve() {
   State& s = *state_;
   std::vector<pollfd> fds;
@@ -345,10 +341,7 @@ void TcpStoreServer::serve() {
     for (int round = 0; round < 2; ++round) {
       dropped.clear();
       for (auto& [fd, c] : s.connections) {
-        if (!c.waiting && !c.closing && !c.in.empty() && !s.serve_input(c)) {
-          s.refused.fetch_add(1);
-          dropped.push_back(fd);
-        }
+        if (!c.waiting && !c.closing && !c.in.empty() && !s.serve_input(c)) dropped.push_back(fd);
       }
       for (int fd : dropped) drop(fd);
       s.settle_waiters(Clock::now());

@@ -20,8 +20,6 @@ class TcpStoreServer {
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
 
   int port() const { return port_; }
-  // Connections ended for a malformed request since the start (for tests and logs).
-  int refused_connections() const;
 
  private:
   struct State;
