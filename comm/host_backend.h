@@ -1,5 +1,5 @@
-// The seam between comm (backend-neutral) and the backend that carries host tensors and makes the
-// world group itself (comm/mpi): linking the backend's package registers it at static init, and
+// The seam between comm (backend-neutral) and the backends that carry host tensors and make the
+// world group (comm/mpi, comm/gloo): linking the backend's package registers it at static init, and
 // init() and abort_job() find it here by name. A program that did not link it gets an error naming
 // the Bazel dep to add.
 #pragma once
@@ -14,9 +14,10 @@
 namespace ember::comm {
 
 struct HostBackend {
-  // The world group: the backend's own rendezvous (MPI_Init), which init() then checks against
-  // what the launcher's environment said.
-  std::function<std::shared_ptr<ProcessGroup>(const LaunchEnvironment&)> world;
+  // The world group: the backend's own rendezvous (MPI_Init), or the store the ranks met at
+  // (Gloo; null for a world of one without a store), which init() then checks against what the
+  // launcher's environment said.
+  std::function<std::shared_ptr<ProcessGroup>(const LaunchEnvironment&, const std::shared_ptr<Store>&)> world;
   // Ends every rank of the job with `message` when the backend's runtime is up (does not return
   // then); returns when it is not, and abort_job() exits this process alone.
   std::function<void(const std::string& message)> abort_job;

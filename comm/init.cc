@@ -20,6 +20,7 @@ namespace ember::comm {
 namespace {
 
 constexpr const char* kMixedBackend = "cpu:mpi,cuda:nccl";
+constexpr const char* kMixedGlooBackend = "cpu:gloo,cuda:nccl";
 
 std::mutex init_mutex;
 std::shared_ptr<ProcessGroup> world_group;
@@ -49,7 +50,7 @@ DeviceGroupFactory require_device_backend(const std::string& name, const std::st
 // rank) we were launched.
 std::shared_ptr<ProcessGroup> host_world(const std::string& name, const LaunchEnvironment& env,
                                          const std::string& why) {
-  auto group = require_host_backend(name, why).world(env);
+  auto group = require_host_backend(name, why).world(env, world_store);
   EMBER_CHECK(!env.launched || (group->rank() == env.rank && group->size() == env.world_size), "comm::init: ", name,
               " says rank ", group->rank(), " of ", group->size(), " but ", env.source, " says rank ", env.rank, " of ",
               env.world_size,
@@ -134,20 +135,24 @@ LaunchEnvironment read_environment() {
               " is outside a world of size ", env.world_size, env.source.empty() ? "" : " (from " + env.source + ")");
   EMBER_CHECK(env.local_rank < env.world_size, "comm::init: local rank ", env.local_rank,
               " is outside a world of size ", env.world_size);
-  // The default follows what the program linked: both backends, host tensors over MPI and CUDA
-  // tensors over NCCL; one, that one; neither, "mpi", which init() then asks to link.
-  const bool has_mpi = host_backend("mpi") != nullptr, has_nccl = static_cast<bool>(device_backend("nccl"));
-  env.backend = has_nccl ? (has_mpi ? kMixedBackend : "nccl") : "mpi";
+  // The default follows what the program linked: CPU tensors over MPI (over Gloo when MPI is not
+  // linked, or when the ranks were started by hand, where MPI cannot start), CUDA tensors over
+  // NCCL; with neither host backend, NCCL alone; with nothing, "mpi", which init() then asks to link.
+  const bool has_mpi = host_backend("mpi") != nullptr, has_gloo = host_backend("gloo") != nullptr,
+             has_nccl = static_cast<bool>(device_backend("nccl"));
+  const bool by_hand = env.source == "RANK/WORLD_SIZE";
+  const char* host = has_gloo && (by_hand || !has_mpi) ? "gloo" : (has_mpi ? "mpi" : nullptr);
+  if (has_nccl)
+    env.backend = host == nullptr ? "nccl" : std::string("cpu:") + host + ",cuda:nccl";
+  else
+    env.backend = host == nullptr ? "mpi" : host;
   if (const char* backend = std::getenv("EMBER_BACKEND"); backend != nullptr && *backend != '\0') env.backend = backend;
-  EMBER_CHECK(env.backend == "mpi" || env.backend == "nccl" || env.backend == kMixedBackend,
-              "comm::init: "
-              "EMBER_BACKEND='",
-              env.backend,
-              "' is not a backend; expected 'mpi' (CPU tensors; //comm/mpi), "
-              "'nccl' (CUDA tensors only; //comm/nccl) or '",
-              kMixedBackend,
-              "' (both; the default when both are "
-              "linked)");
+  EMBER_CHECK(env.backend == "mpi" || env.backend == "gloo" || env.backend == "nccl" || env.backend == kMixedBackend ||
+                  env.backend == kMixedGlooBackend,
+              "comm::init: EMBER_BACKEND='", env.backend,
+              "' is not a backend; expected 'mpi' (CPU tensors; //comm/mpi), 'gloo' (CPU tensors; //comm/gloo), "
+              "'nccl' (CUDA tensors only; //comm/nccl), '",
+              kMixedBackend, "' or '", kMixedGlooBackend, "' (both kinds of tensor)");
   return env;
 }
 
@@ -157,13 +162,31 @@ std::shared_ptr<ProcessGroup> init() {
   LaunchEnvironment env = read_environment();
   world_rank = env.rank;
   const std::string why = "EMBER_BACKEND='" + env.backend + "'";
-  if (env.backend == "mpi") {
-    world_group = host_world("mpi", env, why);
+  const bool mixed = env.backend.rfind("cpu:", 0) == 0;
+  // The backend for host tensors ("mpi" or "gloo"); empty for NCCL alone.
+  const std::string host =
+      mixed ? env.backend.substr(4, env.backend.find(',') - 4) : (env.backend == "nccl" ? std::string() : env.backend);
+  const char* id_file = std::getenv("EMBER_NCCL_ID_FILE");
+  const bool use_file = id_file != nullptr && *id_file != '\0';
+  // The ranks meet at a store when they are told where, and a backend needs one: Gloo always, NCCL
+  // alone for its id (unless a file carries it). MPI's own start is its rendezvous.
+  const std::optional<MasterAddress> master = master_address();
+  if (master && (host == "gloo" || (host.empty() && !use_file))) {
+    EMBER_CHECK(env.launched, "comm::init: ", master->source,
+                " is set, so the ranks meet at a store, but nothing says which rank this is: set RANK and WORLD_SIZE");
+    world_store = rendezvous(rendezvous_options(*master, env.rank, env.world_size));
+  }
+  EMBER_CHECK(host != "gloo" || world_store || env.world_size == 1, "comm::init: ", why, " on ", env.world_size,
+              " ranks (from ", env.source,
+              "): Gloo's ranks meet at a TCP store that rank 0 serves; set EMBER_MASTER_ADDR and EMBER_MASTER_PORT (or "
+              "MASTER_ADDR and MASTER_PORT) to rank 0's address and a free port");
+  if (!host.empty() && !mixed) {
+    world_group = host_world(host, env, why);
     return world_group;
   }
   DeviceGroupFactory nccl = require_device_backend("nccl", why);
-  if (env.backend == kMixedBackend) {
-    world_group = std::make_shared<MixedProcessGroup>(host_world("mpi", env, why), nccl);
+  if (mixed) {
+    world_group = std::make_shared<MixedProcessGroup>(host_world(host, env, why), nccl);
     return world_group;
   }
   // NCCL alone: the world is made now, on this rank's device, and CPU tensors are refused.
@@ -173,14 +196,6 @@ std::shared_ptr<ProcessGroup> init() {
   spec.device = Device::cuda(env.local_rank);
   spec.name = "WORLD";
   for (int r = 0; r < env.world_size; ++r) spec.world_ranks.push_back(r);
-  const char* id_file = std::getenv("EMBER_NCCL_ID_FILE");
-  const bool use_file = id_file != nullptr && *id_file != '\0';
-  const std::optional<MasterAddress> master = master_address();
-  if (master && !use_file) {
-    EMBER_CHECK(env.launched, "comm::init: ", master->source,
-                " is set, so the ranks meet at a store, but nothing says which rank this is: set RANK and WORLD_SIZE");
-    world_store = rendezvous(rendezvous_options(*master, env.rank, env.world_size));
-  }
   if (use_file)
     spec.share = share_through_file(id_file, env.rank);
   else if (world_store)

@@ -148,4 +148,27 @@ bool distributed_debug() {
   return debug;
 }
 
+std::string timed_out_message(const CollectiveInfo& info, std::chrono::milliseconds timeout) {
+  std::string what =
+      info.describe() + " did not complete within " + format_seconds(timeout) + " (EMBER_COLLECTIVE_TIMEOUT); ";
+  if (info.kind == CollectiveKind::Send || info.kind == CollectiveKind::Recv)
+    return what + "rank " + std::to_string(info.peer) + " of " + info.group + " never posted the matching " +
+           (info.kind == CollectiveKind::Send ? "recv" : "send") + " with this tag, or is gone. Aborting the job.";
+  return what +
+         "the other ranks are stuck elsewhere or gone. Aborting the job. With EMBER_DISTRIBUTED_DEBUG=1 "
+         "ranks compare their collectives and name the first mismatch.";
+}
+
+std::string terminated_message(int rank, const std::vector<std::string>& in_flight) {
+  // The oldest is what every later one waits behind: a rank that died took its part of it along.
+  std::string text = "[rank " + std::to_string(rank) + "] ember: terminated while in " + in_flight[0];
+  if (in_flight.size() > 1) {
+    text += " (also in flight:";
+    for (size_t i = 1; i < in_flight.size() && i < 6; ++i) text += (i > 1 ? ", " : " ") + in_flight[i];
+    if (in_flight.size() > 6) text += ", and " + std::to_string(in_flight.size() - 6) + " more";
+    text += ")";
+  }
+  return text + "; another rank probably failed or exited early (see its output)\n";
+}
+
 }  // namespace ember::comm

@@ -149,4 +149,10 @@ std::chrono::milliseconds collective_timeout();
 // True when EMBER_DISTRIBUTED_DEBUG=1.
 bool distributed_debug();
 
+// Every backend's watchdog line for a collective or send/recv that outlived `timeout`.
+std::string timed_out_message(const CollectiveInfo& info, std::chrono::milliseconds timeout);
+// What a rank prints when its launcher stops it while `in_flight` (descriptions, oldest first,
+// not empty) had not finished; ends with a newline.
+std::string terminated_message(int rank, const std::vector<std::string>& in_flight);
+
 }  // namespace ember::comm

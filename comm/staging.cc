@@ -24,4 +24,10 @@ Staged stage(const Tensor& t, bool write_back) {
   return s;
 }
 
+void divide_by(const Tensor& t, int size) {
+  NoGradGuard no_grad;
+  Tensor view = t.detach();
+  view.div_(scalar_tensor(static_cast<double>(size), t.dtype()));
+}
+
 }  // namespace ember::comm

@@ -19,4 +19,7 @@ struct Staged {
 // The copy is made on the current stream; `write_back` marks an output.
 Staged stage(const Tensor& t, bool write_back);
 
+// Divides `t` in place by the group's size: an Avg reduction, for backends that sum.
+void divide_by(const Tensor& t, int size);
+
 }  // namespace ember::comm

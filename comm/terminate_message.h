@@ -7,8 +7,8 @@
 
 namespace ember::comm {
 
-enum class TerminateSource { Mpi = 0, Nccl = 1 };
-constexpr int kTerminateSources = 2;
+enum class TerminateSource { Mpi = 0, Nccl = 1, Gloo = 2 };
+constexpr int kTerminateSources = 3;
 
 // Replaces `source`'s line (empty: nothing in flight). Not for signal handlers; any thread.
 void publish_terminate_message(TerminateSource source, const std::string& text);

@@ -30,13 +30,6 @@ int count_of(const Tensor& t, const char* op) {
   return static_cast<int>(t.numel());
 }
 
-// Divides in place after a sum, turning it into the average.
-void divide(const Tensor& t, int size) {
-  NoGradGuard no_grad;
-  Tensor view = t.detach();
-  view.div_(scalar_tensor(static_cast<double>(size), t.dtype()));
-}
-
 // A duplicate of `comm` for debug-mode send/recv signatures, or MPI_COMM_NULL without debug
 // (collective over `comm`: on the communication thread).
 MPI_Comm make_check_comm(MPI_Comm comm) {
@@ -142,7 +135,7 @@ WorkPtr MpiProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
   CollectiveInfo i = info(CollectiveKind::AllReduce, &tensor, op);
   int count = count_of(tensor, "all_reduce");
   auto after = [this, s, op] {
-    if (op == ReduceOp::Avg) divide(s.buffer, size_);
+    if (op == ReduceOp::Avg) divide_by(s.buffer, size_);
     s.finish();
   };
   if (OverlapScope::active()) {
@@ -196,7 +189,7 @@ WorkPtr MpiProcessGroup::reduce(const Tensor& tensor, int root, ReduceOp op) {
     void* recv = rank_ == root ? s.data() : nullptr;
     int rc = MPI_Reduce(send, recv, count, datatype_of(s.buffer.dtype()), op_of(op, s.buffer.dtype()), root, comm_);
     if (rc != MPI_SUCCESS) fail_mpi(i, rc);
-    if (op == ReduceOp::Avg && rank_ == root) divide(s.buffer, size_);
+    if (op == ReduceOp::Avg && rank_ == root) divide_by(s.buffer, size_);
     s.finish();
   });
 }
@@ -282,7 +275,7 @@ WorkPtr MpiProcessGroup::reduce_scatter_tensor(const Tensor& output, const Tenso
           return request;
         },
         [this, in, out, op] {
-          if (op == ReduceOp::Avg) divide(out.buffer, size_);
+          if (op == ReduceOp::Avg) divide_by(out.buffer, size_);
           out.finish();
         });
   }
@@ -290,7 +283,7 @@ WorkPtr MpiProcessGroup::reduce_scatter_tensor(const Tensor& output, const Tenso
     DType dtype = in.buffer.dtype();
     int rc = MPI_Reduce_scatter_block(in.data(), out.data(), count, datatype_of(dtype), op_of(op, dtype), comm_);
     if (rc != MPI_SUCCESS) fail_mpi(i, rc);
-    if (op == ReduceOp::Avg) divide(out.buffer, size_);
+    if (op == ReduceOp::Avg) divide_by(out.buffer, size_);
     out.finish();
   });
 }
@@ -440,7 +433,9 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::new_group(const std::vector<int>&
 namespace {
 const bool registered = [] {
   HostBackend backend;
-  backend.world = [](const LaunchEnvironment&) -> std::shared_ptr<ProcessGroup> { return MpiProcessGroup::world(); };
+  backend.world = [](const LaunchEnvironment&, const std::shared_ptr<Store>&) -> std::shared_ptr<ProcessGroup> {
+    return MpiProcessGroup::world();
+  };
   backend.abort_job = [](const std::string& message) {
     if (Runtime::started()) Runtime::get().abort(message);  // never starts MPI just to abort
   };

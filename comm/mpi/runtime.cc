@@ -26,55 +26,21 @@
 namespace ember::comm::mpi {
 
 MpiWork::MpiWork(CollectiveInfo info, Start start, Finish finish, int rank)
-    : info_(std::move(info)),
-      description_(info_.describe()),
-      start_(std::move(start)),
-      finish_(std::move(finish)),
-      rank_(rank) {}
+    : ThreadWork(std::move(info), rank), start_(std::move(start)), finish_(std::move(finish)) {}
 
-void MpiWork::wait(std::chrono::milliseconds timeout) {
+void MpiWork::before_wait(std::chrono::milliseconds timeout) {
   // A wait that may last as long as the watchdog allows can run the work itself; a shorter one
   // must be able to give up, so it leaves the work to the communication thread.
-  const bool bounded = timeout.count() > 0;
-  if (!bounded || timeout >= collective_timeout()) Runtime::get().run_here_if_next(*this);
-  std::unique_lock<std::mutex> lock(mutex_);
-  bool finished = true;
-  // Unbounded, the watchdog is what ends a collective that never completes: it names it and ends
-  // the whole job. A waiter timing out at the same moment would race it and raise instead, from
-  // wherever it waits (inside a DDP backward, say), with no rank-prefixed line on stderr.
-  if (bounded)
-    finished = done_cv_.wait_for(lock, timeout, [&] { return done_; });
-  else
-    done_cv_.wait(lock, [&] { return done_; });
-  const bool p2p = info_.kind == CollectiveKind::Send || info_.kind == CollectiveKind::Recv;
-  EMBER_CHECK(finished, "rank ", rank_, ": ", info_.describe(), " did not complete within ", format_seconds(timeout),
-              p2p ? " (the peer has not posted the matching " +
-                        std::string(info_.kind == CollectiveKind::Send ? "recv" : "send") +
-                        " with this tag, or is gone)"
-                  : " (a rank may have stopped issuing collectives, or issued them in a different order; run with "
-                    "EMBER_DISTRIBUTED_DEBUG=1 to compare the ranks' collectives)");
-  EMBER_CHECK(error_.empty(), error_);
-}
-
-bool MpiWork::is_completed() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return done_;
-}
-
-std::string MpiWork::error() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return error_;
+  if (timeout.count() <= 0 || timeout >= collective_timeout()) Runtime::get().run_here_if_next(*this);
 }
 
 void MpiWork::complete(const std::string& error) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    done_ = true;
-    error_ = error;
     start_ = nullptr;  // drop tensor references held by the closures
     finish_ = nullptr;
   }
-  done_cv_.notify_all();
+  mark_done(error);
 }
 
 namespace {
@@ -159,28 +125,19 @@ void Runtime::abort(const std::string& message) {
 
 void Runtime::publish_in_flight() {
   // Called at every collective's start and end: the usual single work costs one line, no sort.
-  const size_t count = (current_ ? 1 : 0) + posted_.size();
-  if (count == 0) {
+  if (!current_ && posted_.empty()) {
     publish_terminate_message(TerminateSource::Mpi, "");
-    return;
-  }
-  const std::string prefix = "[rank " + std::to_string(world_rank_) + "] ember: terminated while in ";
-  const char* suffix = "; another rank probably failed or exited early (see its output)\n";
-  if (count == 1) {
-    publish_terminate_message(TerminateSource::Mpi,
-                              prefix + (current_ ? current_ : posted_.front())->description_ + suffix);
     return;
   }
   std::vector<const MpiWork*> active;
   if (current_) active.push_back(current_.get());
   for (const auto& w : posted_) active.push_back(w.get());
-  // The oldest is what every later one waits behind: a rank that died took its part of it along.
-  std::stable_sort(active.begin(), active.end(),
-                   [](const MpiWork* a, const MpiWork* b) { return a->started_ < b->started_; });
-  std::string text = prefix + active[0]->description_ + " (also in flight:";
-  for (size_t i = 1; i < active.size() && i < 6; ++i) text += (i > 1 ? ", " : " ") + active[i]->description_;
-  if (active.size() > 6) text += ", and " + std::to_string(active.size() - 6) + " more";
-  publish_terminate_message(TerminateSource::Mpi, text + ")" + suffix);
+  if (active.size() > 1)
+    std::stable_sort(active.begin(), active.end(),
+                     [](const MpiWork* a, const MpiWork* b) { return a->started_ < b->started_; });
+  std::vector<std::string> descriptions;
+  for (const MpiWork* w : active) descriptions.push_back(w->description());
+  publish_terminate_message(TerminateSource::Mpi, terminated_message(world_rank_, descriptions));
 }
 
 void Runtime::communication_loop() {
@@ -392,17 +349,7 @@ void Runtime::watchdog_loop() {
     for (const auto& w : posted_)
       if (!late && expired(w)) late = w;
     if (late) {
-      const CollectiveInfo& info = late->info();
-      std::string what =
-          info.describe() + " did not complete within " + format_seconds(timeout) + " (EMBER_COLLECTIVE_TIMEOUT); ";
-      if (info.kind == CollectiveKind::Send || info.kind == CollectiveKind::Recv) {
-        what += "rank " + std::to_string(info.peer) + " of " + info.group + " never posted the matching " +
-                (info.kind == CollectiveKind::Send ? "recv" : "send") + " with this tag, or is gone. Aborting the job.";
-      } else {
-        what +=
-            "the other ranks are stuck elsewhere or gone. Aborting the job. With EMBER_DISTRIBUTED_DEBUG=1 "
-            "ranks compare their collectives and name the first mismatch.";
-      }
+      const std::string what = timed_out_message(late->info(), timeout);
       lock.unlock();
       abort(what);
     }

@@ -24,10 +24,11 @@
 #include <vector>
 
 #include "comm/process_group.h"
+#include "comm/thread_work.h"
 
 namespace ember::comm::mpi {
 
-class MpiWork final : public Work {
+class MpiWork final : public ThreadWork {
  public:
   // Runs on the communication thread; returns the requests still to complete (point-to-point),
   // or none when the work is done.
@@ -36,24 +37,14 @@ class MpiWork final : public Work {
   // (MPI_SUCCESS if none). Raising makes the work fail with that message.
   using Finish = std::function<void(int code)>;
   MpiWork(CollectiveInfo info, Start start, Finish finish, int rank);
-  void wait(std::chrono::milliseconds timeout) override;
-  bool is_completed() const override;
-  std::string error() const override;
-  const CollectiveInfo& info() const override { return info_; }
 
  private:
   friend class Runtime;
+  void before_wait(std::chrono::milliseconds timeout) override;
   void complete(const std::string& error);
 
-  CollectiveInfo info_;
-  std::string description_;  // info_.describe(), made once: the runtime names in-flight work often
   Start start_;
   Finish finish_;
-  int rank_;
-  mutable std::mutex mutex_;
-  std::condition_variable done_cv_;
-  bool done_ = false;
-  std::string error_;
   std::chrono::steady_clock::time_point started_;
 };
 

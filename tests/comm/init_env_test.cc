@@ -166,10 +166,25 @@ TEST_CASE("EMBER_BACKEND: unknown names are rejected, unlinked backends name the
     REQUIRE(comm::read_environment().backend == "mpi");
   }
   {
-    ScopedEnvironment scope({{"EMBER_BACKEND", "gloo"}});
+    ScopedEnvironment scope({{"EMBER_BACKEND", "tcp"}});
     REQUIRE_THROWS_WITH(
         comm::read_environment(),
-        Catch::Contains("EMBER_BACKEND='gloo' is not a backend; expected 'mpi' (CPU tensors; //comm/mpi), 'nccl'"));
+        Catch::Contains("EMBER_BACKEND='tcp' is not a backend; expected 'mpi' (CPU tensors; //comm/mpi), "
+                        "'gloo' (CPU tensors; //comm/gloo), 'nccl'"));
+  }
+  {
+    ScopedEnvironment scope({{"EMBER_BACKEND", "gloo"}});
+    REQUIRE(comm::read_environment().backend == "gloo");
+    REQUIRE_THROWS_WITH(comm::init(),
+                        Catch::Contains("EMBER_BACKEND='gloo' needs the 'gloo' backend, which this program "
+                                        "does not link: add \"//comm/gloo\" to its Bazel deps"));
+    REQUIRE_FALSE(comm::is_initialized());
+  }
+  {
+    ScopedEnvironment scope({{"EMBER_BACKEND", "cpu:gloo,cuda:nccl"}});
+    REQUIRE(comm::read_environment().backend == "cpu:gloo,cuda:nccl");
+    REQUIRE_THROWS_WITH(comm::init(), Catch::Contains("needs the 'nccl' backend"));
+    REQUIRE_FALSE(comm::is_initialized());
   }
   {
     // Rejected before MPI is started.

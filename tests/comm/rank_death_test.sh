@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One rank dies (SIGKILL) mid-collective; the others must exit non-zero within the collective
-# timeout, printing which collective they were in.
+# timeout, printing which collective they were in (over Gloo, a fourth argument "gloo": also that
+# the connection to rank 1 broke; the ranks are started by tests/env_run.sh).
 set -uo pipefail
-runner="$1"; binary="$2"; np="$3"
+runner="$1"; binary="$2"; np="$3"; backend="${4:-mpi}"
 export EMBER_COLLECTIVE_TIMEOUT=30
 start=$(date +%s)
 output="$("$runner" "$np" "$binary" 2>&1)"
@@ -14,6 +15,16 @@ echo "$output"
 # Every survivor prints the line; mpirun may drop a rank's output while it tears the job down,
 # so at least one must have come through.
 pattern="\[rank [02]\] ember: (terminated while in all_reduce #[0-9]+ \(avg\) on WORLD, float32 \[65536\]|all_reduce #[0-9]+ \(avg\) on WORLD.*did not complete)"
+need=1
+if [ "$backend" = gloo ]; then
+  # Gloo's survivors see a connection close: the error their wait raises names the collective and
+  # the peer (rank 1, or rank 0 for a rank whose only pending transfer was with rank 0 when it
+  # failed); one stopped before that says what it was in. No launcher drops output here: both count.
+  broke="rank [02] of WORLD: all_reduce #[0-9]+ \(avg\) on WORLD, float32 \[65536\] failed: the connection to rank"
+  echo "$output" | grep -Eq "$broke 1 broke" || { echo "FAIL: no survivor named rank 1's broken connection"; exit 1; }
+  pattern="$pattern|$broke [01] broke"
+  need=2
+fi
 lines=$(echo "$output" | grep -Ec "$pattern")
-[ "$lines" -ge 1 ] || { echo "FAIL: no survivor said which collective it was in"; exit 1; }
+[ "$lines" -ge "$need" ] || { echo "FAIL: $lines survivors said which collective they were in, expected $need"; exit 1; }
 echo "PASS: survivors exited with status $status after ${elapsed}s; $lines of 2 survivor messages forwarded"

@@ -5,9 +5,12 @@
 #   ddp_rank_death_test.sh RUNNER BINARY timeout [BACKEND]          a launcher that leaves survivors
 #     running (mpirun --enable-recovery here; srun without --kill-on-bad-exit behaves alike): the
 #     collective timeout ends rank 0 (over NCCL the communicator sees the death first and names it)
-#   ddp_rank_death_test.sh RUNNER BINARY stall nccl                 rank 1 stays alive but stops
+#   ddp_rank_death_test.sh RUNNER BINARY stall nccl|gloo            rank 1 stays alive but stops
 #     issuing collectives: the collective timeout ends rank 0
-# BACKEND is mpi (default) or nccl (the binary built for emulated GPUs, run with EMBER_BACKEND=nccl).
+#   ddp_rank_death_test.sh RUNNER BINARY peer-dies gloo             no launcher (tests/env_run.sh):
+#     Gloo's connection to rank 1 closes, and the wait in rank 0's backward raises naming it
+# BACKEND is mpi (default), nccl (the binary built for emulated GPUs, run with EMBER_BACKEND=nccl)
+# or gloo (run by tests/env_run.sh with EMBER_BACKEND=gloo).
 # WRAPPER (a fifth argument) is ddp (default), stage2 (ShardedDataParallel: the survivor is in a
 # gradient reduce-scatter) or stage3 (in a unit's all-gather).
 # Each rank's stderr goes to its own file, so the check sees what rank 0 wrote even where mpirun
@@ -20,15 +23,15 @@ work="$(mktemp -d "${TEST_TMPDIR:-/tmp}/ddp_death.XXXXXX")"
 # mpirun exits 0 even after a rank called MPI_Abort. (mpirun's SIGTERM must reach the rank itself,
 # hence the exec in the other mode.)
 if [ "$mode" = timeout ]; then
-  printf '#!/bin/sh\n"%s" %s %s 2> "%s/rank$OMPI_COMM_WORLD_RANK.err"\necho $? > "%s/rank$OMPI_COMM_WORLD_RANK.status"\n' \
+  printf '#!/bin/sh\n"%s" %s %s 2> "%s/rank${OMPI_COMM_WORLD_RANK:-$RANK}.err"\necho $? > "%s/rank${OMPI_COMM_WORLD_RANK:-$RANK}.status"\n' \
     "$binary" "$mode" "$wrapper" "$work" "$work" > "$work/rank.sh"
 else
   # In `stall` mode the silent rank 1 keeps a long timeout: its watchdog over the collectives it
   # posted before stopping raced rank 0's (once, on a slow machine in delay mode, it fired first and
   # aborted the communicator under rank 0), and the test is about rank 0's.
   slow=""
-  [ "$mode" = stall ] && slow='[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export EMBER_COLLECTIVE_TIMEOUT=120\n'
-  printf "#!/bin/sh\n${slow}"'exec "%s" %s %s 2> "%s/rank$OMPI_COMM_WORLD_RANK.err"\n' "$binary" "$mode" "$wrapper" \
+  [ "$mode" = stall ] && slow='[ "${OMPI_COMM_WORLD_RANK:-$RANK}" = 1 ] && export EMBER_COLLECTIVE_TIMEOUT=120\n'
+  printf "#!/bin/sh\n${slow}"'exec "%s" %s %s 2> "%s/rank${OMPI_COMM_WORLD_RANK:-$RANK}.err"\n' "$binary" "$mode" "$wrapper" \
     "$work" > "$work/rank.sh"
 fi
 chmod +x "$work/rank.sh"
@@ -63,7 +66,12 @@ case "$mode/$backend" in
     launcher_args=(--enable-recovery); limit=90
     expected="^\[rank 0\] ember: (terminated while in $collective|$collective( failed: .*exited|$timed_out))"
     ;;
-  stall/nccl)
+  peer-dies/gloo)
+    export EMBER_COLLECTIVE_TIMEOUT=300
+    launcher_args=(); limit=60
+    expected="rank 0 of WORLD: $collective failed: the connection to rank 1 broke"
+    ;;
+  stall/nccl | stall/gloo)
     export EMBER_COLLECTIVE_TIMEOUT=5
     launcher_args=(); limit=90; min_elapsed=5
     expected="^\[rank 0\] ember: $collective$timed_out"

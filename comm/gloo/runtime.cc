@@ -1,0 +1,159 @@
+#include "comm/gloo/runtime.h"
+
+#include <gloo/common/error.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "comm/init.h"
+#include "comm/terminate_message.h"
+#include "core/error.h"
+
+namespace ember::comm::gloo_backend {
+
+void GlooWork::start() {
+  started_ = std::chrono::steady_clock::now();
+  Runtime::get().track(this);
+}
+
+void GlooWork::complete(const std::string& error) {
+  Runtime::get().untrack(this);
+  mark_done(error);
+}
+
+void run_work(GlooWork& work, const std::function<void()>& body) {
+  std::string error;
+  try {
+    body();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  work.complete(error);
+}
+
+Runtime& Runtime::get() {
+  // Never destroyed: groups released during static destruction still complete their works here,
+  // and the device outlives every group's connections.
+  static Runtime* runtime = new Runtime;
+  return *runtime;
+}
+
+Runtime::Runtime() {
+  watchdog_ = std::thread([this] { watchdog_loop(); });
+  install_terminate_handler();
+}
+
+void Runtime::track(GlooWork* work) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  in_flight_.push_back(work);
+  publish_in_flight();
+}
+
+void Runtime::untrack(GlooWork* work) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = std::find(in_flight_.begin(), in_flight_.end(), work);
+  if (it == in_flight_.end()) return;  // never started (failed before it was queued)
+  in_flight_.erase(it);
+  publish_in_flight();
+}
+
+void Runtime::publish_in_flight() {
+  if (in_flight_.empty()) {
+    publish_terminate_message(TerminateSource::Gloo, "");
+    return;
+  }
+  std::vector<const GlooWork*> active(in_flight_.begin(), in_flight_.end());
+  if (active.size() > 1)
+    std::stable_sort(active.begin(), active.end(),
+                     [](const GlooWork* a, const GlooWork* b) { return a->started() < b->started(); });
+  std::vector<std::string> descriptions;
+  for (const GlooWork* w : active) descriptions.push_back(w->description());
+  publish_terminate_message(TerminateSource::Gloo, terminated_message(world_rank_, descriptions));
+}
+
+void Runtime::watchdog_loop() {
+  const auto timeout = collective_timeout();
+  const auto period =
+      std::min<std::chrono::milliseconds>(std::chrono::milliseconds(1000), timeout / 4 + std::chrono::milliseconds(1));
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    cv_.wait_for(lock, period);
+    const auto now = std::chrono::steady_clock::now();
+    for (const GlooWork* w : in_flight_) {
+      if (now - w->started() <= timeout) continue;
+      const std::string what = timed_out_message(w->info(), timeout);
+      lock.unlock();
+      abort_job(what);  // Gloo has no job-wide abort: the peers see this process's connections close
+    }
+  }
+}
+
+GlooWorker::GlooWorker() : thread_([this] { loop(); }) {}
+
+GlooWorker::~GlooWorker() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void GlooWorker::submit(std::shared_ptr<GlooWork> work, std::function<void()> run) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.emplace_back(std::move(work), std::move(run));
+  }
+  cv_.notify_one();
+}
+
+void GlooWorker::loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and nothing left to run
+    auto [work, run] = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    work->start();
+    run_work(*work, run);
+    run = nullptr;  // drops the tensors it held before the next wait
+    lock.lock();
+  }
+}
+
+P2pWaiters::~P2pWaiters() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void P2pWaiters::submit(std::shared_ptr<GlooWork> work, std::function<void()> wait) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.emplace_back(std::move(work), std::move(wait));
+    if (idle_ < static_cast<int>(queue_.size())) threads_.emplace_back([this] { loop(); });
+  }
+  cv_.notify_one();
+}
+
+void P2pWaiters::loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    ++idle_;
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    --idle_;
+    if (queue_.empty()) return;
+    auto [work, wait] = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    run_work(*work, wait);
+    wait = nullptr;
+    lock.lock();
+  }
+}
+
+}  // namespace ember::comm::gloo_backend

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Starts NP copies of a program as a job without a launcher does (a shell loop, a container
+# orchestrator): each with RANK, WORLD_SIZE, LOCAL_RANK and EMBER_MASTER_ADDR/EMBER_MASTER_PORT,
+# where rank 0 serves the store the ranks meet at. No mpirun, no MPI.
+#   env_run.sh NP BINARY [--] [program args...]   (the "--" as mpi_run.sh takes it)
+# The ranks' output is passed through, each line prefixed "[rank R] " as it comes. Exit status:
+# the first rank to fail, else 0. Once one rank failed the others get a grace period to fail on
+# their own (a Gloo peer sees the connection close), then SIGTERM (their handler names what they
+# were in, as under mpirun), then SIGKILL.
+# EMBER_JOB_ID is unique per run, so a rank that reaches another test's store on a reused port is
+# refused by name instead of joining it; rank 0 taking a port already in use is retried on another.
+set -uo pipefail
+np="$1"
+binary="$2"
+shift 2
+[ "${1:-}" = "--" ] && shift
+export EMBER_COLLECTIVE_TIMEOUT="${EMBER_COLLECTIVE_TIMEOUT:-120}"
+export EMBER_NUM_THREADS="${EMBER_NUM_THREADS:-1}"
+export EMBER_DISTRIBUTED_DEBUG="${EMBER_DISTRIBUTED_DEBUG:-0}"
+export EMBER_MASTER_ADDR=127.0.0.1 WORLD_SIZE="$np"
+unset MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE SLURM_PROCID
+work="$(mktemp -d "${TEST_TMPDIR:-/tmp}/env_run.XXXXXX")"
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2> /dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'for pid in "${pids[@]}"; do kill -TERM "$pid" 2> /dev/null; done' TERM INT
+
+free_port() {  # a port no one listens on, below the kernel's ephemeral range
+  local port
+  for _ in $(seq 100); do
+    port=$((20000 + RANDOM % 12000))
+    (exec 3<> "/dev/tcp/127.0.0.1/$port") 2> /dev/null || break
+  done
+  echo "$port"
+}
+
+for attempt in 1 2 3; do
+  export EMBER_MASTER_PORT="$(free_port)" EMBER_JOB_ID="env_run.$$.$attempt.$RANDOM"
+  pids=()
+  for ((r = 0; r < np; ++r)); do
+    (
+      export RANK=$r LOCAL_RANK=$r
+      exec "$binary" "$@" > >(sed -u "s/^/[rank $r] /") 2> >(sed -u "s/^/[rank $r] /" | tee "$work/rank$r.err" >&2)
+    ) &
+    pids[$r]=$!
+  done
+  status=0
+  remaining=$np
+  while [ "$remaining" -gt 0 ]; do
+    wait -n "${pids[@]}" 2> /dev/null
+    code=$?
+    remaining=$((remaining - 1))
+    if [ "$code" -ne 0 ] && [ "$status" -eq 0 ]; then
+      status=$code
+      # The others fail on their own when a peer's connections close; give them that chance.
+      for _ in $(seq 30); do
+        alive=0
+        for pid in "${pids[@]}"; do kill -0 "$pid" 2> /dev/null && alive=1; done
+        [ $alive -eq 0 ] && break
+        sleep 0.1
+      done
+      for pid in "${pids[@]}"; do kill -TERM "$pid" 2> /dev/null; done
+      sleep 2
+      for pid in "${pids[@]}"; do kill -KILL "$pid" 2> /dev/null; done
+      wait 2> /dev/null
+      break
+    fi
+  done
+  # Only a port taken between the check and rank 0's bind is retried; any other failure is the result.
+  if [ "$status" -ne 0 ] && grep -q "the port is taken" "$work/rank0.err" 2> /dev/null; then
+    echo "env_run.sh: port $EMBER_MASTER_PORT was taken; retrying on another" >&2
+    continue
+  fi
+  exit "$status"
+done
+exit "$status"
