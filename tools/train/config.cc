@@ -55,10 +55,10 @@ std::string resolve_device(const std::string& text) {
   }
   // DDP's gradients live on the device: a backend that cannot carry them would fail at the first
   // backward, after the data has loaded.
-  if (launch.launched && launch.backend == "mpi")
-    throw FlagError("--device " + text + " under a launcher: EMBER_BACKEND=mpi carries CPU tensors only, and rank " +
-                    std::to_string(launch.rank) + "'s gradients would be on " + device.str() +
-                    "; leave EMBER_BACKEND unset (CUDA tensors then go over NCCL)");
+  if (launch.launched && (launch.backend == "mpi" || launch.backend == "gloo"))
+    throw FlagError("--device " + text + " under a launcher: EMBER_BACKEND=" + launch.backend +
+                    " carries CPU tensors only, and rank " + std::to_string(launch.rank) + "'s gradients would be on " +
+                    device.str() + "; leave EMBER_BACKEND unset (CUDA tensors then go over NCCL)");
   return device.str();
 }
 

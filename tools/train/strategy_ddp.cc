@@ -37,7 +37,10 @@ class DdpStrategy : public TrainStrategy {
   // The group sends CUDA tensors over NCCL (flag parsing refused EMBER_BACKEND=mpi with a CUDA
   // device) and CPU tensors over MPI.
   std::string batch_note() const override {
-    return device_.is_cuda() ? ", gradients over NCCL" : ", gradients over MPI";
+    if (device_.is_cuda()) return ", gradients over NCCL";
+    std::string backend = comm::read_environment().backend;  // "mpi", "gloo" or "cpu:gloo,cuda:nccl"
+    if (backend.rfind("cpu:", 0) == 0) backend = backend.substr(4, backend.find(',') - 4);
+    return backend == "gloo" ? ", gradients over Gloo" : ", gradients over MPI";
   }
 
  private:
