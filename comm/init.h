@@ -10,17 +10,21 @@
 //   3. RANK / WORLD_SIZE / LOCAL_RANK set by hand.
 // RANK, WORLD_SIZE and LOCAL_RANK, when set next to a launcher's variables, must agree with them.
 // EMBER_BACKEND picks the backend among those the program linked (each backend's package registers
-// it at static init; comm itself links neither): //comm/mpi gives "mpi", //comm/nccl gives "nccl",
-// both give "cpu:mpi,cuda:nccl", the default then: CPU tensors over MPI, CUDA tensors over NCCL (a
-// communicator made at the first collective on a CUDA tensor, on its device, its unique id
-// broadcast over MPI). "mpi" takes CPU tensors only; "nccl" CUDA tensors only, on
-// cuda:LOCAL_RANK, with the id shared over MPI under a launcher or through EMBER_NCCL_ID_FILE (a
-// path every rank sees: rank 0 writes it, and removes it once every rank joined), which needs no
-// MPI at all. With one backend linked, it is the default; with none, "mpi". Asking for a backend
-// the program did not link raises, naming the Bazel dep to add.
-// Without a launcher the ranks can also meet at a TCP store (comm/rendezvous.h): with
+// it at static init; comm itself links none): //comm/mpi gives "mpi", //comm/gloo "gloo",
+// //comm/nccl "nccl", and a host backend with NCCL "cpu:mpi,cuda:nccl" / "cpu:gloo,cuda:nccl": CPU
+// tensors over MPI or Gloo, CUDA tensors over NCCL (a communicator made at the first collective on
+// a CUDA tensor, on its device, its unique id broadcast over the host group). "mpi" and "gloo" take
+// CPU tensors only; "nccl" CUDA tensors only, on cuda:LOCAL_RANK, with the id shared over MPI under
+// a launcher, through EMBER_NCCL_ID_FILE (a path every rank sees: rank 0 writes it, and removes it
+// once every rank joined) or through the store below, the last two needing no MPI at all. The
+// default is what the program linked: a host backend and NCCL, the mixed group; one, that one; none,
+// "mpi" (which init() then asks to link); MPI before Gloo, unless the ranks were started by hand
+// (RANK/WORLD_SIZE without a launcher), where MPI cannot start. Asking for a backend the program
+// did not link raises, naming the Bazel dep to add.
+// Without a launcher the ranks meet at a TCP store (comm/rendezvous.h): with
 // EMBER_MASTER_ADDR/EMBER_MASTER_PORT (or MASTER_ADDR/MASTER_PORT) and RANK/WORLD_SIZE set, rank 0
-// serves it and "nccl" shares its id there (EMBER_NCCL_ID_FILE, when also set, comes first).
+// serves it; Gloo always meets there (its ranks exchange their addresses), and "nccl" shares its
+// id there (EMBER_NCCL_ID_FILE, when also set, comes first).
 //
 //   auto world = ember::comm::init();
 //   if (world->rank() == 0) std::cout << "training on " << world->size() << " ranks\n";

@@ -106,21 +106,24 @@ Staged stage_cpu(const Tensor& t, bool write_back, const char* op, const std::st
 }  // namespace
 
 WorkPtr GlooProcessGroup::submit(CollectiveInfo i, std::function<void()> run) {
-  auto work = std::make_shared<GlooWork>(i, rank_);
+  auto work = std::make_shared<GlooWork>(i, rank_, worker_);
   const bool check = distributed_debug();
-  worker_.submit(work, [this, i, run = std::move(run), check] {
-    try {
-      if (check) {
-        Signature mine = signature_of(i);
-        std::vector<Signature> all(size_);
-        gather_bytes(&mine, all.data(), sizeof(Signature), 1, i.sequence);
-        check_same_collective(i, all, rank_);
-      }
-      run();
-    } catch (const ::gloo::Exception& e) {
-      fail(i, e);
-    }
-  });
+  worker_->submit(
+      work,
+      [this, i, run = std::move(run), check] {
+        try {
+          if (check) {
+            Signature mine = signature_of(i);
+            std::vector<Signature> all(size_);
+            gather_bytes(&mine, all.data(), sizeof(Signature), 1, i.sequence);
+            check_same_collective(i, all, rank_);
+          }
+          run();
+        } catch (const ::gloo::Exception& e) {
+          fail(i, e);
+        }
+      },
+      OverlapScope::active());
   return work;
 }
 

@@ -79,7 +79,7 @@ class GlooProcessGroup final : public ProcessGroup {
   std::map<std::tuple<CollectiveKind, int, int>, uint64_t> p2p_sequence_;  // (send/recv, peer, tag)
   // Declared last: destroyed first, so no thread still runs while the context goes.
   P2pWaiters p2p_waiters_;
-  GlooWorker worker_;
+  std::shared_ptr<GlooWorker> worker_ = std::make_shared<GlooWorker>();
 };
 
 }  // namespace ember::comm::gloo_backend

@@ -16,6 +16,12 @@ void GlooWork::start() {
   Runtime::get().track(this);
 }
 
+void GlooWork::before_wait(std::chrono::milliseconds timeout) {
+  // A wait that may give up before the watchdog would must not be running the work itself.
+  if (timeout.count() > 0 && timeout < collective_timeout()) return;
+  if (auto worker = worker_.lock()) worker->run_here_if_next(*this);
+}
+
 void GlooWork::complete(const std::string& error) {
   Runtime::get().untrack(this);
   mark_done(error);
@@ -99,26 +105,62 @@ GlooWorker::~GlooWorker() {
   thread_.join();
 }
 
-void GlooWorker::submit(std::shared_ptr<GlooWork> work, std::function<void()> run) {
+void GlooWorker::submit(std::shared_ptr<GlooWork> work, std::function<void()> run, bool prompt) {
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.emplace_back(std::move(work), std::move(run));
+    wake = prompt || !waiters_run_;
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
+}
+
+void GlooWorker::run_here_if_next(const GlooWork& work) {
+  Entry mine;
+  bool switched = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (busy_ || queue_.empty() || queue_.front().first.get() != &work) return;
+    mine = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    switched = !waiters_run_;
+    waiters_run_ = true;
+  }
+  // From now on submits do not wake the thread: it must poll, and learns so by this one wake-up.
+  if (switched) cv_.notify_one();
+  mine.first->start();
+  run_work(*mine.first, mine.second);
+  mine.second = nullptr;
+  bool more;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    busy_ = false;
+    more = !queue_.empty();
+  }
+  if (more) cv_.notify_one();  // what was queued behind it (a wake-up per collective costs as much as a small one)
 }
 
 void GlooWorker::loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping, and nothing left to run
-    auto [work, run] = std::move(queue_.front());
+    auto ready = [&] { return stopping_ || (!queue_.empty() && !busy_); };
+    if (waiters_run_)
+      cv_.wait_for(lock, kDeferredStart, ready);
+    else  // until there is work, or a waiter ran one (this thread must poll from then on)
+      cv_.wait(lock, [&] { return ready() || waiters_run_; });
+    if (stopping_ && queue_.empty()) return;
+    if (queue_.empty() || busy_) continue;
+    Entry entry = std::move(queue_.front());
     queue_.pop_front();
+    busy_ = true;
+    waiters_run_ = false;
     lock.unlock();
-    work->start();
-    run_work(*work, run);
-    run = nullptr;  // drops the tensors it held before the next wait
+    entry.first->start();
+    run_work(*entry.first, entry.second);
+    entry.second = nullptr;  // drops the tensors it held before the next wait
     lock.lock();
+    busy_ = false;
   }
 }
 

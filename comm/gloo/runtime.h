@@ -21,9 +21,14 @@
 
 namespace ember::comm::gloo_backend {
 
+class GlooWorker;
+
 class GlooWork final : public ThreadWork {
  public:
-  GlooWork(CollectiveInfo info, int rank) : ThreadWork(std::move(info), rank) {}
+  // `worker`: the group's, which a waiter may run the work on its own thread through (collectives);
+  // null for send/recv.
+  GlooWork(CollectiveInfo info, int rank, std::weak_ptr<GlooWorker> worker = {})
+      : ThreadWork(std::move(info), rank), worker_(std::move(worker)) {}
   // Marks the start the watchdog measures from (a collective when its worker starts it, a
   // send/recv when it is posted) and registers it with the runtime.
   void start();
@@ -32,6 +37,8 @@ class GlooWork final : public ThreadWork {
   std::chrono::steady_clock::time_point started() const { return started_; }
 
  private:
+  void before_wait(std::chrono::milliseconds timeout) override;
+  std::weak_ptr<GlooWorker> worker_;
   std::chrono::steady_clock::time_point started_;
 };
 
@@ -55,19 +62,29 @@ class Runtime {
   std::thread watchdog_;
 };
 
-// A thread that runs one group's collectives in order.
+// A thread that runs one group's collectives in order. A caller waiting on the collective next in
+// line while the thread is between works runs it itself: submit-then-wait then costs no hand-off
+// between threads (on a 2-core VM two of them took ~0.8 ms of a 4 KB all-reduce's 1.1 ms). While
+// waiters do that, submits outside an OverlapScope do not wake the thread; it looks for work every
+// kDeferredStart instead, so a caller that computes before it waits still has it started by then.
 class GlooWorker {
  public:
   GlooWorker();
   ~GlooWorker();
   // `run` raises to fail the work (gloo's exceptions become messages naming the collective).
-  void submit(std::shared_ptr<GlooWork> work, std::function<void()> run);
+  // `prompt`: the caller will not wait soon (OverlapScope), so the thread starts it at once.
+  void submit(std::shared_ptr<GlooWork> work, std::function<void()> run, bool prompt);
+  void run_here_if_next(const GlooWork& work);
 
  private:
   void loop();
+  using Entry = std::pair<std::shared_ptr<GlooWork>, std::function<void()>>;
+  static constexpr std::chrono::milliseconds kDeferredStart{10};
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<std::pair<std::shared_ptr<GlooWork>, std::function<void()>>> queue_;
+  std::deque<Entry> queue_;
+  bool busy_ = false;         // a work is running (on the thread or on a waiter)
+  bool waiters_run_ = false;  // the last work ran on its waiter
   bool stopping_ = false;
   std::thread thread_;
 };

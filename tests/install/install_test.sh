@@ -206,8 +206,9 @@ check "pkg-config: the DDP program under mpirun -np 2" "$work/pkg-ddp.log" \
 # it, not again from each library that requires that one.
 static=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --libs --static ember-distributed)
 repeated=$(tr ' ' '\n' <<<"$static" | grep -v -e '^-pthread$' -e '^$' | sort | uniq -d | tr '\n' ' ')
-if [ -z "$repeated" ] && grep -q -- "-lmpi" <<<"$static" && grep -q -- "-ldnnl" <<<"$static"; then
-  pass "pkg-config --static ember-distributed: MPI and oneDNN, no flag twice"
+if [ -z "$repeated" ] && grep -q -- "-lmpi" <<<"$static" && grep -q -- "-lgloo" <<<"$static" &&
+  grep -q -- "-ldnnl" <<<"$static"; then
+  pass "pkg-config --static ember-distributed: MPI, Gloo and oneDNN, no flag twice"
 else
   fail "pkg-config --libs --static ember-distributed gave '$static' (repeated: '$repeated')"
 fi

@@ -3,19 +3,32 @@
 // where that factor is 0, busbw is algbw), algbw = bytes / time. Both sides alternate within each
 // trial, so load hits both alike, and reduce the same buffer, so memory placement does too.
 //   --backend mpi (default): CPU tensors against MPI_Allreduce, 4 KB ... 100 MB.
+//   --backend gloo: CPU tensors through Ember's Gloo group (EMBER_BACKEND=gloo) against Gloo's own
+//     allreduce on a context of the bench's own (Gloo's FileStore in /tmp, its TCP device), 4 KB ...
+//     100 MB; under mpirun also against MPI_Allreduce, as a second table. Ranks started without a
+//     launcher (RANK/WORLD_SIZE, EMBER_MASTER_ADDR) time Gloo alone.
 //   --backend nccl: a CUDA tensor on cuda:LOCAL_RANK against ncclAllReduce on a communicator of the
 //     bench's own, on the caller's current stream, 4 KB ... 1 GB; each trial ends with that stream
 //     synchronised, so completion is timed, as nccl-tests does. On emulated devices 4 KB ... 4 MB,
 //     and only the ratio means something there: the times are the CPU's.
 // Run: mpirun -np 2 bazel-out/k8-opt/bin/tools/bench/allreduce [--backend nccl] (after bazel build
-// --config=bench); one rank on one GPU: EMBER_BACKEND=nccl allreduce --backend nccl (no MPI needed).
+// --config=bench); one rank on one GPU: EMBER_BACKEND=nccl allreduce --backend nccl (no MPI needed);
+// Gloo: EMBER_BACKEND=gloo EMBER_MASTER_ADDR=127.0.0.1 EMBER_MASTER_PORT=29500 mpirun -np 2 -x
+// EMBER_BACKEND -x EMBER_MASTER_ADDR -x EMBER_MASTER_PORT allreduce --backend gloo.
+#include <gloo/allreduce.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/transport/tcp/device.h>
 #include <mpi.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -32,8 +45,9 @@ using namespace ember;
 
 namespace {
 
-const char* kUsage = R"(usage: allreduce [--backend mpi|nccl] [--max-bytes N] [--trials N]
+const char* kUsage = R"(usage: allreduce [--backend mpi|gloo|nccl] [--max-bytes N] [--trials N]
   --backend mpi     CPU tensors through Ember's group against raw MPI_Allreduce (default)
+  --backend gloo    CPU tensors through Ember's Gloo group against raw Gloo (and MPI under mpirun)
   --backend nccl    a CUDA tensor on cuda:LOCAL_RANK against raw ncclAllReduce
   --max-bytes N     leave out the sizes above N bytes
   --trials N        alternating trials per size (default 15)
@@ -60,15 +74,27 @@ struct Side {
   std::function<void()> finish = [] {};
 };
 
+// Without MPI (Gloo's ranks started by hand) the bench's own barriers and timings go through this.
+comm::ProcessGroup* timing_group = nullptr;
+
 // Mean time of `reps` back-to-back calls, the slowest rank's; ranks start together.
 double time_trial(const Side& side, int reps) {
   const bool mpi = mpi_running();
-  if (mpi) MPI_Barrier(MPI_COMM_WORLD);
+  if (mpi)
+    MPI_Barrier(MPI_COMM_WORLD);
+  else if (timing_group)
+    timing_group->barrier()->wait();
   double start = bench::now_seconds();
   for (int r = 0; r < reps; ++r) side.call();
   side.finish();
   double elapsed = (bench::now_seconds() - start) / reps;
-  if (mpi) MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (mpi) {
+    MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  } else if (timing_group) {
+    Tensor slowest = full({1}, elapsed, TensorOptions(kFloat64));
+    timing_group->all_reduce(slowest, comm::ReduceOp::Max)->wait();
+    elapsed = slowest.to_vector<double>()[0];
+  }
   return elapsed;
 }
 
@@ -158,6 +184,78 @@ int run_mpi(const Options& options, comm::ProcessGroup& world) {
   return 0;
 }
 
+// The yardstick's Gloo context, made as a user of raw Gloo makes one: a FileStore in a directory
+// every rank of this machine sees (rank 0 makes it and tells the others its name), and a TCP device
+// on the loopback interface (a job on one machine).
+std::shared_ptr<::gloo::Context> raw_gloo_context(comm::ProcessGroup& world, std::string& dir) {
+  Tensor name = zeros({64}, TensorOptions(kUInt8));
+  if (world.rank() == 0) {
+    char path[] = "/tmp/ember-allreduce-gloo-XXXXXX";
+    if (::mkdtemp(path) == nullptr) throw std::runtime_error("cannot make a directory for Gloo's FileStore in /tmp");
+    std::memcpy(name.data_ptr(), path, sizeof(path));
+  }
+  world.broadcast(name, 0)->wait();
+  dir = reinterpret_cast<const char*>(name.data_ptr());
+  ::gloo::rendezvous::FileStore store(dir);
+  auto device = ::gloo::transport::tcp::CreateDevice("127.0.0.1");
+  auto context = std::make_shared<::gloo::rendezvous::Context>(world.rank(), world.size());
+  context->connectFullMesh(store, device);
+  return context;
+}
+
+int run_gloo(const Options& options, comm::ProcessGroup& world) {
+  const int n = world.size(), rank = world.rank();
+  const bool mpi = mpi_running() || std::getenv("OMPI_COMM_WORLD_RANK") != nullptr;
+  const bool started_mpi = mpi && !mpi_running();
+  if (started_mpi) MPI_Init(nullptr, nullptr);
+  if (!mpi) timing_group = &world;
+  if (rank == 0)
+    std::printf("all_reduce (sum, float32): Ember ProcessGroup over Gloo vs raw Gloo allreduce%s, %d ranks\n",
+                mpi ? " (then vs raw MPI_Allreduce)" : "", n);
+  std::string store_dir;
+  auto context = raw_gloo_context(world, store_dir);
+  uint32_t tag = 0;
+  Table vs_gloo("gloo", n), vs_mpi("mpi", n);
+  std::vector<std::pair<int64_t, Row>> mpi_rows;
+  vs_gloo.header(rank == 0);
+  for (int64_t bytes : sizes_up_to(100'000'000, options.max_bytes)) {
+    const int64_t count = bytes / 4;
+    Tensor buffer = zeros({count});  // shared by every side, as in run_mpi
+    float* raw = buffer.data_ptr<float>();
+    int reps = static_cast<int>(std::clamp<int64_t>(100'000'000 / std::max<int64_t>(bytes, 50'000), 3, 2000));
+    Side ember{[&] { world.all_reduce(buffer, comm::ReduceOp::Sum)->wait(); }};
+    Side gloo{[&] {
+      ::gloo::AllreduceOptions opts(context);
+      opts.setOutput(raw, static_cast<size_t>(count));
+      opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&::gloo::sum<float>));
+      opts.setTag(++tag);
+      ::gloo::allreduce(opts);
+    }};
+    Side mpi_side{
+        [&] { MPI_Allreduce(MPI_IN_PLACE, raw, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); }};
+    ember.call();
+    gloo.call();
+    vs_gloo.row(bytes, compare(ember, gloo, reps, options.trials), rank == 0);
+    if (mpi) {
+      mpi_side.call();
+      mpi_rows.emplace_back(bytes, compare(ember, mpi_side, reps, options.trials));
+    }
+  }
+  if (mpi) {
+    vs_mpi.header(rank == 0);
+    for (const auto& [bytes, row] : mpi_rows) vs_mpi.row(bytes, row, rank == 0);
+  }
+  if (rank == 0) {
+    std::printf("bench allreduce: backend=gloo ranks=%d busbw_vs_gloo_min_1mb=%.3f", n, vs_gloo.worst_large());
+    if (mpi) std::printf(" busbw_vs_mpi_min_1mb=%.3f", vs_mpi.worst_large());
+    std::printf("\n");
+  }
+  world.barrier()->wait();
+  if (rank == 0) std::filesystem::remove_all(store_dir);
+  if (started_mpi) MPI_Finalize();
+  return 0;
+}
+
 void check_nccl(ncclResult_t result, ncclComm_t comm, const char* what) {
   if (result == ncclSuccess) return;
   throw std::runtime_error(std::string(what) + ": " + ncclGetErrorString(result) + " (" + ncclGetLastError(comm) + ")");
@@ -242,7 +340,7 @@ bool parse(int argc, char** argv, Options& options) {
       std::exit(0);
     }
     const std::string value = i + 1 < argc ? argv[++i] : "";
-    if (flag == "--backend" && (value == "mpi" || value == "nccl"))
+    if (flag == "--backend" && (value == "mpi" || value == "gloo" || value == "nccl"))
       options.backend = value;
     else if (flag == "--max-bytes" && std::atoll(value.c_str()) >= 4096)
       options.max_bytes = std::atoll(value.c_str());
@@ -263,6 +361,7 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, options)) return 2;
   try {
     auto world = comm::init();
+    if (options.backend == "gloo") return run_gloo(options, *world);
     return options.backend == "nccl" ? run_nccl(options, *world) : run_mpi(options, *world);
   } catch (const std::exception& e) {
     if (comm::is_initialized() && comm::world()->size() > 1) comm::abort_job(std::string("allreduce: ") + e.what());
