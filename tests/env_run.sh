@@ -42,31 +42,47 @@ free_port() {  # a port no one listens on, below the kernel's ephemeral range
 for attempt in 1 2 3; do
   export EMBER_MASTER_PORT="$(free_port)" EMBER_JOB_ID="env_run.$$.$attempt.$RANDOM"
   pids=()
+  declare -A rank_of=()
   for ((r = 0; r < np; ++r)); do
     (
       export RANK=$r LOCAL_RANK=$r
       exec "$binary" "$@" > >(sed -u "s/^/[rank $r] /") 2> >(sed -u "s/^/[rank $r] /" | tee "$work/rank$r.err" >&2)
     ) &
     pids[$r]=$!
+    rank_of[$!]=$r
   done
+  # Whether any of `running` is alive, polled up to $1 tenths of a second (an exited rank is a
+  # zombie until waited for, which kill -0 would still find).
+  wait_alive() {
+    for _ in $(seq "$1"); do
+      local alive=0 pid state
+      for pid in "${running[@]}"; do
+        state=$(awk '{ print $3 }' "/proc/$pid/stat" 2> /dev/null)
+        [ -n "$state" ] && [ "$state" != Z ] && alive=1
+      done
+      [ $alive -eq 0 ] && return
+      sleep 0.1
+    done
+  }
+  running=("${pids[@]}")
   status=0
-  remaining=$np
-  while [ "$remaining" -gt 0 ]; do
-    wait -n "${pids[@]}" 2> /dev/null
+  while [ ${#running[@]} -gt 0 ]; do
+    finished=""
+    wait -n -p finished "${running[@]}"
     code=$?
-    remaining=$((remaining - 1))
+    [ -n "$finished" ] || break
+    rest=()
+    for pid in "${running[@]}"; do [ "$pid" = "$finished" ] || rest+=("$pid"); done
+    running=("${rest[@]}")
+    [ "$code" -eq 0 ] || echo "env_run.sh: rank ${rank_of[$finished]} exited with status $code" >&2
     if [ "$code" -ne 0 ] && [ "$status" -eq 0 ]; then
       status=$code
-      # The others fail on their own when a peer's connections close; give them that chance.
-      for _ in $(seq 30); do
-        alive=0
-        for pid in "${pids[@]}"; do kill -0 "$pid" 2> /dev/null && alive=1; done
-        [ $alive -eq 0 ] && break
-        sleep 0.1
-      done
-      for pid in "${pids[@]}"; do kill -TERM "$pid" 2> /dev/null; done
-      sleep 2
-      for pid in "${pids[@]}"; do kill -KILL "$pid" 2> /dev/null; done
+      # The others fail on their own when a peer's connections close (within milliseconds); give
+      # them three seconds, then TERM (their handler names what they were in), then KILL.
+      wait_alive 30
+      for pid in "${running[@]}"; do kill -TERM "$pid" 2> /dev/null; done
+      wait_alive 20
+      for pid in "${running[@]}"; do kill -KILL "$pid" 2> /dev/null; done
       wait 2> /dev/null
       break
     fi

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
 
 #include "core/error.h"
@@ -102,20 +103,28 @@ Connected connect(const std::shared_ptr<Store>& store, const std::string& prefix
   auto device = shared_device(master_host);
   auto context = std::make_shared<::gloo::rendezvous::Context>(rank, size);
   context->setTimeout(timeout);
-  out.peer_addresses.resize(size);
+  Peers& peers = out.peers;
+  peers.addresses.resize(size);
+  peers.hosts.resize(size);
+  peers.pids.assign(size, -1);
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
   try {
     if (store) {
       PrefixedStore gloo_store(store, prefix);
       context->connectFullMesh(gloo_store, device);
-      // Each rank states how its connections name it; peers read their own entry.
-      std::vector<std::string> mine(size);
-      for (int r = 0; r < size; ++r)
-        if (r != rank) mine[r] = context->getPair(r)->address().str();
-      store->set(prefix + "pair_addresses/" + std::to_string(rank), join(mine));
+      // Each rank states its host and process, and how its connections name it (one line per
+      // rank); peers read their own entry.
+      std::vector<std::string> mine = {std::string(host), std::to_string(::getpid())};
+      for (int r = 0; r < size; ++r) mine.push_back(r == rank ? "" : context->getPair(r)->address().str());
+      store->set(prefix + "peers/" + std::to_string(rank), join(mine));
       for (int r = 0; r < size; ++r) {
         if (r == rank) continue;
-        std::vector<std::string> theirs = split(store->get_string(prefix + "pair_addresses/" + std::to_string(r)));
-        if (static_cast<int>(theirs.size()) == size) out.peer_addresses[r] = theirs[rank];
+        std::vector<std::string> theirs = split(store->get_string(prefix + "peers/" + std::to_string(r)));
+        if (static_cast<int>(theirs.size()) != size + 2) continue;
+        peers.hosts[r] = theirs[0];
+        peers.pids[r] = std::atol(theirs[1].c_str());
+        peers.addresses[r] = theirs[2 + rank];
       }
     } else {
       EMBER_CHECK(size == 1, "comm::init (gloo): ", size, " ranks need a store to meet at");
@@ -129,10 +138,36 @@ Connected connect(const std::shared_ptr<Store>& store, const std::string& prefix
   return out;
 }
 
-int peer_in(const std::string& message, const std::vector<std::string>& peer_addresses) {
-  for (size_t r = 0; r < peer_addresses.size(); ++r)
-    if (!peer_addresses[r].empty() && message.find(peer_addresses[r]) != std::string::npos) return static_cast<int>(r);
-  return -1;
+namespace {
+
+// Whether process `pid` of this host has exited (a zombie has too).
+bool process_gone(long pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return true;
+  std::string line;
+  std::getline(stat, line);
+  const size_t close = line.rfind(')');  // the state follows the command name, which may hold spaces
+  return close == std::string::npos || line.compare(close + 1, 2, " Z") == 0;
+}
+
+}  // namespace
+
+std::string what_broke(const std::string& message, const Peers& peers, int rank) {
+  for (size_t r = 0; r < peers.addresses.size(); ++r)
+    if (!peers.addresses[r].empty() && message.find(peers.addresses[r]) != std::string::npos)
+      return "the connection to rank " + std::to_string(r) + " broke";
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  std::vector<int> gone;
+  for (size_t r = 0; r < peers.pids.size(); ++r)
+    if (static_cast<int>(r) != rank && peers.pids[r] > 0 && peers.hosts[r] == host && process_gone(peers.pids[r]))
+      gone.push_back(static_cast<int>(r));
+  if (gone.empty()) return "";
+  std::string names;
+  for (size_t i = 0; i < gone.size(); ++i)
+    names += (i == 0 ? "" : (i + 1 == gone.size() ? " and " : ", ")) + std::to_string(gone[i]);
+  return gone.size() == 1 ? "rank " + names + " is gone (its process exited)"
+                          : "ranks " + names + " are gone (their processes exited)";
 }
 
 }  // namespace ember::comm::gloo_backend

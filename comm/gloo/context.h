@@ -17,11 +17,20 @@
 
 namespace ember::comm::gloo_backend {
 
+// Who the peers are, to name the one a transport error is about.
+struct Peers {
+  // Each peer's address as this rank's connection to it names it (Gloo's failure messages do, on
+  // the side that connected); this rank's own entry is empty.
+  std::vector<std::string> addresses;
+  // Each rank's host name and process id: a peer on this host whose process is gone can be named
+  // even when Gloo's message names an address the table does not hold.
+  std::vector<std::string> hosts;
+  std::vector<long> pids;
+};
+
 struct Connected {
   std::shared_ptr<::gloo::Context> context;
-  // Each peer's address as this rank's connection to it names it (gloo's failure messages do),
-  // so a broken connection can be told by rank; this rank's own entry is empty.
-  std::vector<std::string> peer_addresses;
+  Peers peers;
 };
 
 // `store` may be null for a group of one. `master_host` is the store's address (it decides the
@@ -29,7 +38,10 @@ struct Connected {
 Connected connect(const std::shared_ptr<Store>& store, const std::string& prefix, int rank, int size,
                   const std::string& master_host, std::chrono::milliseconds timeout);
 
-// The rank whose address `message` names, or -1.
-int peer_in(const std::string& message, const std::vector<std::string>& peer_addresses);
+// What Gloo's failure `message` says about the peers, for an error: "the connection to rank 1
+// broke" when it names a peer's address (it does on the side that connected), else "rank 1 is
+// gone ..." / "ranks 0 and 1 are gone ..." for peers on this host whose processes exited; empty
+// when neither tells.
+std::string what_broke(const std::string& message, const Peers& peers, int rank);
 
 }  // namespace ember::comm::gloo_backend

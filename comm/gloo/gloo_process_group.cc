@@ -63,7 +63,7 @@ T* typed(const Staged& s) {
 GlooProcessGroup::GlooProcessGroup(Setup setup) : setup_(std::move(setup)), rank_(setup_.rank), size_(setup_.size) {
   Connected c = connect(setup_.store, setup_.prefix, rank_, size_, setup_.master_host, gloo_timeout());
   context_ = c.context;
-  peer_addresses_ = std::move(c.peer_addresses);
+  peers_ = std::move(c.peers);
 }
 
 GlooProcessGroup::~GlooProcessGroup() = default;
@@ -86,10 +86,10 @@ void GlooProcessGroup::fail(const CollectiveInfo& info, const std::exception& e)
   std::string what = e.what();
   // Gloo prefixes its source location ("[./gloo/transport/tcp/pair.cc:598] "): not the user's news.
   if (what.rfind("[", 0) == 0 && what.find("] ") != std::string::npos) what = what.substr(what.find("] ") + 2);
-  const int peer = peer_in(what, peer_addresses_);
-  if (peer >= 0)
-    EMBER_FAIL("rank ", rank_, " of ", setup_.name, ": ", info.describe(), " failed: the connection to rank ", peer,
-               " broke (Gloo: ", what, "); rank ", peer, " probably died or exited early (see its output)");
+  const std::string broke = what_broke(what, peers_, rank_);
+  if (!broke.empty())
+    EMBER_FAIL("rank ", rank_, " of ", setup_.name, ": ", info.describe(), " failed: ", broke, " (Gloo: ", what,
+               "); a rank probably died or exited early (see its output)");
   EMBER_FAIL("rank ", rank_, " of ", setup_.name, ": ", info.describe(), " failed in Gloo: ", what,
              " (a peer rank may have died)");
 }
@@ -348,8 +348,10 @@ WorkPtr GlooProcessGroup::all_to_all(const std::vector<Tensor>& outputs, const s
 }
 
 // Point-to-point: the data goes on a slot made of the tag and the pair's k-th transfer with that
-// tag, so the k-th send matches the k-th recv exactly. With EMBER_DISTRIBUTED_DEBUG each send
-// is preceded by its signature on a slot of its own; the receiver checks it against its own.
+// tag, so the k-th send matches the k-th recv exactly. With EMBER_DISTRIBUTED_DEBUG each send is
+// preceded by its signature on a slot of its own; the receiver posts its data recv only once the
+// signature matches its own, and otherwise takes the sent bytes into scratch (so the sender
+// completes, as a small MPI send does) and fails naming both.
 WorkPtr GlooProcessGroup::post_p2p(CollectiveKind kind, const Tensor& tensor, int peer, int tag) {
   const bool sending = kind == CollectiveKind::Send;
   const char* op = sending ? "send" : "recv";
@@ -366,36 +368,53 @@ WorkPtr GlooProcessGroup::post_p2p(CollectiveKind kind, const Tensor& tensor, in
   }
   CollectiveInfo i = CollectiveInfo::of(kind, sequence, setup_.name, &tensor, ReduceOp::Sum, peer, tag);
   auto work = std::make_shared<GlooWork>(i, rank_);
+  const bool check = distributed_debug();
   auto signature = std::make_shared<Signature>();
   std::memset(signature.get(), 0, sizeof(Signature));
   if (sending) *signature = signature_of(i);
-  std::shared_ptr<::gloo::transport::UnboundBuffer> signature_buffer, data_buffer;
-  if (distributed_debug()) signature_buffer = context_->createUnboundBuffer(signature.get(), sizeof(Signature));
-  if (s.buffer.nbytes() > 0) data_buffer = context_->createUnboundBuffer(s.data(), s.buffer.nbytes());
-  work->start();
-  auto post = [&](const std::shared_ptr<::gloo::transport::UnboundBuffer>& buffer, uint64_t prefix) {
+  using Buffer = std::shared_ptr<::gloo::transport::UnboundBuffer>;
+  Buffer signature_buffer = check ? Buffer(context_->createUnboundBuffer(signature.get(), sizeof(Signature))) : nullptr;
+  auto post = [this, sending, peer](const Buffer& buffer, uint64_t key) {
     if (!buffer) return;
-    const uint64_t key = slot(prefix, static_cast<uint64_t>(tag), sequence);
     if (sending)
       buffer->send(peer, key);
     else
       buffer->recv(peer, key);
   };
+  const uint64_t data_key = slot(kP2pSlot, static_cast<uint64_t>(tag), sequence);
+  auto data_buffer = [this, s](void* data, size_t bytes) {
+    return bytes > 0 ? Buffer(context_->createUnboundBuffer(data, bytes)) : nullptr;
+  };
+  Buffer data = data_buffer(s.data(), s.buffer.nbytes());
+  work->start();
   try {
-    post(signature_buffer, kSignatureSlot);
-    post(data_buffer, kP2pSlot);
+    post(signature_buffer, slot(kSignatureSlot, static_cast<uint64_t>(tag), sequence));
+    if (sending || !check) post(data, data_key);  // a checked recv posts once the signature agrees
   } catch (const ::gloo::Exception& e) {
     run_work(*work, [&] { fail(i, e); });
     return work;
   }
-  p2p_waiters_.submit(work, [this, i, s, sending, signature, signature_buffer, data_buffer] {
+  p2p_waiters_.submit(work, [this, i, s, sending, signature, signature_buffer, data, data_key, post, data_buffer] {
     try {
       const auto timeout = gloo_timeout();
-      if (signature_buffer) {
-        sending ? signature_buffer->waitSend(timeout) : signature_buffer->waitRecv(timeout);
-        if (!sending) check_sent_payload(i, *signature, rank_);
+      if (sending) {
+        if (signature_buffer) signature_buffer->waitSend(timeout);
+        if (data) data->waitSend(timeout);
+        return;
       }
-      if (data_buffer) sending ? data_buffer->waitSend(timeout) : data_buffer->waitRecv(timeout);
+      if (signature_buffer) {
+        signature_buffer->waitRecv(timeout);
+        if (!same_payload(signature_of(i), *signature)) {
+          std::vector<uint8_t> scratch(static_cast<size_t>(signature->numel) *
+                                       element_size(static_cast<DType>(signature->dtype)));
+          Buffer sent = data_buffer(scratch.data(), scratch.size());
+          post(sent, data_key);
+          if (sent) sent->waitRecv(timeout);
+          check_sent_payload(i, *signature, rank_);  // raises, naming both
+        }
+        post(data, data_key);
+      }
+      if (data) data->waitRecv(timeout);
     } catch (const ::gloo::Exception& e) {
       fail(i, e);
     }

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "comm/gloo/context.h"
 #include "comm/gloo/runtime.h"
 #include "comm/process_group.h"
 #include "comm/store.h"
@@ -72,7 +73,7 @@ class GlooProcessGroup final : public ProcessGroup {
   Setup setup_;
   int rank_ = 0, size_ = 1;
   std::shared_ptr<::gloo::Context> context_;
-  std::vector<std::string> peer_addresses_;
+  Peers peers_;
   std::atomic<uint64_t> sequence_{0};
   uint64_t sub_groups_ = 0;  // new_group calls, which every member makes in the same order
   std::mutex p2p_mutex_;
