@@ -78,6 +78,11 @@ void check_agrees(const char* name, const std::optional<int>& value, const char*
 
 }  // namespace
 
+std::string LaunchEnvironment::host_backend() const {
+  if (backend.rfind("cpu:", 0) == 0) return backend.substr(4, backend.find(',') - 4);
+  return backend == "nccl" ? std::string() : backend;
+}
+
 LaunchEnvironment read_environment() {
   LaunchEnvironment env;
   const std::optional<int> rank = read_int("RANK"), size = read_int("WORLD_SIZE"), local = read_int("LOCAL_RANK");
@@ -162,10 +167,8 @@ std::shared_ptr<ProcessGroup> init() {
   LaunchEnvironment env = read_environment();
   world_rank = env.rank;
   const std::string why = "EMBER_BACKEND='" + env.backend + "'";
-  const bool mixed = env.backend.rfind("cpu:", 0) == 0;
-  // The backend for host tensors ("mpi" or "gloo"); empty for NCCL alone.
-  const std::string host =
-      mixed ? env.backend.substr(4, env.backend.find(',') - 4) : (env.backend == "nccl" ? std::string() : env.backend);
+  const std::string host = env.host_backend();
+  const bool mixed = !host.empty() && host != env.backend;
   const char* id_file = std::getenv("EMBER_NCCL_ID_FILE");
   const bool use_file = id_file != nullptr && *id_file != '\0';
   // The ranks meet at a store when they are told where, and a backend needs one: Gloo always, NCCL

@@ -45,6 +45,9 @@ struct LaunchEnvironment {
   bool launched = false;  // true when a launcher (or RANK/WORLD_SIZE) named this process
   std::string source;     // the variables that did, e.g. "SLURM_PROCID/SLURM_STEP_NUM_TASKS"
   std::string backend = "mpi";
+  // The backend that carries CPU tensors ("mpi" or "gloo"; from "cpu:gloo,cuda:nccl" too), or ""
+  // for NCCL alone.
+  std::string host_backend() const;
 };
 
 // Parses the variables (raising on malformed or contradictory values, and on an EMBER_BACKEND

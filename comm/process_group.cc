@@ -159,13 +159,13 @@ std::string timed_out_message(const CollectiveInfo& info, std::chrono::milliseco
          "ranks compare their collectives and name the first mismatch.";
 }
 
-std::string terminated_message(int rank, const std::vector<std::string>& in_flight) {
+std::string terminated_message(int rank, const std::string& oldest, const std::vector<std::string>& others) {
   // The oldest is what every later one waits behind: a rank that died took its part of it along.
-  std::string text = "[rank " + std::to_string(rank) + "] ember: terminated while in " + in_flight[0];
-  if (in_flight.size() > 1) {
+  std::string text = "[rank " + std::to_string(rank) + "] ember: terminated while in " + oldest;
+  if (!others.empty()) {
     text += " (also in flight:";
-    for (size_t i = 1; i < in_flight.size() && i < 6; ++i) text += (i > 1 ? ", " : " ") + in_flight[i];
-    if (in_flight.size() > 6) text += ", and " + std::to_string(in_flight.size() - 6) + " more";
+    for (size_t i = 0; i < others.size() && i < 5; ++i) text += (i > 0 ? ", " : " ") + others[i];
+    if (others.size() > 5) text += ", and " + std::to_string(others.size() - 5) + " more";
     text += ")";
   }
   return text + "; another rank probably failed or exited early (see its output)\n";

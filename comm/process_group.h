@@ -151,8 +151,8 @@ bool distributed_debug();
 
 // Every backend's watchdog line for a collective or send/recv that outlived `timeout`.
 std::string timed_out_message(const CollectiveInfo& info, std::chrono::milliseconds timeout);
-// What a rank prints when its launcher stops it while `in_flight` (descriptions, oldest first,
-// not empty) had not finished; ends with a newline.
-std::string terminated_message(int rank, const std::vector<std::string>& in_flight);
+// What a rank prints when its launcher stops it while `oldest` (a description) and `others` (newer
+// ones, oldest first) had not finished; ends with a newline.
+std::string terminated_message(int rank, const std::string& oldest, const std::vector<std::string>& others = {});
 
 }  // namespace ember::comm

@@ -43,6 +43,13 @@ class PrefixedStore final : public ::gloo::rendezvous::Store {
   std::string prefix_;
 };
 
+std::string host_name() {
+  char name[256] = {};
+  EMBER_CHECK(::gethostname(name, sizeof(name) - 1) == 0,
+              "comm::init (gloo): gethostname failed; set EMBER_GLOO_HOST to this rank's address");
+  return name;
+}
+
 bool is_loopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
 
 ::gloo::transport::tcp::attr device_attributes(const std::string& master_host) {
@@ -56,10 +63,7 @@ bool is_loopback(const std::string& host) { return host == "localhost" || host.r
   } else if (is_loopback(master_host)) {
     attr.hostname = "127.0.0.1";
   } else {
-    char name[256] = {};
-    EMBER_CHECK(::gethostname(name, sizeof(name) - 1) == 0,
-                "comm::init (gloo): gethostname failed; set EMBER_GLOO_HOST to this rank's address");
-    attr.hostname = name;
+    attr.hostname = host_name();
   }
   return attr;
 }
@@ -105,25 +109,22 @@ Connected connect(const std::shared_ptr<Store>& store, const std::string& prefix
   context->setTimeout(timeout);
   Peers& peers = out.peers;
   peers.addresses.resize(size);
-  peers.hosts.resize(size);
-  peers.pids.assign(size, -1);
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
+  peers.local_pids.assign(size, -1);
   try {
     if (store) {
       PrefixedStore gloo_store(store, prefix);
       context->connectFullMesh(gloo_store, device);
       // Each rank states its host and process, and how its connections name it (one line per
       // rank); peers read their own entry.
-      std::vector<std::string> mine = {std::string(host), std::to_string(::getpid())};
+      const std::string host = host_name();
+      std::vector<std::string> mine = {host, std::to_string(::getpid())};
       for (int r = 0; r < size; ++r) mine.push_back(r == rank ? "" : context->getPair(r)->address().str());
       store->set(prefix + "peers/" + std::to_string(rank), join(mine));
       for (int r = 0; r < size; ++r) {
         if (r == rank) continue;
         std::vector<std::string> theirs = split(store->get_string(prefix + "peers/" + std::to_string(r)));
         if (static_cast<int>(theirs.size()) != size + 2) continue;
-        peers.hosts[r] = theirs[0];
-        peers.pids[r] = std::atol(theirs[1].c_str());
+        if (theirs[0] == host) peers.local_pids[r] = std::atol(theirs[1].c_str());
         peers.addresses[r] = theirs[2 + rank];
       }
     } else {
@@ -152,16 +153,13 @@ bool process_gone(long pid) {
 
 }  // namespace
 
-std::string what_broke(const std::string& message, const Peers& peers, int rank) {
+std::string what_broke(const std::string& message, const Peers& peers) {
   for (size_t r = 0; r < peers.addresses.size(); ++r)
     if (!peers.addresses[r].empty() && message.find(peers.addresses[r]) != std::string::npos)
       return "the connection to rank " + std::to_string(r) + " broke";
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
   std::vector<int> gone;
-  for (size_t r = 0; r < peers.pids.size(); ++r)
-    if (static_cast<int>(r) != rank && peers.pids[r] > 0 && peers.hosts[r] == host && process_gone(peers.pids[r]))
-      gone.push_back(static_cast<int>(r));
+  for (size_t r = 0; r < peers.local_pids.size(); ++r)
+    if (peers.local_pids[r] > 0 && process_gone(peers.local_pids[r])) gone.push_back(static_cast<int>(r));
   if (gone.empty()) return "";
   std::string names;
   for (size_t i = 0; i < gone.size(); ++i)

@@ -22,10 +22,9 @@ struct Peers {
   // Each peer's address as this rank's connection to it names it (Gloo's failure messages do, on
   // the side that connected); this rank's own entry is empty.
   std::vector<std::string> addresses;
-  // Each rank's host name and process id: a peer on this host whose process is gone can be named
+  // The process id of each peer on this host (-1 elsewhere, and for this rank): one whose process is gone can be named
   // even when Gloo's message names an address the table does not hold.
-  std::vector<std::string> hosts;
-  std::vector<long> pids;
+  std::vector<long> local_pids;
 };
 
 struct Connected {
@@ -42,6 +41,6 @@ Connected connect(const std::shared_ptr<Store>& store, const std::string& prefix
 // broke" when it names a peer's address (it does on the side that connected), else "rank 1 is
 // gone ..." / "ranks 0 and 1 are gone ..." for peers on this host whose processes exited; empty
 // when neither tells.
-std::string what_broke(const std::string& message, const Peers& peers, int rank);
+std::string what_broke(const std::string& message, const Peers& peers);
 
 }  // namespace ember::comm::gloo_backend

@@ -86,7 +86,7 @@ void GlooProcessGroup::fail(const CollectiveInfo& info, const std::exception& e)
   std::string what = e.what();
   // Gloo prefixes its source location ("[./gloo/transport/tcp/pair.cc:598] "): not the user's news.
   if (what.rfind("[", 0) == 0 && what.find("] ") != std::string::npos) what = what.substr(what.find("] ") + 2);
-  const std::string broke = what_broke(what, peers_, rank_);
+  const std::string broke = what_broke(what, peers_);
   if (!broke.empty())
     EMBER_FAIL("rank ", rank_, " of ", setup_.name, ": ", info.describe(), " failed: ", broke, " (Gloo: ", what,
                "); a rank probably died or exited early (see its output)");
@@ -96,10 +96,14 @@ void GlooProcessGroup::fail(const CollectiveInfo& info, const std::exception& e)
 
 namespace {
 
-Staged stage_cpu(const Tensor& t, bool write_back, const char* op, const std::string& group) {
+void check_cpu(const Tensor& t, const char* op, const std::string& group) {
   EMBER_CHECK(t.defined(), op, " on ", group, ": got an undefined tensor");
   EMBER_CHECK(t.device().is_cpu(), op, " on ", group, ": the Gloo backend takes CPU tensors, got one on ",
               t.device().str(), " (EMBER_BACKEND=cpu:gloo,cuda:nccl carries CUDA tensors over NCCL)");
+}
+
+Staged stage_cpu(const Tensor& t, bool write_back, const char* op, const std::string& group) {
+  check_cpu(t, op, group);
   return comm::stage(t, write_back);
 }
 
@@ -335,7 +339,7 @@ WorkPtr GlooProcessGroup::all_to_all(const std::vector<Tensor>& outputs, const s
                     inputs[r].dtype() == inputs[0].dtype() && outputs[r].dtype() == inputs[0].dtype(),
                 "all_to_all on ", setup_.name, ": all inputs and outputs must share one dtype and shape (",
                 dtype_name(inputs[0].dtype()), " ", shape_str(inputs[0].sizes()), ")");
-  for (const Tensor& t : inputs) stage_cpu(t, false, "all_to_all", setup_.name);
+  for (const Tensor& t : inputs) check_cpu(t, "all_to_all", setup_.name);
   Tensor packed_in = stack(inputs);
   Tensor packed_out = empty(packed_in.sizes(), packed_in.options());
   CollectiveInfo i = info(CollectiveKind::AllToAll, &inputs[0]);
@@ -382,7 +386,7 @@ WorkPtr GlooProcessGroup::post_p2p(CollectiveKind kind, const Tensor& tensor, in
       buffer->recv(peer, key);
   };
   const uint64_t data_key = slot(kP2pSlot, static_cast<uint64_t>(tag), sequence);
-  auto data_buffer = [this, s](void* data, size_t bytes) {
+  auto data_buffer = [this](void* data, size_t bytes) {
     return bytes > 0 ? Buffer(context_->createUnboundBuffer(data, bytes)) : nullptr;
   };
   Buffer data = data_buffer(s.data(), s.buffer.nbytes());

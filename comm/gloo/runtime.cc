@@ -1,9 +1,6 @@
 #include "comm/gloo/runtime.h"
 
-#include <gloo/common/error.h>
-
 #include <algorithm>
-#include <cstdio>
 
 #include "comm/init.h"
 #include "comm/terminate_message.h"
@@ -11,10 +8,7 @@
 
 namespace ember::comm::gloo_backend {
 
-void GlooWork::start() {
-  started_ = std::chrono::steady_clock::now();
-  Runtime::get().track(this);
-}
+void GlooWork::start() { Runtime::get().track(this); }
 
 void GlooWork::before_wait(std::chrono::milliseconds timeout) {
   // A wait that may give up before the watchdog would must not be running the work itself.
@@ -51,6 +45,7 @@ Runtime::Runtime() {
 
 void Runtime::track(GlooWork* work) {
   std::lock_guard<std::mutex> lock(mutex_);
+  work->started_ = std::chrono::steady_clock::now();  // under the lock: in_flight_ stays oldest first
   in_flight_.push_back(work);
   publish_in_flight();
 }
@@ -68,13 +63,10 @@ void Runtime::publish_in_flight() {
     publish_terminate_message(TerminateSource::Gloo, "");
     return;
   }
-  std::vector<const GlooWork*> active(in_flight_.begin(), in_flight_.end());
-  if (active.size() > 1)
-    std::stable_sort(active.begin(), active.end(),
-                     [](const GlooWork* a, const GlooWork* b) { return a->started() < b->started(); });
-  std::vector<std::string> descriptions;
-  for (const GlooWork* w : active) descriptions.push_back(w->description());
-  publish_terminate_message(TerminateSource::Gloo, terminated_message(world_rank_, descriptions));
+  std::vector<std::string> newer;
+  for (size_t i = 1; i < in_flight_.size(); ++i) newer.push_back(in_flight_[i]->description());
+  publish_terminate_message(TerminateSource::Gloo,
+                            terminated_message(world_rank_, in_flight_[0]->description(), newer));
 }
 
 void Runtime::watchdog_loop() {
@@ -84,13 +76,11 @@ void Runtime::watchdog_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     cv_.wait_for(lock, period);
-    const auto now = std::chrono::steady_clock::now();
-    for (const GlooWork* w : in_flight_) {
-      if (now - w->started() <= timeout) continue;
-      const std::string what = timed_out_message(w->info(), timeout);
-      lock.unlock();
-      abort_job(what);  // Gloo has no job-wide abort: the peers see this process's connections close
-    }
+    // Oldest first: only the first can be late.
+    if (in_flight_.empty() || std::chrono::steady_clock::now() - in_flight_[0]->started() <= timeout) continue;
+    const std::string what = timed_out_message(in_flight_[0]->info(), timeout);
+    lock.unlock();
+    abort_job(what);  // Gloo has no job-wide abort: the peers see this process's connections close
   }
 }
 
@@ -129,9 +119,7 @@ void GlooWorker::run_here_if_next(const GlooWork& work) {
   }
   // From now on submits do not wake the thread: it must poll, and learns so by this one wake-up.
   if (switched) cv_.notify_one();
-  mine.first->start();
-  run_work(*mine.first, mine.second);
-  mine.second = nullptr;
+  run_entry(mine);
   bool more;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -156,12 +144,16 @@ void GlooWorker::loop() {
     busy_ = true;
     waiters_run_ = false;
     lock.unlock();
-    entry.first->start();
-    run_work(*entry.first, entry.second);
-    entry.second = nullptr;  // drops the tensors it held before the next wait
+    run_entry(entry);
     lock.lock();
     busy_ = false;
   }
+}
+
+void GlooWorker::run_entry(Entry& entry) {
+  entry.first->start();
+  run_work(*entry.first, entry.second);
+  entry.second = nullptr;  // drops the tensors it held before the next wait
 }
 
 P2pWaiters::~P2pWaiters() {

@@ -29,14 +29,15 @@ class GlooWork final : public ThreadWork {
   // null for send/recv.
   GlooWork(CollectiveInfo info, int rank, std::weak_ptr<GlooWorker> worker = {})
       : ThreadWork(std::move(info), rank), worker_(std::move(worker)) {}
-  // Marks the start the watchdog measures from (a collective when its worker starts it, a
-  // send/recv when it is posted) and registers it with the runtime.
+  // Registers it with the runtime, which times it from now (a collective when it starts to run,
+  // a send/recv when it is posted).
   void start();
   // Ends the work (empty `error`: success), unregisters it and wakes its waiters.
   void complete(const std::string& error);
   std::chrono::steady_clock::time_point started() const { return started_; }
 
  private:
+  friend class Runtime;  // sets started_ as it registers the work
   void before_wait(std::chrono::milliseconds timeout) override;
   std::weak_ptr<GlooWorker> worker_;
   std::chrono::steady_clock::time_point started_;
@@ -57,7 +58,7 @@ class Runtime {
 
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::vector<GlooWork*> in_flight_;  // started and not completed; each removes itself
+  std::vector<GlooWork*> in_flight_;  // started and not completed, oldest first; each removes itself
   int world_rank_ = 0;
   std::thread watchdog_;
 };
@@ -77,8 +78,9 @@ class GlooWorker {
   void run_here_if_next(const GlooWork& work);
 
  private:
-  void loop();
   using Entry = std::pair<std::shared_ptr<GlooWork>, std::function<void()>>;
+  void loop();
+  void run_entry(Entry& entry);
   static constexpr std::chrono::milliseconds kDeferredStart{10};
   std::mutex mutex_;
   std::condition_variable cv_;

@@ -129,15 +129,19 @@ void Runtime::publish_in_flight() {
     publish_terminate_message(TerminateSource::Mpi, "");
     return;
   }
+  if ((current_ ? 1 : 0) + posted_.size() == 1) {
+    publish_terminate_message(TerminateSource::Mpi,
+                              terminated_message(world_rank_, (current_ ? current_ : posted_.front())->description()));
+    return;
+  }
   std::vector<const MpiWork*> active;
   if (current_) active.push_back(current_.get());
   for (const auto& w : posted_) active.push_back(w.get());
-  if (active.size() > 1)
-    std::stable_sort(active.begin(), active.end(),
-                     [](const MpiWork* a, const MpiWork* b) { return a->started_ < b->started_; });
-  std::vector<std::string> descriptions;
-  for (const MpiWork* w : active) descriptions.push_back(w->description());
-  publish_terminate_message(TerminateSource::Mpi, terminated_message(world_rank_, descriptions));
+  std::stable_sort(active.begin(), active.end(),
+                   [](const MpiWork* a, const MpiWork* b) { return a->started_ < b->started_; });
+  std::vector<std::string> newer;
+  for (size_t i = 1; i < active.size(); ++i) newer.push_back(active[i]->description());
+  publish_terminate_message(TerminateSource::Mpi, terminated_message(world_rank_, active[0]->description(), newer));
 }
 
 void Runtime::communication_loop() {

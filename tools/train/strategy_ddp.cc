@@ -38,9 +38,7 @@ class DdpStrategy : public TrainStrategy {
   // device) and CPU tensors over MPI.
   std::string batch_note() const override {
     if (device_.is_cuda()) return ", gradients over NCCL";
-    std::string backend = comm::read_environment().backend;  // "mpi", "gloo" or "cpu:gloo,cuda:nccl"
-    if (backend.rfind("cpu:", 0) == 0) backend = backend.substr(4, backend.find(',') - 4);
-    return backend == "gloo" ? ", gradients over Gloo" : ", gradients over MPI";
+    return comm::read_environment().host_backend() == "gloo" ? ", gradients over Gloo" : ", gradients over MPI";
   }
 
  private:
