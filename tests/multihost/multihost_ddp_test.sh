@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# DDP across hosts made of network namespaces (tools/multihost/hosts.sh), launched by
+# `mpirun --hostfile` with netns_rsh in place of ssh: ResNet-20 on 2 hosts x 2 ranks ends with a
+# checkpoint byte-identical to the same run on one host with 4 ranks (the same reduction order),
+# 3 hosts x 1 rank likewise against 1 x 3, and Open MPI's own verbose output shows the ranks of
+# different hosts connected over TCP (shared memory cannot cross hosts) and those of one host not.
+# multihost_ddp_test.sh HOSTS_SH MPI_RUN TRAIN
+set -uo pipefail
+HOSTS_SH="$1"; MPI_RUN="$2"; TRAIN="$3"
+source "$(dirname "$0")/multihost_lib.sh"
+
+compare() {  # HOSTS SLOTS: the same steps across HOSTS hosts and on one host
+  local hosts=$1 slots=$2 np=$(($1 * $2))
+  local multi="$work/multi_${hosts}x$slots" single="$work/single_$np"
+  require_hosts "$hosts" "$slots"
+  host_mpirun -np "$np" --mca btl self,vader,tcp --mca btl_base_verbose 100 -x EMBER_NUM_THREADS \
+    -x EMBER_KERNEL_SELECT "$TRAIN" "${train_flags[@]}" --synthetic-size 768 --epochs 1 --max-steps 4 \
+    --checkpoint-dir "$multi" > "$multi.txt" 2>&1 || { cat "$multi.txt"; fail "$hosts hosts x $slots: mpirun exited $?"; }
+  hosts_down
+  "$MPI_RUN" "$np" "$TRAIN" -- "${train_flags[@]}" --synthetic-size 768 --epochs 1 --max-steps 4 \
+    --checkpoint-dir "$single" > "$single.txt" 2>&1 || { cat "$single.txt"; fail "1 host x $np: mpirun exited $?"; }
+  grep -v 'btl\|mca:' "$multi.txt"
+  grep -q "processes=$np\$" "$multi.txt" || fail "$hosts hosts x $slots: no summary for $np processes"
+  cmp "$multi/epoch-1.safetensors" "$single/epoch-1.safetensors" ||
+    fail "$hosts hosts x $slots ranks and 1 host x $np ranks ended with different checkpoints"
+  # Open MPI's TCP transport, as it reports itself: "[hI:pid] btl: tcp: attempting to connect() to
+  # [[job,1],rank] address A ..." and "[hI:pid] btl:tcp: now connected to A, process ...".
+  local i j
+  for ((i = 0; i < hosts; i++)); do
+    for ((j = 0; j < hosts; j++)); do
+      local links
+      links=$(grep -c "^\[h$i:[0-9]*\] btl.*\(connect() to .* address\|now connected to\) 10\.213\.0\.$((10 + j))[ ,]" \
+        "$multi.txt")
+      if [ $i -ne $j ] && [ "$links" -eq 0 ]; then fail "no TCP connection from host h$i to h$j in Open MPI's output"; fi
+      if [ $i -eq $j ] && [ "$links" -ne 0 ]; then fail "ranks of host h$i talked over TCP (shared memory expected)"; fi
+    done
+  done
+  echo "PASS: $hosts hosts x $slots ranks over TCP = 1 host x $np ranks, byte for byte"
+}
+
+compare 2 2
+compare 3 1
