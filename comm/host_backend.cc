@@ -29,14 +29,14 @@ const HostBackend* host_backend(const std::string& name) {
   return it == registry().end() ? nullptr : &it->second;
 }
 
-void abort_through_host_backends(const std::string& message) {
+void abort_through_host_backends(const std::string& message, int status) {
   std::map<std::string, HostBackend> backends;
   {
     std::lock_guard<std::mutex> lock(registry_mutex);
     backends = registry();
   }
   for (auto& [name, backend] : backends)
-    if (backend.abort_job) backend.abort_job(message);
+    if (backend.abort_job) backend.abort_job(message, status);
 }
 
 std::string backend_package(const std::string& name) { return "//comm/" + name; }

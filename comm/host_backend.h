@@ -20,14 +20,14 @@ struct HostBackend {
   std::function<std::shared_ptr<ProcessGroup>(const LaunchEnvironment&, const std::shared_ptr<Store>&)> world;
   // Ends every rank of the job with `message` when the backend's runtime is up (does not return
   // then); returns when it is not, and abort_job() exits this process alone.
-  std::function<void(const std::string& message)> abort_job;
+  std::function<void(const std::string& message, int status)> abort_job;
 };
 
 void register_host_backend(const std::string& name, HostBackend backend);
 // The backend linked under `name`, or nullptr.
 const HostBackend* host_backend(const std::string& name);
 // Calls every linked backend's abort_job (abort_job() does, before it exits this process alone).
-void abort_through_host_backends(const std::string& message);
+void abort_through_host_backends(const std::string& message, int status);
 // The Bazel package that provides backend `name` ("mpi" -> "//comm/mpi"), for error messages.
 std::string backend_package(const std::string& name);
 

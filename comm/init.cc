@@ -229,14 +229,14 @@ std::shared_ptr<Store> store() {
 
 bool is_initialized() { return world() != nullptr; }
 
-void abort_job(const std::string& message) {
+void abort_job(const std::string& message, int status) {
   // Under MPI, MPI_Abort takes every rank down; otherwise the peers' own watchdogs see this one go.
-  abort_through_host_backends(message);
+  abort_through_host_backends(message, status);
   const int rank = world_rank.load();
   std::string line = (rank >= 0 ? "[rank " + std::to_string(rank) + "] " : std::string()) + "ember: " + message + "\n";
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
-  std::_Exit(1);
+  std::_Exit(status);
 }
 
 }  // namespace ember::comm

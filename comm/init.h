@@ -60,7 +60,8 @@ std::shared_ptr<ProcessGroup> world();
 // The store the ranks met at (EMBER_MASTER_ADDR), or nullptr (before init(), or under a launcher).
 std::shared_ptr<Store> store();
 bool is_initialized();
-// Prints "[rank R] ember: <message>" and ends every rank of the job with a non-zero status.
-[[noreturn]] void abort_job(const std::string& message);
+// Prints "[rank R] ember: <message>" and ends every rank of the job with exit status `status`
+// (non-zero; under MPI the launcher's status too, as MPI_Abort's error code).
+[[noreturn]] void abort_job(const std::string& message, int status = 1);
 
 }  // namespace ember::comm

@@ -436,8 +436,8 @@ const bool registered = [] {
   backend.world = [](const LaunchEnvironment&, const std::shared_ptr<Store>&) -> std::shared_ptr<ProcessGroup> {
     return MpiProcessGroup::world();
   };
-  backend.abort_job = [](const std::string& message) {
-    if (Runtime::started()) Runtime::get().abort(message);  // never starts MPI just to abort
+  backend.abort_job = [](const std::string& message, int status) {
+    if (Runtime::started()) Runtime::get().abort(message, status);  // never starts MPI just to abort
   };
   register_host_backend("mpi", std::move(backend));
   return true;

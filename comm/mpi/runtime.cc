@@ -115,12 +115,12 @@ void Runtime::run_sync(const std::function<void()>& task) {
   work->wait(collective_timeout());
 }
 
-void Runtime::abort(const std::string& message) {
+void Runtime::abort(const std::string& message, int status) {
   std::string line = "[rank " + std::to_string(world_rank_) + "] ember: " + message + "\n";
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  std::_Exit(1);
+  MPI_Abort(MPI_COMM_WORLD, status);
+  std::_Exit(status);
 }
 
 void Runtime::publish_in_flight() {

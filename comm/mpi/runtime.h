@@ -67,7 +67,7 @@ class Runtime {
   // Runs `task` on the communication thread and waits for it (communicator creation).
   void run_sync(const std::function<void()>& task);
   // Prints `message` prefixed with the rank and aborts the whole job.
-  [[noreturn]] void abort(const std::string& message);
+  [[noreturn]] void abort(const std::string& message, int status = 1);
   ~Runtime();
 
  private:

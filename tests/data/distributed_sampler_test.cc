@@ -108,3 +108,65 @@ TEST_CASE("a DataLoader over a DistributedSampler yields this rank's shard", "[s
   std::sort(seen.begin(), seen.end());
   REQUIRE(seen == arange(10).to_vector<int64_t>());
 }
+
+// An epoch stopped after `steps` steps of `batch` examples per rank at `world` ranks, resumed at
+// `new_world` ranks: the ranks that stopped consumed its first c = steps x batch x world examples;
+// the resumed ranks get the rest, each example once, the padding (< new_world) the only repeats.
+TEST_CASE("an epoch resumed at another world size sees every example once", "[sampler][distributed]") {
+  const auto options = DistributedSamplerOptions().seed(11);
+  for (int64_t n : {37, 100, 101}) {
+    for (int world : {1, 2, 3, 4}) {
+      for (int new_world : {1, 2, 3, 4}) {
+        for (int64_t batch : {1, 4, 5}) {
+          const int64_t steps_per_epoch = ((n + world - 1) / world + batch - 1) / batch;
+          for (int64_t steps = 1; steps < steps_per_epoch && steps * batch * world < n; ++steps) {
+            INFO("n=" << n << " world=" << world << " -> " << new_world << " batch=" << batch << " steps=" << steps);
+            std::map<int64_t, int> seen;
+            for (const auto& shard : shards(n, world, options, 3))
+              for (int64_t k = 0; k < steps * batch; ++k) ++seen[shard[k]];
+            const int64_t consumed = steps * batch * world;
+            REQUIRE(static_cast<int64_t>(seen.size()) == consumed);  // disjoint so far
+            int64_t per_rank = -1;
+            std::vector<std::vector<int64_t>> resumed;
+            for (int r = 0; r < new_world; ++r) {
+              DistributedSampler s(n, r, new_world, options);
+              s.set_epoch(3);
+              s.resume_epoch_at(consumed);
+              s.set_epoch(3);  // the same epoch again keeps the offset, as a loader's restart does
+              resumed.push_back(s.indices());
+              REQUIRE(static_cast<int64_t>(resumed.back().size()) == s.size());
+              if (per_rank < 0) per_rank = s.size();
+              REQUIRE(s.size() == per_rank);
+              for (int64_t i : resumed.back()) ++seen[i];
+            }
+            REQUIRE(static_cast<int64_t>(seen.size()) == n);  // nothing skipped
+            int64_t repeats = 0;
+            for (auto& [i, count] : seen) repeats += count - 1;
+            REQUIRE(repeats == per_rank * new_world - (n - consumed));  // only the padding
+            REQUIRE(repeats < new_world);
+            if (new_world == world) {  // the very batches the stopped ranks had left
+              auto whole = shards(n, world, options, 3);
+              for (int r = 0; r < world; ++r)
+                REQUIRE(resumed[r] == std::vector<int64_t>(whole[r].begin() + steps * batch, whole[r].end()));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the resumed offset ends with its epoch, and is checked", "[sampler][distributed]") {
+  DistributedSampler s(50, 0, 2, DistributedSamplerOptions().seed(2));
+  s.set_epoch(1);
+  s.resume_epoch_at(20);
+  REQUIRE(s.size() == 15);
+  s.set_epoch(2);
+  REQUIRE(s.resumed_at() == 0);
+  REQUIRE(s.size() == 25);
+  REQUIRE(s.indices() == shards(50, 2, DistributedSamplerOptions().seed(2), 2)[0]);
+  REQUIRE_THROWS_WITH(s.resume_epoch_at(50),
+                      Catch::Contains("expected a count in [0, 50) of examples consumed in epoch 2, got 50"));
+  DistributedSampler eval(50, 0, 2, DistributedSamplerOptions().unpadded(true));
+  REQUIRE_THROWS_WITH(eval.resume_epoch_at(4), Catch::Contains("only a padded training sampler"));
+}

@@ -45,11 +45,11 @@ expect_failure() {
   awk -v s="$seconds" -v l="$limit" 'BEGIN { exit !(s <= l) }' ||
     fail "$name: the job ended ${seconds} s after the fault, more than the ${limit} s allowed"
   grep -q 'node h1' "$work/$name.txt" || fail "$name: nothing names host h1"
-  # Both ranks of h0 name the all-reduce they were in: ended by mpirun (SIGTERM), or by their own
-  # collective timeout.
+  # Both ranks of h0 name the collective they were in (a bucket's all-reduce, or DDP's broadcast
+  # of buffers before a forward): ended by mpirun (SIGTERM), or by their own collective timeout.
   for r in 0 1; do
-    grep -q "^\[rank $r\] ember: \(terminated while in all_reduce #\|all_reduce #.* did not complete within\)" \
-      "$work/$name.txt" || fail "$name: rank $r (host h0) does not name the all-reduce it was in"
+    grep -q "^\[rank $r\] ember: \(terminated while in [a-z_]* #[0-9]* \|[a-z_]* #[0-9]* .* did not complete within\)" \
+      "$work/$name.txt" || fail "$name: rank $r (host h0) does not name the collective it was in"
   done
   echo "$name: exit $rc, ${seconds} s after the fault"
 }

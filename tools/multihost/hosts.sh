@@ -10,6 +10,7 @@
 #   host_run I CMD...    run CMD on host hI (its network, its host name)
 #   host_mpirun ARGS...  mpirun on host h0 with the hostfile's hosts reached through
 #                        tools/multihost/netns_rsh instead of ssh, MPI over TCP between hosts
+#   hosts_mpi_env        export those settings for any mpirun on the hosts (OMPI_MCA_*)
 #   host_kill I          SIGKILL every process of host hI
 #   host_remove I        kill host hI and delete its namespace (the host is gone)
 #   host_link I up|down  plug or pull host hI's cable (its eth0)
@@ -127,11 +128,18 @@ host_run() {
 # interface that crosses hosts. A host cut off is noticed by TCP keepalives on the daemons' idle
 # connections after 2 + 3 x 1 s: by default after 300 + 9 x 20 s, and until then mpirun waits for
 # that host's daemon even when every other rank has ended (docs/DISTRIBUTED.md, several hosts).
+# hosts_mpi_env exports these as OMPI_MCA_* variables, so any mpirun started on the hosts (by
+# tools/launch too) uses them.
+hosts_mpi_env() {
+  export OMPI_MCA_plm_rsh_agent="$HOSTS_DIR/netns_rsh" OMPI_MCA_plm_rsh_no_tree_spawn=1
+  export OMPI_MCA_btl_tcp_if_include=eth0 OMPI_MCA_oob_tcp_if_include=eth0
+  export OMPI_MCA_oob_tcp_keepalive_time=2 OMPI_MCA_oob_tcp_keepalive_intvl=1 OMPI_MCA_oob_tcp_keepalive_probes=3
+  export OMPI_MCA_orte_tmpdir_base="/tmp/emh${HOSTS_ID}"
+}
+
 host_mpirun() {
-  host_run 0 mpirun --hostfile "$HOSTS_HOSTFILE" --mca plm_rsh_agent "$HOSTS_DIR/netns_rsh" \
-    --mca plm_rsh_no_tree_spawn 1 --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
-    --mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3 \
-    --mca orte_tmpdir_base "/tmp/emh${HOSTS_ID}" "$@"
+  hosts_mpi_env
+  host_run 0 mpirun --hostfile "$HOSTS_HOSTFILE" "$@"
 }
 
 host_kill() {

@@ -38,14 +38,15 @@ nn::TrainingState read_checkpoint_state(const std::string& path) {
                                                : nn::read_training_state(path);
 }
 
-// The newest epoch-N checkpoint in `dir`, preferring an interrupted run's save when it is newer.
+// The newest epoch-N checkpoint in `dir`, preferring an interrupted run's save or a mid-epoch one
+// (--checkpoint-every) when it is newer.
 std::string latest_checkpoint(const std::string& dir) {
   std::string best;
   std::filesystem::file_time_type newest;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     std::string name = entry.path().filename().string();
-    if (!std::regex_match(name, std::regex("(epoch-[0-9]+|interrupted)(\\.safetensors)?"))) continue;
+    if (!std::regex_match(name, std::regex("(epoch-[0-9]+|interrupted|last)(\\.safetensors)?"))) continue;
     if (entry.is_directory() && !parallel::is_sharded_checkpoint(entry.path().string())) continue;
     auto time = entry.last_write_time();
     if (best.empty() || time > newest) {
@@ -72,7 +73,8 @@ json::Value run_settings(const TrainConfig& config, int64_t steps_per_epoch) {
 
 // Fails naming the flags when `path` was saved by a run whose --amp or schedule settings differ
 // from this one's (before, the scheduler's own load failed, or silently kept the saved length).
-void check_resume_settings(const std::string& path, const TrainConfig& config, int64_t steps_per_epoch) {
+void check_resume_settings(const std::string& path, const TrainConfig& config, int64_t steps_per_epoch,
+                           int world_size) {
   const nn::TrainingState saved = read_checkpoint_state(path);
   // A float16 run's checkpoint holds its gradient scaler, which no other run has or expects; and
   // a resumed run that changed precision would not continue the saved one.
@@ -84,6 +86,7 @@ void check_resume_settings(const std::string& path, const TrainConfig& config, i
   const json::Value* run = saved.extra.find("run");
   if (!run) return;  // a checkpoint from before run settings were saved: the load checks what it can
   const json::Value mine = run_settings(config, steps_per_epoch);
+  const bool same_world = saved_position(saved, config, world_size, steps_per_epoch).world_size == world_size;
   const std::pair<const char*, const char*> settings[] = {
       {"optimizer", "--optimizer"},
       {"schedule", "--schedule"},
@@ -94,12 +97,28 @@ void check_resume_settings(const std::string& path, const TrainConfig& config, i
   for (const auto& [key, label] : settings) {
     const json::Value* theirs = run->find(key);
     if (theirs && theirs->dump() == mine.find(key)->dump()) continue;
+    if (!same_world && std::string(key) == "steps_per_epoch") continue;
     differences += (differences.empty() ? "" : ", ") + std::string(label);
   }
   EMBER_CHECK(differences.empty(), "--resume ", path, ": the checkpoint was saved by a run with ",
               describe_settings(*run), ", this run has ", describe_settings(mine), "; they differ in ", differences,
               ". The learning-rate schedule spans the whole run, so resume with the checkpoint's settings, or "
               "start a new run without --resume");
+}
+
+SavedPosition saved_position(const nn::TrainingState& state, const TrainConfig& config, int world_size,
+                             int64_t steps_per_epoch) {
+  SavedPosition position;
+  const json::Value* world = state.extra.find("world_size");
+  position.world_size = world ? static_cast<int>(world->as_int()) : world_size;
+  const json::Value* samples = state.extra.find("epoch_samples");
+  position.epoch_samples = samples
+                               ? samples->as_int()
+                               : state.loader_batches * config.batch_size * static_cast<int64_t>(position.world_size);
+  const json::Value* run = state.extra.find("run");
+  const json::Value* steps = run ? run->find("steps_per_epoch") : nullptr;
+  position.steps_per_epoch = steps ? steps->as_int() : steps_per_epoch;
+  return position;
 }
 
 // Keeps the newest `keep` epoch checkpoints: removes every epoch-N file in `dir` with N at or

@@ -404,6 +404,10 @@ Flags make_flags() {
             "skipped for an inf or NaN gradient)",
             1);
   f.add_string("checkpoint-dir", "", "write a checkpoint here after every epoch (and on Ctrl-C)");
+  f.add_int("checkpoint-every", 0,
+            "also write last.safetensors every this many steps within an epoch (0: only at epochs' ends), so a "
+            "crash loses less: --resume latest takes the newest checkpoint, at any process count",
+            0);
   f.add_int("keep-checkpoints", 2, "how many epoch checkpoints to keep, besides best.safetensors", 1);
   f.add_string("resume", "", "continue from this checkpoint, or 'latest' in --checkpoint-dir");
   f.add_string("log-dir", "", "write metrics.jsonl and TensorBoard event files here");
@@ -472,6 +476,7 @@ TrainConfig config_from(const Flags& f) {
   c.deterministic = f.get_bool("deterministic");
   c.checkpoint_dir = f.get_string("checkpoint-dir");
   c.keep_checkpoints = f.get_int("keep-checkpoints");
+  c.checkpoint_every = f.get_int("checkpoint-every");
   c.resume = f.get_string("resume");
   if (c.resume == "latest" && c.checkpoint_dir.empty()) throw FlagError("--resume latest needs --checkpoint-dir");
   c.log_dir = f.get_string("log-dir");

@@ -57,7 +57,8 @@ struct TrainConfig {
   int64_t amp_growth_interval = 2000;
   std::string checkpoint_dir;
   int64_t keep_checkpoints = 2;
-  std::string resume;  // a checkpoint path, or "latest" (the newest in checkpoint_dir)
+  int64_t checkpoint_every = 0;  // steps between mid-epoch checkpoints (last.safetensors); 0: none
+  std::string resume;            // a checkpoint path, or "latest" (the newest in checkpoint_dir)
   std::string log_dir;
   int64_t log_every = 50;
   std::string progress = "auto";  // "bar", "lines", or "auto" (a bar when stdout is a terminal)

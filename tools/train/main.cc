@@ -1,4 +1,5 @@
-// `train`: the main job. Parses flags (bad input: a message and exit status 2), runs the training,
+// `train`: the main job. Parses flags (bad input: a message and exit status 2; a missing or
+// unreadable dataset: 66), runs the training,
 // and ends with one summary line. Under mpirun an error on any rank ends the whole job. Ctrl-C is
 // taken by a thread of its own (tools/train/interrupt.h), started before any other.
 #include <cstdio>
@@ -36,8 +37,9 @@ int main(int argc, char** argv) {
     }
     return r.interrupted ? 130 : 0;
   } catch (const std::exception& e) {
-    if (ember::comm::is_initialized()) ember::comm::abort_job(std::string("train: error: ") + e.what());
+    const int status = dynamic_cast<const DataError*>(&e) ? kExitDataError : 1;
+    if (ember::comm::is_initialized()) ember::comm::abort_job(std::string("train: error: ") + e.what(), status);
     std::fprintf(stderr, "train: error: %s\n", e.what());
-    return 1;
+    return status;
   }
 }

@@ -1,6 +1,8 @@
 // Protobuf wire encoding by hand (varints, fixed64/fixed32, length-delimited) for the three
 // messages TensorBoard needs: Event{wall_time=1, step=2, file_version=3, summary=5,
-// session_log=7}, Summary{value=1}, Summary.Value{tag=1, simple_value=2}, SessionLog{status=1}.
+// session_log=7}, Summary{value=1}, Summary.Value{tag=1, simple_value=2, tensor=8, metadata=9},
+// SessionLog{status=1}, and for text TensorProto{dtype=1, tensor_shape=2, string_val=8} with
+// SummaryMetadata{plugin_data=1: PluginData{plugin_name=1}}.
 #include "tools/train/tfevents.h"
 
 #include <unistd.h>
@@ -115,6 +117,29 @@ void EventWriter::add_session_start(int64_t step) {
   put_varint(session_log, kStart);
   std::string event = event_header(step);
   put_bytes(event, 7, session_log);
+  write_record(event);
+  flush();
+}
+
+void EventWriter::add_text(const std::string& tag, const std::string& text, int64_t step) {
+  constexpr uint64_t kString = 7;  // DataType.DT_STRING
+  std::string tensor;
+  put_varint(tensor, (1 << 3) | 0);
+  put_varint(tensor, kString);
+  put_bytes(tensor, 2, "");  // a scalar: a shape with no dimensions
+  put_bytes(tensor, 8, text);
+  std::string plugin_data;
+  put_bytes(plugin_data, 1, "text");
+  std::string metadata;
+  put_bytes(metadata, 1, plugin_data);
+  std::string summary_value;
+  put_bytes(summary_value, 1, tag);
+  put_bytes(summary_value, 8, tensor);
+  put_bytes(summary_value, 9, metadata);
+  std::string summary;
+  put_bytes(summary, 1, summary_value);
+  std::string event = event_header(step);
+  put_bytes(event, 5, summary);
   write_record(event);
   flush();
 }

@@ -1,5 +1,5 @@
 // TensorBoard event files written by Ember itself: TFRecord framing (length + masked CRC32C,
-// payload + masked CRC32C) around hand-encoded `Event` protobufs carrying scalar summaries.
+// payload + masked CRC32C) around hand-encoded `Event` protobufs carrying scalar and text summaries.
 // TensorBoard reads them from the --log-dir (see tools/train/check_tensorboard.py).
 #pragma once
 
@@ -25,6 +25,8 @@ class EventWriter {
   // TensorBoard's restart marker (SessionLog START): on reading it, TensorBoard drops the events
   // of earlier files at `step` and later, the ones a crashed run logged past its checkpoint.
   void add_session_start(int64_t step);
+  // A text summary (TensorBoard's Text tab): tools/launch's restarts.
+  void add_text(const std::string& tag, const std::string& text, int64_t step);
   void flush();
   const std::string& path() const { return path_; }
 

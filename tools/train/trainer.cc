@@ -89,12 +89,17 @@ TrainResult run_training(const TrainConfig& config) {
   const int rank = strategy->rank(), world_size = strategy->world_size();
   const bool leader = rank == 0;
 
-  DataSetup data_setup = make_data(config);
+  DataSetup data_setup;
+  try {
+    data_setup = make_data(config);
+  } catch (const std::exception& e) {
+    throw DataError(e.what());  // a missing or malformed dataset: no restart helps (tools/launch)
+  }
+  // One process shuffles as RandomSampler does (a world of one pads nothing); the distributed
+  // sampler also resumes an epoch at a sample count, at any world size.
   auto train_sampler =
-      world ? std::static_pointer_cast<data::Sampler>(std::make_shared<data::DistributedSampler>(
-                  data_setup.train->size(), rank, world_size, data::DistributedSamplerOptions().seed(config.seed)))
-            : std::static_pointer_cast<data::Sampler>(
-                  std::make_shared<data::RandomSampler>(data_setup.train->size(), config.seed));
+      std::make_shared<data::DistributedSampler>(data_setup.train->size(), world ? rank : 0, world ? world_size : 1,
+                                                 data::DistributedSamplerOptions().seed(config.seed));
   // On the CPU, convolutions want channels-last images; a GPU gets pinned (contiguous) batches,
   // copied without the host waiting.
   auto loader_options = [&](int64_t batch, data::SamplerPtr sampler, data::TransformPtr transform) {
@@ -149,6 +154,9 @@ TrainResult run_training(const TrainConfig& config) {
   result.rank = rank;
   result.world_size = world_size;
   int64_t start_epoch = 0, step = 0;
+  // Examples of the resumed epoch consumed before this run (by any number of ranks), and the steps
+  // this run's world would have taken for them.
+  int64_t resumed_epoch_samples = 0, skipped_steps = 0;
   std::optional<int64_t> resumed_at_step;
   double best_accuracy = 0;
   if (!config.resume.empty()) {
@@ -157,16 +165,45 @@ TrainResult run_training(const TrainConfig& config) {
       strategy->load_weights(path);  // onto each stage's device when split
       if (leader) std::printf("loaded weights from %s\n", path.c_str());
     } else {
-      check_resume_settings(path, config, steps_per_epoch);
+      check_resume_settings(path, config, steps_per_epoch, world_size);
       nn::TrainingState state = strategy->load_checkpoint(path, *optimizer, *schedule);
-      train_loader.load_state({state.loader_epoch, state.loader_batches});
+      const SavedPosition saved = saved_position(state, config, world_size, steps_per_epoch);
       start_epoch = state.loader_epoch;
-      step = state.step;
-      resumed_at_step = step;
+      train_loader.load_state({start_epoch, 0});
+      if (saved.epoch_samples > 0) {
+        train_sampler->resume_epoch_at(saved.epoch_samples);
+        train_loader.load_state({start_epoch, 0});  // the loader's epoch is now the rest
+        resumed_epoch_samples = saved.epoch_samples;
+        skipped_steps = steps_per_epoch - train_loader.size();
+      }
+      step = start_epoch * steps_per_epoch + skipped_steps;
+      resumed_at_step = state.step;
+      // Another world size (or, with it, another batch): another number of steps per epoch (a DDP
+      // run resumed by DataParallel at the same global batch keeps it).
+      const bool rescaled = saved.steps_per_epoch != steps_per_epoch;
+      if (rescaled) {
+        // The schedule, which spans the run, is made again for this run's length and moved to
+        // where this world would be.
+        std::vector<double> base = schedule->base_lrs();
+        for (size_t g = 0; g < base.size(); ++g) optimizer->param_groups()[g].options().set_lr(base[g]);
+        schedule = make_schedule(config, *optimizer, total_steps);
+        for (int64_t s = 0; s < step; ++s) schedule->step();
+      }
+      EMBER_CHECK(rescaled || step == state.step, "--resume ", path, ": the checkpoint is at step ", state.step,
+                  " but its loader position is step ", step, " of this run");
       if (const json::Value* best = state.extra.find("best_accuracy")) best_accuracy = best->as_double();
-      if (leader)
-        std::printf("resumed from %s (epoch %lld, step %lld)\n", path.c_str(), static_cast<long long>(start_epoch),
-                    static_cast<long long>(step));
+      if (leader) {
+        std::printf("resumed from %s (epoch %lld, step %lld)", path.c_str(), static_cast<long long>(start_epoch),
+                    static_cast<long long>(state.step));
+        if (rescaled)
+          std::printf(
+              ", saved by %d process%s at %lld steps per epoch: %lld examples of epoch %lld done, the rest dealt "
+              "over %d; step %lld at this run's %lld steps per epoch",
+              saved.world_size, saved.world_size == 1 ? "" : "es", static_cast<long long>(saved.steps_per_epoch),
+              static_cast<long long>(saved.epoch_samples), static_cast<long long>(start_epoch + 1), world_size,
+              static_cast<long long>(step), static_cast<long long>(steps_per_epoch));
+        std::printf("\n");
+      }
     }
   }
 
@@ -206,9 +243,18 @@ TrainResult run_training(const TrainConfig& config) {
     state.epoch = epochs_done;
     state.step = step;
     data::LoaderState position = train_loader.state();
-    if (position.batches >= steps_per_epoch) position = {position.epoch + 1, 0};  // a finished epoch
+    int64_t epoch_samples = 0;  // consumed by all ranks in the epoch under way
+    if (position.batches >= train_loader.size()) {
+      position = {position.epoch + 1, 0};  // a finished epoch
+    } else {
+      epoch_samples = position.batches * config.batch_size * world_size;
+      if (train_sampler->resumed_at() > 0 && train_sampler->epoch() == position.epoch)
+        epoch_samples += train_sampler->resumed_at();
+    }
     state.loader_epoch = position.epoch;
     state.loader_batches = position.batches;
+    state.extra.set("epoch_samples", json::Value::integer(epoch_samples));
+    state.extra.set("world_size", json::Value::integer(world_size));
     state.extra.set("best_accuracy", json::Value::number(best_accuracy));
     state.extra.set("run", run_settings(config, steps_per_epoch));
     state.extra.set("amp", json::Value::string(config.amp));
@@ -228,7 +274,7 @@ TrainResult run_training(const TrainConfig& config) {
   for (int64_t epoch = start_epoch; epoch < config.epochs && !stop; ++epoch) {
     auto epoch_start = std::chrono::steady_clock::now();
     if (train_loader.state().epoch != epoch || train_loader.state().batches == 0) train_loader.set_epoch(epoch);
-    int64_t done_in_epoch = train_loader.state().batches;
+    int64_t done_in_epoch = train_loader.state().batches + (epoch == start_epoch ? skipped_steps : 0);
     progress.start_epoch(epoch + 1, config.epochs, steps_per_epoch);
     double loss_sum = 0, correct = 0, seen = 0;
     auto window_start = std::chrono::steady_clock::now();
@@ -284,6 +330,9 @@ TrainResult run_training(const TrainConfig& config) {
         stop = true;
         break;
       }
+      // Within the epoch only: its end writes epoch-N.
+      if (config.checkpoint_every > 0 && step % config.checkpoint_every == 0 && done_in_epoch < steps_per_epoch)
+        save("last", epoch);
     }
     progress.end_epoch();
     if (interrupted) {

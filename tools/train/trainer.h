@@ -4,11 +4,19 @@
 // process the samplers shard the data.
 #pragma once
 
+#include <stdexcept>
 #include <string>
 
 #include "tools/train/config.h"
 
 namespace ember::train {
+
+// A dataset missing or unreadable at the start: `train` exits with kExitDataError (sysexits'
+// EX_NOINPUT), which tools/launch, like bad flags (exit 2), does not restart.
+struct DataError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+constexpr int kExitDataError = 66;
 
 struct TrainResult {
   bool evaluated = true;     // false for an image folder without --val-dir (test_* stay 0)

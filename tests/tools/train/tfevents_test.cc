@@ -192,6 +192,28 @@ TEST_CASE("The restart marker is an event holding SessionLog{status: START} at i
   CHECK(records[1].substr(9) == std::string("\x10\xf1\x01\x3a\x02\x08\x01", 7));
 }
 
+TEST_CASE("A text event: a string tensor under the text plugin, at its step", "[train][tfevents]") {
+  std::string dir = temp_dir("tfevents_text");
+  std::string path;
+  {
+    EventWriter writer(dir);
+    path = writer.path();
+    writer.add_text("launch/restart", "restart 1 of 2: exit 137", 57);
+  }
+  std::vector<std::string> records = read_records(read_all(path));
+  REQUIRE(records.size() == 2);
+  std::vector<Field> event = decode(records[1]);
+  CHECK(field(event, 2).varint == 57);
+  std::vector<Field> value = decode(field(decode(field(event, 5).bytes), 1).bytes);
+  CHECK(field(value, 1).bytes == "launch/restart");
+  std::vector<Field> tensor = decode(field(value, 8).bytes);
+  CHECK(field(tensor, 1).varint == 7);    // DT_STRING
+  CHECK(field(tensor, 2).bytes.empty());  // a scalar
+  CHECK(field(tensor, 8).bytes == "restart 1 of 2: exit 137");
+  std::vector<Field> plugin = decode(field(decode(field(value, 9).bytes), 1).bytes);
+  CHECK(field(plugin, 1).bytes == "text");
+}
+
 TEST_CASE("Two writers in one directory and second write to separate files", "[train][tfevents]") {
   std::string dir = temp_dir("tfevents_two");
   EventWriter first(dir), second(dir);

@@ -99,7 +99,7 @@ done
 # Validation classes that differ from the training ones: an error naming both trees.
 mkdir -p other && cp -r tree/val other/val && mv other/val/class_02 other/val/class_03
 "$train" "${tiny[@]}" --val-dir other/val > mismatch.txt 2>&1
-[ $? -eq 1 ] && grep -qF -- "the class folders of --data-dir tree/train (3 classes) and --val-dir other/val (3 classes) differ: 'class_02' is in --data-dir only" mismatch.txt ||
+[ $? -eq 66 ] && grep -qF -- "the class folders of --data-dir tree/train (3 classes) and --val-dir other/val (3 classes) differ: 'class_02' is in --data-dir only" mismatch.txt ||
   fail "differing class folders: $(cat mismatch.txt)"
 
 expect_usage_error() {
