@@ -52,22 +52,6 @@ std::string host_name() {
 
 bool is_loopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
 
-::gloo::transport::tcp::attr device_attributes(const std::string& master_host) {
-  ::gloo::transport::tcp::attr attr;
-  const char* host = std::getenv("EMBER_GLOO_HOST");
-  const char* iface = std::getenv("EMBER_GLOO_IFACE");
-  if (host != nullptr && *host != '\0') {
-    attr.hostname = host;
-  } else if (iface != nullptr && *iface != '\0') {
-    attr.iface = iface;
-  } else if (is_loopback(master_host)) {
-    attr.hostname = "127.0.0.1";
-  } else {
-    attr.hostname = host_name();
-  }
-  return attr;
-}
-
 std::shared_ptr<::gloo::transport::Device> shared_device(const std::string& master_host) {
   static std::mutex mutex;
   static std::shared_ptr<::gloo::transport::Device> device;
@@ -100,6 +84,22 @@ std::vector<std::string> split(const std::string& text) {
 }
 
 }  // namespace
+
+::gloo::transport::tcp::attr device_attributes(const std::string& master_host) {
+  ::gloo::transport::tcp::attr attr;
+  const char* host = std::getenv("EMBER_GLOO_HOST");
+  const char* iface = std::getenv("EMBER_GLOO_IFACE");
+  if (host != nullptr && *host != '\0') {
+    attr.hostname = host;
+  } else if (iface != nullptr && *iface != '\0') {
+    attr.iface = iface;
+  } else if (is_loopback(master_host)) {
+    attr.hostname = "127.0.0.1";
+  } else {
+    attr.hostname = host_name();
+  }
+  return attr;
+}
 
 Connected connect(const std::shared_ptr<Store>& store, const std::string& prefix, int rank, int size,
                   const std::string& master_host, std::chrono::milliseconds timeout) {

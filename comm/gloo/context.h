@@ -7,6 +7,7 @@
 #pragma once
 
 #include <gloo/context.h>
+#include <gloo/transport/tcp/attr.h>
 
 #include <chrono>
 #include <memory>
@@ -31,6 +32,10 @@ struct Connected {
   std::shared_ptr<::gloo::Context> context;
   Peers peers;
 };
+
+// Where this process's Gloo device listens (the rule above), for a store at `master_host`; also
+// what a raw Gloo context beside Ember's should use (tools/bench:allreduce's yardstick).
+::gloo::transport::tcp::attr device_attributes(const std::string& master_host);
 
 // `store` may be null for a group of one. `master_host` is the store's address (it decides the
 // device's address on first use).

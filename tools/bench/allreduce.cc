@@ -30,11 +30,14 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "comm/gloo/context.h"
 #include "comm/init.h"
+#include "comm/rendezvous.h"
 #include "core/ember_core.h"
 #include "cuda/api.h"
 #include "cuda/device_properties.h"
@@ -185,8 +188,9 @@ int run_mpi(const Options& options, comm::ProcessGroup& world) {
 }
 
 // The yardstick's Gloo context, made as a user of raw Gloo makes one: a FileStore in a directory
-// every rank of this machine sees (rank 0 makes it and tells the others its name), and a TCP device
-// on the loopback interface (a job on one machine).
+// every rank sees (rank 0 makes it and tells the others its name: ranks on several hosts need a
+// shared /tmp, as the namespace hosts of tools/bench/multihost_allreduce have), and a TCP device
+// where Ember's Gloo group listens (the loopback interface for a job on one machine).
 std::shared_ptr<::gloo::Context> raw_gloo_context(comm::ProcessGroup& world, std::string& dir) {
   Tensor name = zeros({64}, TensorOptions(kUInt8));
   if (world.rank() == 0) {
@@ -197,7 +201,9 @@ std::shared_ptr<::gloo::Context> raw_gloo_context(comm::ProcessGroup& world, std
   world.broadcast(name, 0)->wait();
   dir = reinterpret_cast<const char*>(name.data_ptr());
   ::gloo::rendezvous::FileStore store(dir);
-  auto device = ::gloo::transport::tcp::CreateDevice("127.0.0.1");
+  const std::optional<comm::MasterAddress> master = comm::master_address();
+  auto device =
+      ::gloo::transport::tcp::CreateDevice(comm::gloo_backend::device_attributes(master ? master->host : "127.0.0.1"));
   auto context = std::make_shared<::gloo::rendezvous::Context>(world.rank(), world.size());
   context->connectFullMesh(store, device);
   return context;
