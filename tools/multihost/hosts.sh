@@ -83,7 +83,11 @@ hosts_up() {
   hosts_sweep
   HOSTS_ID="$$"
   HOSTS_N="$n"
+  # Also when ended by a signal (Bazel's timeout sends SIGTERM): bash runs the EXIT trap only for
+  # signals it traps.
   trap hosts_down EXIT
+  trap 'exit 143' TERM
+  trap 'exit 130' INT
   mkdir -p "/tmp/emh${HOSTS_ID}"
   HOSTS_HOSTFILE="/tmp/emh${HOSTS_ID}/hostfile"
   : > "$HOSTS_HOSTFILE"
