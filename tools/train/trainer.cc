@@ -154,9 +154,9 @@ TrainResult run_training(const TrainConfig& config) {
   result.rank = rank;
   result.world_size = world_size;
   int64_t start_epoch = 0, step = 0;
-  // Examples of the resumed epoch consumed before this run (by any number of ranks), and the steps
-  // this run's world would have taken for them.
-  int64_t resumed_epoch_samples = 0, skipped_steps = 0;
+  // The steps this run's world would have taken for the examples of the resumed epoch consumed
+  // before this run (by any number of ranks).
+  int64_t skipped_steps = 0;
   std::optional<int64_t> resumed_at_step;
   double best_accuracy = 0;
   if (!config.resume.empty()) {
@@ -169,13 +169,10 @@ TrainResult run_training(const TrainConfig& config) {
       nn::TrainingState state = strategy->load_checkpoint(path, *optimizer, *schedule);
       const SavedPosition saved = saved_position(state, config, world_size, steps_per_epoch);
       start_epoch = state.loader_epoch;
-      train_loader.load_state({start_epoch, 0});
-      if (saved.epoch_samples > 0) {
-        train_sampler->resume_epoch_at(saved.epoch_samples);
-        train_loader.load_state({start_epoch, 0});  // the loader's epoch is now the rest
-        resumed_epoch_samples = saved.epoch_samples;
-        skipped_steps = steps_per_epoch - train_loader.size();
-      }
+      train_sampler->set_epoch(start_epoch);  // the epoch resume_epoch_at applies to
+      if (saved.epoch_samples > 0) train_sampler->resume_epoch_at(saved.epoch_samples);
+      train_loader.load_state({start_epoch, 0});  // the loader's epoch is now the rest of it
+      skipped_steps = steps_per_epoch - train_loader.size();
       step = start_epoch * steps_per_epoch + skipped_steps;
       resumed_at_step = state.step;
       // Another world size (or, with it, another batch): another number of steps per epoch (a DDP
