@@ -16,6 +16,7 @@
 #include "core/cpu/conv/direct_conv_weight_grad.h"
 #include "core/cpu/conv/strided_conv_backward_data.h"
 #include "core/cpu/conv/strided_conv_forward.h"
+#include "core/cpu/conv/winograd_bf16.h"
 #include "core/ember_core.h"
 #include "core/kernel_select.h"
 
@@ -563,8 +564,8 @@ TEST_CASE("conv2d kernels: every selectable candidate matches the references", "
 }
 
 // bf16 problems (autocast's) choose among oneDNN's bf16 kernels, its weight gradient split over the
-// batch between threads (3 images on 2 threads: uneven shares) and the problem run as float32
-// (as-float32): each, forced, must match the references, and each this CPU has must have run.
+// batch between threads (3 images on 2 threads: uneven shares), Ember's bf16 Winograd and the
+// problem run as float32 (as-float32): each, forced, must match the references, and each this CPU has must have run.
 // Without native bf16 (conv_avx2_test), oneDNN's are not candidates and as-float32 runs.
 TEST_CASE("conv2d kernels: every bf16 candidate matches the references", "[conv][select]") {
   manual_seed(13);
@@ -580,12 +581,18 @@ TEST_CASE("conv2d kernels: every bf16 candidate matches the references", "[conv]
   Case odd = make_case(2, 5, 9, 7, 12, 1);
   odd.stride_w = 2, odd.input = Layout::WidthSlice;
   cases.push_back(odd);
+  // Winograd's: an odd channel count (a zero partner in its channel pairs), padding 2 and 0 (odd
+  // and even outputs), output channels that fill no whole vector.
+  Case wino = make_case(3, 7, 6, 5, 20, 3);
+  wino.pad_h = 2, wino.input = Layout::WidthSlice, wino.grad_output = Layout::BatchSlice;
+  cases.push_back(wino);
   const bool native = cpu::has_native_bf16();
   for (const auto& [name, must_run] :
        std::vector<std::pair<std::string, bool>>{{"onednn-nhwc", native},
                                                  {"onednn-blocked", native},
                                                  {"as-float32", true},
-                                                 {"onednn-split-batch", native && cpu::num_threads() > 1}}) {
+                                                 {"onednn-split-batch", native && cpu::num_threads() > 1},
+                                                 {"ember-winograd-bf16", native}}) {
     INFO("forced kernel " << name);
     kernel_select::reset();
     kernel_select::force(name);
@@ -595,4 +602,61 @@ TEST_CASE("conv2d kernels: every bf16 candidate matches the references", "[conv]
     if (must_run) CHECK(ran > 0);
   }
   kernel_select::force("");
+}
+
+namespace {
+
+// The largest |got - exact| over the root mean square of `exact`.
+double error_over_rms(const std::vector<double>& got, const std::vector<double>& exact) {
+  double worst = 0, squares = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, std::abs(got[i] - exact[i]));
+    squares += exact[i] * exact[i];
+  }
+  return worst / std::sqrt(squares / static_cast<double>(exact.size()));
+}
+
+}  // namespace
+
+// Ember's bf16 Winograd at the depths it is chosen for (sums over hundreds to thousands of
+// products, where the case list above has tens), forced, against the float64 naive sum of the same
+// bf16 inputs, with a bound relative to the output's RMS: its worst element was 1.8-2.2% of it off
+// (the transformed tiles and filters are rounded to bf16, and the output), oneDNN's bf16 kernels'
+// 0.9-1.1% (the output's rounding alone); a wrong tap, lane or channel pair costs ~100%.
+TEST_CASE("bf16 Winograd: deep layers against the naive float64 sum", "[conv]") {
+  manual_seed(14);
+  if (!cpu::has_native_bf16()) {
+    CHECK_FALSE(cpu::winograd_bf16_applies(cpu::conv_problem(cpu::ConvPass::Forward, {1, 16, 4, 4}, {16, 16, 3, 3},
+                                                             ConvParams{1, 1, 1, 1}, kBFloat16, false)));
+    return;
+  }
+  const KernelTable& table = kernels_for(Device(kCPU), "conv_test");
+  std::vector<Case> cases;
+  Case deep = make_case(2, 256, 8, 8, 96, 3);
+  deep.pad_h = deep.pad_w = 1, deep.input = Layout::ChannelsLast;
+  cases.push_back(deep);
+  Case wide = make_case(3, 67, 7, 9, 144, 3);  // 9 register-tile panels of 16-64 lanes, odd channels
+  wide.pad_w = 2, wide.bias = false, wide.grad_output = Layout::WidthSlice;
+  cases.push_back(wide);
+  for (const Case& k : cases) {
+    INFO(k.str());
+    const ConvParams p = k.params();
+    Tensor x = make({k.n, k.c, k.h, k.w}, k.input, kBFloat16), wt = randn({k.o, k.c, 3, 3}, kBFloat16);
+    Tensor bias = k.bias ? randn({k.o}, kBFloat16) : Tensor();
+    Tensor dy = make({k.n, k.o, k.oh(), k.ow()}, k.grad_output, kBFloat16);
+    const Naive naive{k, values(x), values(wt), values(dy)};
+    kernel_select::reset();
+    kernel_select::force("ember-winograd-bf16");
+    const Tensor y = table.conv2d(x, wt, bias, p);
+    const Tensor dx = table.conv2d_backward_input(dy, wt, {k.n, k.c, k.h, k.w}, p);
+    int ran = 0;
+    for (const auto& d : kernel_select::decisions())
+      ran += d.candidates[d.chosen] == std::string("ember-winograd-bf16");
+    kernel_select::force("");
+    CHECK(ran == 2);
+    REQUIRE(y.dtype() == kBFloat16);
+    CHECK(channels_last(y));
+    CHECK(error_over_rms(values(y), naive.forward(k.bias ? values(bias) : std::vector<double>{})) < 0.03);
+    CHECK(error_over_rms(values(dx), naive.grad_input()) < 0.03);
+  }
 }

@@ -22,6 +22,7 @@
 #include "core/cpu/conv/strided_conv_backward_data.h"
 #include "core/cpu/conv/strided_conv_forward.h"
 #include "core/cpu/conv/winograd_avx2.h"
+#include "core/cpu/conv/winograd_bf16.h"
 #include "core/cpu/dnnl/runtime.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/thread_pool.h"
@@ -41,13 +42,16 @@ using ForwardKernel = void (*)(const DirectConvGeometry&, const float* x, const 
                                float* y);
 using BackwardDataKernel = void (*)(const DirectConvGeometry&, const float* dy, const float* weight, float* dx);
 using BackwardWeightKernel = void (*)(const DirectConvGeometry&, const float* x, const float* dy, float* grad_weight);
-// A backward-weights pass on the tensors themselves (any dtype the candidate applies to).
+// Passes on the tensors themselves (any dtype the candidate applies to).
+using TensorForward = Tensor (*)(const ConvProblem&, const Tensor& input, const Tensor& weight, const Tensor& bias);
+using TensorBackwardData = Tensor (*)(const ConvProblem&, const Tensor& grad_output, const Tensor& weight,
+                                      const Shape& input_shape);
 using TensorWeightGrad = std::pair<Tensor, Tensor> (*)(const ConvProblem&, const Tensor& grad_output,
                                                        const Tensor& input, const Shape& weight_shape, bool want_bias);
 
 // One way to run some of the passes: one of Ember's kernels (a non-null kernel per pass it runs),
-// one of oneDNN's primitive variants (every pass), a bf16 problem run as float32 (every pass), or a
-// weight-gradient pass on tensors.
+// one of oneDNN's primitive variants (every pass), a bf16 problem run as float32 (every pass), or
+// passes on tensors.
 struct Candidate {
   const char* name;  // as kernel_select reports, caches and checkpoints it
   // Where trials may run it (nullptr: wherever it runs the pass); for oneDNN's, also where
@@ -64,6 +68,8 @@ struct Candidate {
   // kernels lose to its float32 ones by more than the casts cost.
   bool as_float32 = false;
   TensorWeightGrad weight_grad_on_tensors = nullptr;
+  TensorForward forward_on_tensors = nullptr;
+  TensorBackwardData backward_data_on_tensors = nullptr;
 };
 
 // A rule of Ember's kernels, on problems they can take at all (float32, ungrouped, non-empty).
@@ -100,18 +106,19 @@ const Candidate kCandidates[] = {
     {"as-float32", bf16_problem, bf16_without_onednn, nullptr, nullptr, nullptr, std::nullopt, true},
     {"onednn-split-batch", onednn::split_batch_weight_grad_applies, onednn::split_batch_weight_grad_applies, nullptr,
      nullptr, nullptr, std::nullopt, false, onednn::conv_backward_weight_split_batch},
+    {"ember-winograd-bf16", winograd_bf16_applies, nullptr, nullptr, nullptr, nullptr, std::nullopt, false, nullptr,
+     winograd_bf16_forward, winograd_bf16_backward_data},
 };
 
 bool runs(const Candidate& c, ConvPass pass) {
   if (c.onednn || c.as_float32) return true;
-  if (c.weight_grad_on_tensors) return pass == ConvPass::BackwardWeights;
   switch (pass) {
     case ConvPass::Forward:
-      return c.forward != nullptr;
+      return c.forward != nullptr || c.forward_on_tensors != nullptr;
     case ConvPass::BackwardData:
-      return c.backward_data != nullptr;
+      return c.backward_data != nullptr || c.backward_data_on_tensors != nullptr;
     case ConvPass::BackwardWeights:
-      return c.backward_weight != nullptr;
+      return c.backward_weight != nullptr || c.weight_grad_on_tensors != nullptr;
   }
   return false;
 }
@@ -235,6 +242,7 @@ Tensor forward_with(const Option& o, const ConvProblem& pr, const Tensor& input,
     const ConvProblem f = float32_problem(pr, x.sizes(), w.sizes());
     return as_bf16(forward_with(forward_option(f, decision_key(f), x, w, b), f, x, w, b));
   }
+  if (TensorForward run = o.candidate->forward_on_tensors) return run(pr, input, weight, bias);
   const ConvSizes& g = pr.g;
   Tensor b = bias.defined() ? bias.to(input.dtype()).contiguous() : Tensor();
   if (ForwardKernel kernel = o.candidate->forward) {
@@ -257,6 +265,7 @@ Tensor backward_data_with(const Option& o, const ConvProblem& pr, const Tensor& 
     return as_bf16(
         backward_data_with(backward_data_option(f, decision_key(f), dy, w, input_shape), f, dy, w, input_shape));
   }
+  if (TensorBackwardData run = o.candidate->backward_data_on_tensors) return run(pr, grad_output, weight, input_shape);
   if (BackwardDataKernel kernel = o.candidate->backward_data) {
     Tensor dy = onednn::to_channels_last(grad_output), w = weight.contiguous();
     Tensor dx = empty_channels_last(input_shape, grad_output.options());

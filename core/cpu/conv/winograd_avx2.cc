@@ -1,6 +1,4 @@
-// The Winograd F(2x2, 3x3) kernels of winograd_avx2.h. With B, G and A the F(2, 3) matrices
-// (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks"), an output tile is
-// A^T [(G g G^T) . (B^T d B)] A for each 4x4 input tile d, summed over input channels.
+// The Winograd F(2x2, 3x3) kernels of winograd_avx2.h, on the formulas of winograd_f2.h.
 #include "core/cpu/conv/winograd_avx2.h"
 
 #include <immintrin.h>
@@ -10,36 +8,14 @@
 #include <vector>
 
 #include "core/cpu/avx2_tile.h"
+#include "core/cpu/conv/winograd_f2.h"
 #include "core/cpu/thread_pool.h"
 
 namespace ember::cpu {
 
 namespace {
 
-// One convolution as the kernel runs it: stride 1, 3x3, `in` channels to `out` channels.
-struct Plan {
-  int64_t n, in, h, w, out, pad_h, pad_w;
-  int64_t oh() const { return h + 2 * pad_h - 2; }
-  int64_t ow() const { return w + 2 * pad_w - 2; }
-  int64_t tiles_h() const { return (oh() + 1) / 2; }
-  int64_t tiles_w() const { return (ow() + 1) / 2; }
-};
-
-// G g G^T of one 3x3 filter `g` (rows `row` floats apart, columns `col` apart: negative strides
-// read it turned), as 16 values in point order.
-void transform_filter(const float* g, int64_t row, int64_t col, float* r) {
-  float t[4][3];
-  for (int j = 0; j < 3; ++j) {
-    const float g0 = g[j * col], g1 = g[row + j * col], g2 = g[2 * row + j * col];
-    t[0][j] = g0, t[1][j] = 0.5f * (g0 + g1 + g2), t[2][j] = 0.5f * (g0 - g1 + g2), t[3][j] = g2;
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[i * 4 + 0] = t[i][0];
-    r[i * 4 + 1] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
-    r[i * 4 + 2] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
-    r[i * 4 + 3] = t[i][2];
-  }
-}
+using winograd_f2::Plan;
 
 // Every filter transformed, as U[point][out chunk][in][lanes]: each chunk of output channels that
 // one register tile reads is one contiguous [in][lanes] panel. `turned`: the filters seen by the
@@ -53,11 +29,10 @@ void transform_weights(const Plan& p, const float* weight, bool turned, float* u
       const int64_t o0 = chunks[chunk], lanes = avx2::lanes_for(out - o0);
       for (int64_t o = o0; o < o0 + lanes; ++o)
         for (int64_t c = 0; c < in; ++c) {
-          float r[16];
-          if (turned)
-            transform_filter(weight + (c * out + o) * 9 + 8, -3, -1, r);
-          else
-            transform_filter(weight + (o * in + c) * 9, 3, 1, r);
+          const float* taps = weight + (turned ? c * out + o : o * in + c) * 9;
+          float g[3][3], r[16];
+          for (int t = 0; t < 9; ++t) g[t / 3][t % 3] = taps[turned ? 8 - t : t];
+          winograd_f2::transform_filter(g, r);
           for (int point = 0; point < 16; ++point) u[(point * out + o0) * in + c * lanes + (o - o0)] = r[point];
         }
     }
@@ -67,33 +42,18 @@ void transform_weights(const Plan& p, const float* weight, bool turned, float* u
 // B^T d B of tiles [first, first + count), 8 channels at a time, into v[point][tile][in].
 __attribute__((target("avx2,fma"))) void transform_inputs(const Plan& p, const float* x, int64_t first, int64_t count,
                                                           float* v) {
-  const int64_t th = p.tiles_h(), tw = p.tiles_w(), in = p.in;
+  const int64_t in = p.in;
   for (int64_t b = 0; b < count; ++b) {
-    const int64_t t = first + b, img = t / (th * tw), row = t / tw % th, col = t % tw;
-    const int64_t ih0 = 2 * row - p.pad_h, iw0 = 2 * col - p.pad_w;
     const float* pixel[4][4];
-    for (int i = 0; i < 4; ++i)
-      for (int j = 0; j < 4; ++j) {
-        const int64_t ih = ih0 + i, iw = iw0 + j;
-        const bool inside = ih >= 0 && ih < p.h && iw >= 0 && iw < p.w;
-        pixel[i][j] = inside ? x + ((img * p.h + ih) * p.w + iw) * in : nullptr;
-      }
+    p.tile_pixels(x, first + b, pixel);
     for (int64_t c = 0; c < in; c += 8) {
       __m256 d[4][4];
       for (int i = 0; i < 4; ++i)
         for (int j = 0; j < 4; ++j) d[i][j] = pixel[i][j] ? _mm256_loadu_ps(pixel[i][j] + c) : _mm256_setzero_ps();
-      __m256 t[4][4];
-      for (int j = 0; j < 4; ++j) {
-        t[0][j] = _mm256_sub_ps(d[0][j], d[2][j]);
-        t[1][j] = _mm256_add_ps(d[1][j], d[2][j]);
-        t[2][j] = _mm256_sub_ps(d[2][j], d[1][j]);
-        t[3][j] = _mm256_sub_ps(d[1][j], d[3][j]);
-      }
-      for (int i = 0; i < 4; ++i) {
-        const __m256 r[4] = {_mm256_sub_ps(t[i][0], t[i][2]), _mm256_add_ps(t[i][1], t[i][2]),
-                             _mm256_sub_ps(t[i][2], t[i][1]), _mm256_sub_ps(t[i][1], t[i][3])};
-        for (int j = 0; j < 4; ++j) _mm256_storeu_ps(v + ((i * 4 + j) * count + b) * in + c, r[j]);
-      }
+      __m256 r[4][4];
+      winograd_f2::input_tile(d, r);
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) _mm256_storeu_ps(v + ((i * 4 + j) * count + b) * in + c, r[i][j]);
     }
   }
 }
@@ -101,27 +61,20 @@ __attribute__((target("avx2,fma"))) void transform_inputs(const Plan& p, const f
 // A^T m A (+ bias) of the tiles' products m[point][tile][out], into y's pixels inside the output.
 __attribute__((target("avx2,fma"))) void transform_outputs(const Plan& p, const float* m, const float* bias,
                                                            int64_t first, int64_t count, float* y) {
-  const int64_t th = p.tiles_h(), tw = p.tiles_w(), out = p.out, oh = p.oh(), ow = p.ow();
+  const int64_t out = p.out, ow = p.ow();
   for (int64_t b = 0; b < count; ++b) {
-    const int64_t t = first + b, img = t / (th * tw), row = t / tw % th, col = t % tw;
-    const bool two_rows = 2 * row + 1 < oh, two_cols = 2 * col + 1 < ow;
-    float* y0 = y + ((img * oh + 2 * row) * ow + 2 * col) * out;
+    const auto [offset, two_rows, two_cols] = p.output_tile(first + b);
+    float* y0 = y + offset;
     for (int64_t o = 0; o < out; o += 8) {
-      __m256 s[2][4];
-      for (int j = 0; j < 4; ++j) {
-        const __m256 m0 = _mm256_loadu_ps(m + ((0 * 4 + j) * count + b) * out + o);
-        const __m256 m1 = _mm256_loadu_ps(m + ((1 * 4 + j) * count + b) * out + o);
-        const __m256 m2 = _mm256_loadu_ps(m + ((2 * 4 + j) * count + b) * out + o);
-        const __m256 m3 = _mm256_loadu_ps(m + ((3 * 4 + j) * count + b) * out + o);
-        s[0][j] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2);
-        s[1][j] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
-      }
+      __m256 mt[4][4], r[2][2];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) mt[i][j] = _mm256_loadu_ps(m + ((i * 4 + j) * count + b) * out + o);
+      winograd_f2::output_tile(mt, r);
       const __m256 base = bias ? _mm256_loadu_ps(bias + o) : _mm256_setzero_ps();
       for (int i = 0; i < (two_rows ? 2 : 1); ++i) {
         float* yi = y0 + i * ow * out + o;
-        _mm256_storeu_ps(yi, _mm256_add_ps(base, _mm256_add_ps(_mm256_add_ps(s[i][0], s[i][1]), s[i][2])));
-        if (two_cols)
-          _mm256_storeu_ps(yi + out, _mm256_add_ps(base, _mm256_sub_ps(_mm256_sub_ps(s[i][1], s[i][2]), s[i][3])));
+        _mm256_storeu_ps(yi, _mm256_add_ps(base, r[i][0]));
+        if (two_cols) _mm256_storeu_ps(yi + out, _mm256_add_ps(base, r[i][1]));
       }
     }
   }
