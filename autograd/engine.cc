@@ -8,6 +8,7 @@
 
 #include "autograd/node.h"
 #include "autograd/saved.h"
+#include "core/profiler.h"
 #include "core/autocast.h"
 #include "core/backend.h"
 #include "core/device_check.h"
@@ -268,6 +269,7 @@ void queue_callback(std::function<void()> callback) {
 }
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
+  const profiler::Range range("backward", "backward");
   std::vector<Tensor> root_grads = root_gradients(roots, grads, "backward");
   std::vector<Edge> edges;
   for (const Tensor& root : roots) edges.push_back(gradient_edge(root));

@@ -1,11 +1,17 @@
 #include "comm/thread_work.h"
 
 #include "core/error.h"
+#include "core/profiler.h"
 
 namespace ember::comm {
 
 ThreadWork::ThreadWork(CollectiveInfo info, int rank)
-    : info_(std::move(info)), description_(info_.describe()), rank_(rank) {}
+    : info_(std::move(info)), description_(info_.describe()), rank_(rank) {
+  if (profiler::active()) {
+    issued_ = std::chrono::steady_clock::now();
+    profiler_tag_ = profiler::current_tag();
+  }
+}
 
 void ThreadWork::wait(std::chrono::milliseconds timeout) {
   before_wait(timeout);
@@ -40,6 +46,17 @@ std::string ThreadWork::error() const {
 }
 
 void ThreadWork::mark_done(const std::string& error) {
+  if (profiler::active() && issued_.time_since_epoch().count() != 0) {
+    // Recorded once done: the async pair spans the time the backend ran it, and says how long it
+    // queued behind earlier work after it was issued.
+    const auto done = std::chrono::steady_clock::now();
+    const auto start = started_ < issued_ ? issued_ : started_;
+    const std::string name = profiler_tag_.empty() ? description_ : profiler_tag_ + ": " + description_;
+    const auto queued = std::chrono::duration_cast<std::chrono::microseconds>(start - issued_).count();
+    const uint64_t id = profiler::next_async_id();
+    profiler::async_begin("comm", name, id, start, {{"queued_us", std::to_string(queued)}});
+    profiler::async_end("comm", name, id, done, error.empty() ? profiler::Args{} : profiler::Args{{"error", error}});
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     done_ = true;

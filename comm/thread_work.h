@@ -2,6 +2,7 @@
 // error, and the error of a bounded wait that ran out, the same in every such backend.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -32,6 +33,11 @@ class ThreadWork : public Work {
   std::string description_;
   int rank_;
   mutable std::mutex mutex_;
+  // When the backend started running it (its watchdog times it from here), and when it was issued;
+  // with the profiler's tag of the issuing thread, they make the work's profiler event.
+  std::chrono::steady_clock::time_point started_;
+  std::chrono::steady_clock::time_point issued_;
+  std::string profiler_tag_;
 
  private:
   std::condition_variable done_cv_;

@@ -9,6 +9,7 @@
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
+#include "core/profiler.h"
 #include "parallel/replica_sync.h"
 
 namespace ember::parallel {
@@ -184,6 +185,7 @@ void Reducer::launch_ready_buckets(bool from_hook) {
     view.is_last = next_bucket_ + 1 == buckets_.size();
     if (next_bucket_ == 0) first_launch_ = std::chrono::steady_clock::now();
     comm::OverlapScope overlap;  // backward goes on while this bucket reduces
+    const profiler::Tag tag(profiler::active() ? "DDP bucket " + std::to_string(next_bucket_) : std::string());
     bucket.work = hook_(*group_, view);
     if (from_hook) ++stats_.launched_during_backward;
     ++next_bucket_;
@@ -214,6 +216,7 @@ void Reducer::finalize() {
   auto wait_start = std::chrono::steady_clock::now();
   for (Bucket& bucket : buckets_) bucket.work->wait();
   auto done = std::chrono::steady_clock::now();
+  profiler::complete("comm", "DDP: wait for buckets (exposed communication)", wait_start, done);
   stats_.wait_time = std::chrono::duration_cast<std::chrono::nanoseconds>(done - wait_start);
   stats_.comm_time = std::chrono::duration_cast<std::chrono::nanoseconds>(done - first_launch_);
   if (!options_.gradient_as_bucket_view) {

@@ -40,7 +40,6 @@ class GlooWork final : public ThreadWork {
   friend class Runtime;  // sets started_ as it registers the work
   void before_wait(std::chrono::milliseconds timeout) override;
   std::weak_ptr<GlooWorker> worker_;
-  std::chrono::steady_clock::time_point started_;
 };
 
 class Runtime {

@@ -45,7 +45,6 @@ class MpiWork final : public ThreadWork {
 
   Start start_;
   Finish finish_;
-  std::chrono::steady_clock::time_point started_;
 };
 
 class Runtime {

@@ -11,8 +11,10 @@
 #include "comm/init.h"
 #include "core/ember_core.h"
 #include "nn/nn.h"
+#include "core/profiler.h"
 #include "parallel/ddp.h"
 #include "tests/parallel/ddp_helpers.h"
+#include "tests/trace_checks.h"
 
 using namespace ember;
 using namespace ember::testing;
@@ -192,6 +194,67 @@ TEST_CASE("the first bucket's all-reduce completes while backward is still runni
     REQUIRE(stats.launched_during_backward >= stats.buckets - 1);
     REQUIRE(stats.completed_before_end_of_backward >= 1);
   }
+}
+
+// The timeline of that step (core/profiler.h): backward's range, each bucket's collective as an
+// async span named for its bucket, and the end-of-backward wait. The hook above makes the first
+// bucket complete inside backward, so its span must lie inside backward's range. Device groups'
+// collectives (NCCL) are not recorded yet: there the trace holds backward and the wait only.
+TEST_CASE("profiler: a DDP step's bucket collectives overlap its backward", "[ddp][overlap][profiler]") {
+  auto world = comm::init();
+  parallel::DDPOptions options;
+  options.first_bucket_mb = 0.00001;
+  options.bucket_cap_mb = 0.001;
+  manual_seed(19);
+  auto model = std::make_shared<HeavyBottom>(16);
+  auto ddp = std::make_shared<parallel::DistributedDataParallel>(on_rank_device(model), world, options);
+  model->conv1->weight.register_post_accumulate_grad_hook([&](const Tensor&) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!ddp->reducer().bucket_reduced(0) && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  Generator g(20);
+  Tensor x = randn({4, 3, 16, 16}, {}, &g).to(rank_device());
+  Tensor y = randint(0, 4, {4}, TensorOptions(kInt64), &g).to(rank_device());
+  for (int step = 0; step < 2; ++step) {  // the buckets' rebuild comes after the first
+    ddp->zero_grad();
+    cross_entropy(ddp->forward(x), y).backward();
+  }
+  profiler::Session session({.rank = world->rank()});
+  session.start();
+  ddp->zero_grad();
+  cross_entropy(ddp->forward(x), y).backward();
+  session.stop();
+
+  const std::vector<TraceEvent> events = parse_trace(session.chrome_trace());
+  INFO(malformed(events));
+  REQUIRE(malformed(events).empty());
+  const TraceEvent* backward = nullptr;
+  int waits = 0;
+  for (const TraceEvent& e : events) {
+    if (e.phase == "X" && e.name == "backward") backward = &e;
+    waits += e.phase == "X" && e.category == "comm" && e.name.find("wait for buckets") != std::string::npos;
+  }
+  REQUIRE(backward != nullptr);
+  CHECK(backward->pid == world->rank());
+  CHECK(waits == 1);
+  std::vector<TraceEvent> buckets;
+  for (const TraceEvent& span : async_spans(events))
+    if (span.name.rfind("DDP bucket ", 0) == 0) buckets.push_back(span);
+  if (rank_device().is_cuda()) {
+    CHECK(buckets.empty());
+    return;
+  }
+  REQUIRE(buckets.size() == ddp->reducer().bucket_count());
+  const TraceEvent* first = nullptr;
+  for (const TraceEvent& b : buckets) {
+    CHECK(b.name.find("all_reduce") != std::string::npos);
+    if (b.name.rfind("DDP bucket 0:", 0) == 0) first = &b;
+  }
+  REQUIRE(first != nullptr);
+  INFO("bucket 0 " << first->ts << " + " << first->dur << " us, backward " << backward->ts << " + " << backward->dur);
+  CHECK(first->ts >= backward->ts);
+  CHECK(first->end() <= backward->end());
 }
 
 namespace {
