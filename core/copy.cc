@@ -1,4 +1,5 @@
 // Copies and conversions: dtype casts, device transfers, pinned memory, clone, and copy_into.
+#include "core/profiler.h"
 #include "core/autograd_hooks.h"
 #include "core/backend.h"
 #include "core/factory.h"
@@ -29,6 +30,12 @@ void copy_into(const Tensor& dst, const Tensor& src, bool non_blocking) {
   // (freed or read before the copy ran) is never pinned, so pinned here means the caller's.
   const Tensor& host_side = dst.device().is_cpu() ? staged_dst : staged_src;
   const bool host_pinned = host_side.is_pinned();
+  // Host time of the call: the copy itself when it blocks, its queueing when asynchronous.
+  const profiler::Range range(
+      "copy", profiler::active() ? src.device().str() + " -> " + dst.device().str() : std::string(),
+      profiler::active() ? profiler::Args{{"bytes", std::to_string(staged_src.nbytes())},
+                                          {"asynchronous", non_blocking && host_pinned ? "yes" : "no"}}
+                         : profiler::Args{});
   k.memcpy_device(staged_dst.data_ptr(), staged_dst.device(), staged_src.data_ptr(), staged_src.device(),
                   staged_src.nbytes(), non_blocking && host_pinned);
   if (!staged_dst.is_same(dst)) copy_into(dst, staged_dst);

@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/profiler.h"
 #include "core/error.h"
 
 namespace ember::data {
@@ -34,7 +35,11 @@ class EpochRun {
         claim_limit_(end_batch),
         ring_(static_cast<size_t>(workers > 0 ? prefetch : 0)) {
     try {
-      for (int w = 0; w < workers; ++w) threads_.emplace_back([this] { work(); });
+      for (int w = 0; w < workers; ++w)
+        threads_.emplace_back([this, w] {
+          profiler::set_thread_name("loader worker " + std::to_string(w));
+          work();
+        });
     } catch (...) {
       shut_down();
       throw;
@@ -46,7 +51,11 @@ class EpochRun {
   // The next batch in order, or nothing once the epoch's batches are all delivered.
   std::optional<Batch> next() {
     if (next_deliver_ >= end_batch_) return std::nullopt;
-    if (threads_.empty()) return build(next_deliver_++);
+    if (threads_.empty()) {
+      const profiler::Range range("data", "load batch (no workers)");
+      return build(next_deliver_++);
+    }
+    const profiler::Range range("data", "wait for batch");
     std::unique_lock<std::mutex> lock(mutex_);
     Slot& slot = ring_[static_cast<size_t>(next_deliver_) % ring_.size()];
     ready_.wait(lock, [&] { return slot.ready; });
@@ -92,6 +101,7 @@ class EpochRun {
       lock.unlock();
       Slot result;
       try {
+        const profiler::Range range("data", "load batch " + std::to_string(batch));
         result.batch = build(batch);
       } catch (...) {
         result.error = std::current_exception();

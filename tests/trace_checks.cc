@@ -1,11 +1,10 @@
 #include "tests/trace_checks.h"
 
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <map>
 #include <tuple>
 
+#include "core/error.h"
 #include "core/io/json.h"
 
 namespace ember::testing {
@@ -13,30 +12,27 @@ namespace ember::testing {
 std::vector<TraceEvent> parse_trace(const std::string& trace) {
   const json::Value root = json::parse(trace, "trace");
   const json::Value* list = root.find("traceEvents");
-  REQUIRE(list != nullptr);
-  REQUIRE(list->is_array());
+  EMBER_CHECK(list && list->is_array(), "parse_trace: expected a traceEvents array");
   std::vector<TraceEvent> out;
   for (const json::Value& e : list->items()) {
     const json::Value* ph = e.find("ph");
-    REQUIRE(ph != nullptr);
+    EMBER_CHECK(ph && ph->is_string(), "parse_trace: an event without its phase (ph)");
     if (ph->as_string() == "M") continue;
     TraceEvent t;
     t.phase = ph->as_string();
-    for (const char* key : {"name", "cat", "pid", "tid", "ts"}) {
-      INFO("an event of phase " << t.phase << " lacks " << key);
-      REQUIRE(e.find(key) != nullptr);
-    }
+    for (const char* key : {"name", "cat", "pid", "tid", "ts"})
+      EMBER_CHECK(e.find(key) != nullptr, "parse_trace: an event of phase ", t.phase, " lacks ", key);
     t.name = e.find("name")->as_string();
     t.category = e.find("cat")->as_string();
     t.pid = e.find("pid")->as_int();
     t.tid = e.find("tid")->as_int();
     t.ts = e.find("ts")->as_double();
     if (t.phase == "X") {
-      REQUIRE(e.find("dur") != nullptr);
+      EMBER_CHECK(e.find("dur") != nullptr, "parse_trace: complete event '", t.name, "' lacks dur");
       t.dur = e.find("dur")->as_double();
     }
     if (t.phase == "b" || t.phase == "e") {
-      REQUIRE(e.find("id") != nullptr);
+      EMBER_CHECK(e.find("id") != nullptr, "parse_trace: async event '", t.name, "' lacks id");
       t.id = e.find("id")->as_int();
     }
     out.push_back(t);

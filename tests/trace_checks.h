@@ -16,8 +16,8 @@ struct TraceEvent {
   double end() const { return ts + dur; }
 };
 
-// Every event of `trace` but the metadata ("M"); an Error (ember::json's) when it is not JSON, and
-// a failed REQUIRE when it lacks traceEvents or an event lacks its phase's fields.
+// Every event of `trace` but the metadata ("M"); an Error when it is not JSON, lacks traceEvents,
+// or an event lacks its phase's fields.
 std::vector<TraceEvent> parse_trace(const std::string& trace);
 
 // "" when every complete event ("X") lies inside or after the one before it on its (pid, tid),

@@ -2,6 +2,7 @@
 #include "tools/train/config.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "comm/init.h"
 #include "core/backend.h"
@@ -412,6 +413,11 @@ Flags make_flags() {
   f.add_string("resume", "", "continue from this checkpoint, or 'latest' in --checkpoint-dir");
   f.add_string("log-dir", "", "write metrics.jsonl and TensorBoard event files here");
   f.add_int("log-every", 50, "steps between log lines (and metric records)", 1);
+  f.add_string("profile", "",
+               "record a step timeline (forward, backward, optimizer, each bucket's collective, data waits, copies, "
+               "pipeline actions, sharded gathers) of --profile-steps into this directory: trace.rank<N>.json per "
+               "rank and trace.json with every rank, for Perfetto (ui.perfetto.dev) or chrome://tracing");
+  f.add_string("profile-steps", "3-5", "with --profile: the steps of this run to record, FIRST-LAST (counted from 1)");
   f.add_int("max-steps", 0, "stop after this many steps in all (0: no limit), for smoke runs", 0);
   f.add_bool("eval-only", "only evaluate the model loaded with --resume on the test set");
   f.add_string("progress", "auto",
@@ -481,6 +487,17 @@ TrainConfig config_from(const Flags& f) {
   if (c.resume == "latest" && c.checkpoint_dir.empty()) throw FlagError("--resume latest needs --checkpoint-dir");
   c.log_dir = f.get_string("log-dir");
   c.log_every = f.get_int("log-every");
+  c.profile_dir = f.get_string("profile");
+  {
+    const std::string steps = f.get_string("profile-steps");
+    const size_t dash = steps.find('-');
+    long long first = 0, last = 0;
+    char extra = 0;
+    if (dash == std::string::npos || std::sscanf(steps.c_str(), "%lld-%lld%c", &first, &last, &extra) != 2 ||
+        first < 1 || last < first)
+      throw FlagError("--profile-steps: expected FIRST-LAST with 1 <= FIRST <= LAST (e.g. 3-5), got '" + steps + "'");
+    c.profile_first_step = first, c.profile_last_step = last;
+  }
   c.progress = f.get_string("progress");
   c.max_steps = f.get_int("max-steps");
   c.eval_only = f.get_bool("eval-only");

@@ -61,6 +61,9 @@ struct TrainConfig {
   std::string resume;            // a checkpoint path, or "latest" (the newest in checkpoint_dir)
   std::string log_dir;
   int64_t log_every = 50;
+  // --profile: a timeline of this run's steps profile_first_step..profile_last_step (from 1).
+  std::string profile_dir;
+  int64_t profile_first_step = 3, profile_last_step = 5;
   std::string progress = "auto";  // "bar", "lines", or "auto" (a bar when stdout is a terminal)
   int64_t max_steps = 0;          // 0: no limit
   bool eval_only = false;

@@ -1,6 +1,7 @@
 // The single-device behaviour every mode starts from, and the helpers the modes' files share.
 #include "tools/train/strategy.h"
 
+#include "core/profiler.h"
 #include "parallel/sharded_checkpoint.h"
 
 namespace ember::train {
@@ -24,6 +25,7 @@ StepResult TrainStrategy::train_step(const data::Batch& batch, const LossFn& los
   Tensor target = batch.target.to(output_device(), true);
   Tensor logits;
   {
+    const profiler::Range range("forward", "forward and loss");
     AutocastGuard mixed_precision = autocast();
     logits = trained_->forward(batch.data.to(input_device(), true));
     r.loss = loss_fn(logits, target);

@@ -87,6 +87,9 @@ class TrainStrategy {
 
   // The devices whose peak memory the progress line reports, besides --device.
   virtual std::vector<Device> memory_devices() const { return {}; }
+  // Host seconds the last step's backward waited at its end for gradient communication (what
+  // overlap did not hide); 0 where the mode has none to wait for.
+  virtual double exposed_comm_seconds() const { return 0; }
   // For the run's first line: where it trains ("cpu", "DataParallel on ..."), and what follows
   // "batch N per process" (how the batch splits, how gradients travel).
   virtual std::string where() const { return device_.str(); }

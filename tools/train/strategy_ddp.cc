@@ -27,6 +27,10 @@ class DdpStrategy : public TrainStrategy {
     if (scaler) parallel::sync_grad_scaler(*scaler, *ddp_);
   }
 
+  double exposed_comm_seconds() const override {
+    return std::chrono::duration<double>(ddp_->reducer().stats().wait_time).count();
+  }
+
   // Every rank evaluates with rank 0's batch-norm statistics, the ones its checkpoint holds (in
   // evaluation mode DDP's forward does not broadcast them).
   EvalTarget evaluation_target() override {

@@ -17,14 +17,17 @@
 #include "core/cpu/thread_pool.h"
 #include "core/ember_core.h"
 #include "core/kernel_select.h"
+#include "core/profiler.h"
 #include "models/zoo.h"
 #include "nn/amp/grad_scaler.h"
 #include "nn/checkpoint.h"
 #include "tools/train/checkpoint_files.h"
 #include "tools/train/interrupt.h"
 #include "tools/train/metrics_log.h"
+#include "tools/train/profile_run.h"
 #include "tools/train/progress.h"
 #include "tools/train/setup.h"
+#include "tools/train/step_telemetry.h"
 #include "tools/train/strategy.h"
 
 namespace ember::train {
@@ -268,6 +271,11 @@ TrainResult run_training(const TrainConfig& config) {
   if (stop && leader)
     std::printf("nothing to train: the checkpoint is at step %lld, --max-steps is %lld\n", static_cast<long long>(step),
                 static_cast<long long>(config.max_steps));
+  ProfileRun profile(config, world, device, rank);
+  StepTelemetry telemetry(world_size);
+  std::vector<Device> memory_devices = strategy->memory_devices();
+  memory_devices.push_back(device);
+  int64_t run_step = 0;  // steps this run has taken (--profile-steps counts these)
   for (int64_t epoch = start_epoch; epoch < config.epochs && !stop; ++epoch) {
     auto epoch_start = std::chrono::steady_clock::now();
     if (train_loader.state().epoch != epoch || train_loader.state().batches == 0) train_loader.set_epoch(epoch);
@@ -276,17 +284,26 @@ TrainResult run_training(const TrainConfig& config) {
     double loss_sum = 0, correct = 0, seen = 0;
     auto window_start = std::chrono::steady_clock::now();
     int64_t window_images = 0;
+    auto fetch_start = std::chrono::steady_clock::now();
     for (data::Batch& batch : train_loader) {
-      optimizer->zero_grad();
-      StepResult r = strategy->train_step(batch, loss_fn);
-      if (scaler) {
-        scaler->step(*optimizer);  // skipped when a gradient overflowed float16
-        scaler->update();
-        progress.set_loss_scale(scaler->get_scale());
-      } else {
-        optimizer->step();
+      const auto step_start = std::chrono::steady_clock::now();
+      telemetry.data_waited(std::chrono::duration<double>(step_start - fetch_start).count());
+      profile.before_step(++run_step);
+      StepResult r;
+      {
+        const profiler::Range step_range("step", profiler::active() ? "step " + std::to_string(step + 1) : "");
+        optimizer->zero_grad();
+        r = strategy->train_step(batch, loss_fn);
+        const profiler::Range optimizer_range("optimizer", "optimizer step");
+        if (scaler) {
+          scaler->step(*optimizer);  // skipped when a gradient overflowed float16
+          scaler->update();
+          progress.set_loss_scale(scaler->get_scale());
+        } else {
+          optimizer->step();
+        }
+        schedule->step();
       }
-      schedule->step();
       ++step;
       ++done_in_epoch;
       double loss_value = r.loss.item<double>();
@@ -302,11 +319,15 @@ TrainResult run_training(const TrainConfig& config) {
       seen += static_cast<double>(batch.size());
       window_images += batch.size();
       progress.step(done_in_epoch, loss_value, batch.size() * world_size);
+      telemetry.step_done(seconds_since(step_start), strategy->exposed_comm_seconds());
       if (step % config.log_every == 0) {
         double rate = window_images * world_size / std::max(seconds_since(window_start), 1e-9);
         std::map<std::string, double> values = {
             {"loss", loss_value}, {"lr", schedule->get_last_lr()[0]}, {"images_per_second", rate}};
         if (scaler) values["loss_scale"] = scaler->get_scale();
+        values["grad_norm"] =
+            gradient_norm(optimizer->parameters(), config.shard_stage > 0 ? world.get() : nullptr, device);
+        telemetry.take_window(values);
         log.write("step", step, values);
         window_start = std::chrono::steady_clock::now();
         window_images = 0;
@@ -315,14 +336,30 @@ TrainResult run_training(const TrainConfig& config) {
       // any rank got Ctrl-C (each then saves and exits as interrupted, none evaluates), and run
       // rank 0's kernels, which the checkpoint records, from the next step when any rank met a
       // new problem.
+      // The same sum carries each rank's busy time and peak memory (step_telemetry.h).
       interrupted = interrupt_requested();
+      std::vector<double> shared = telemetry.shared_slots(rank, memory_devices);
+      shared.push_back(interrupted ? 1.0 : 0.0);
+      shared.push_back(comm::kernel_decisions_changed() ? 1.0 : 0.0);
       if (world) {
-        Tensor flags = tensor(std::vector<int64_t>{interrupted, comm::kernel_decisions_changed()}).to(device);
-        world->all_reduce(flags, comm::ReduceOp::Max)->wait();
-        const std::vector<int64_t> agreed = flags.to_vector<int64_t>();
-        interrupted = agreed[0] > 0;
-        if (agreed[1] > 0) comm::share_kernel_decisions(*world, device);
+        Tensor summed = tensor(shared).to(device);
+        world->all_reduce(summed)->wait();
+        shared = summed.to(kCPU).to_vector<double>();
       }
+      interrupted = shared[shared.size() - 2] > 0;
+      if (world && shared.back() > 0) comm::share_kernel_decisions(*world, device);
+      for (int slow : telemetry.observe_shared(shared)) {
+        if (!leader) continue;
+        std::printf(
+            "train: rank %d is slow: its steps took %.3f s of work against the ranks' median %.3f s, 10 steps in "
+            "a row (over 1.2x)\n",
+            slow, telemetry.busy_seconds_of(slow), telemetry.median_busy_seconds());
+        log.write("slow_rank", step,
+                  {{"rank", slow},
+                   {"busy_seconds", telemetry.busy_seconds_of(slow)},
+                   {"median_busy_seconds", telemetry.median_busy_seconds()}});
+      }
+      profile.after_step(run_step);
       if (interrupted || (config.max_steps > 0 && step >= config.max_steps)) {
         stop = true;
         break;
@@ -330,6 +367,7 @@ TrainResult run_training(const TrainConfig& config) {
       // Within the epoch only: its end writes epoch-N.
       if (config.checkpoint_every > 0 && step % config.checkpoint_every == 0 && done_in_epoch < steps_per_epoch)
         save("last", epoch);
+      fetch_start = std::chrono::steady_clock::now();
     }
     progress.end_epoch();
     if (interrupted) {
@@ -392,6 +430,7 @@ TrainResult run_training(const TrainConfig& config) {
         prune_checkpoints(config.checkpoint_dir, epoch + 1, config.keep_checkpoints);
     }
   }
+  profile.finish();  // a run that ended inside --profile-steps
   result.steps = step;
   result.train_seconds = seconds_since(run_start);
   return result;
