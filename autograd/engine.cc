@@ -8,13 +8,13 @@
 
 #include "autograd/node.h"
 #include "autograd/saved.h"
-#include "core/profiler.h"
 #include "core/autocast.h"
 #include "core/backend.h"
 #include "core/device_check.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
+#include "core/profiler.h"
 
 namespace ember::autograd {
 

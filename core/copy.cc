@@ -1,9 +1,9 @@
 // Copies and conversions: dtype casts, device transfers, pinned memory, clone, and copy_into.
-#include "core/profiler.h"
 #include "core/autograd_hooks.h"
 #include "core/backend.h"
 #include "core/factory.h"
 #include "core/ops.h"
+#include "core/profiler.h"
 
 namespace ember {
 

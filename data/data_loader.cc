@@ -11,8 +11,8 @@
 #include <optional>
 #include <thread>
 
-#include "core/profiler.h"
 #include "core/error.h"
+#include "core/profiler.h"
 
 namespace ember::data {
 

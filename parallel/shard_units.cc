@@ -5,6 +5,7 @@
 
 #include "core/factory.h"
 #include "core/grad_mode.h"
+#include "core/profiler.h"
 #include "parallel/sharded_data_parallel.h"
 
 namespace ember::parallel {
@@ -102,6 +103,9 @@ void ShardedDataParallel::start_gather(size_t u, bool prefetch) const {
   // Every unit gather runs in an OverlapScope, prefetched or not, so that MPI matches them all
   // as non-blocking collectives.
   comm::OverlapScope overlap;
+  const profiler::Tag tag(profiler::active() ? std::string(prefetch ? "sharded prefetch" : "sharded gather") +
+                                                   " of unit " + std::to_string(u)
+                                             : "");
   pending_[u] = start_bucket_gather(b, params_[b.params.front()].full.dtype());
   ++stats_.unit_gathers;
   if (prefetch) ++stats_.prefetched;

@@ -13,6 +13,7 @@
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
+#include "core/profiler.h"
 #include "parallel/replica_sync.h"
 
 namespace ember::parallel {
@@ -235,6 +236,7 @@ void ShardedDataParallel::launch_ready_buckets() {
     b.grad_output = empty({b.layout.section_numel()}, TensorOptions(b.wire).device(device_));
     {
       comm::OverlapScope overlap;  // backward goes on while this bucket reduces
+      const profiler::Tag tag(profiler::active() ? "sharded gradient bucket " + std::to_string(next_bucket_) : "");
       b.work = group_->reduce_scatter_tensor(b.grad_output, b.grad_input, op);
     }
     ++next_bucket_;

@@ -10,8 +10,8 @@
 
 #include "comm/init.h"
 #include "core/ember_core.h"
-#include "nn/nn.h"
 #include "core/profiler.h"
+#include "nn/nn.h"
 #include "parallel/ddp.h"
 #include "tests/parallel/ddp_helpers.h"
 #include "tests/trace_checks.h"

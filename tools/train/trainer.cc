@@ -13,11 +13,11 @@
 
 #include "autograd/functional.h"
 #include "comm/kernel_agreement.h"
-#include "cuda/api.h"
 #include "core/cpu/thread_pool.h"
 #include "core/ember_core.h"
 #include "core/kernel_select.h"
 #include "core/profiler.h"
+#include "cuda/api.h"
 #include "models/zoo.h"
 #include "nn/amp/grad_scaler.h"
 #include "nn/checkpoint.h"
