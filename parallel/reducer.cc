@@ -2,6 +2,7 @@
 #include "parallel/reducer.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 #include <unordered_map>
 
@@ -10,9 +11,20 @@
 #include "core/grad_mode.h"
 #include "core/ops.h"
 #include "core/profiler.h"
+#include "core/runtime.h"
 #include "parallel/replica_sync.h"
 
 namespace ember::parallel {
+
+namespace {
+
+constexpr double kNotReady = -1e300;
+
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
 
 Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> parameters, std::shared_ptr<comm::ProcessGroup> group,
                  ReducerOptions options)
@@ -25,6 +37,20 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> parameters, std::sh
   for (const auto& [name, p] : parameters_) {
     EMBER_CHECK(p.is_contiguous(), "DistributedDataParallel: parameter '", name, "' must be contiguous");
     EMBER_CHECK(is_floating(p.dtype()), "DistributedDataParallel: parameter '", name, "' must be floating point");
+  }
+  EMBER_CHECK(
+      options_.first_bucket_mb > 0 && (options_.bucket_cap_mb > 0 || autotuning()),
+      "DistributedDataParallel: expected positive bucket sizes (or bucket_cap_mb = kAuto), got first_bucket_mb ",
+      options_.first_bucket_mb, " and bucket_cap_mb ", options_.bucket_cap_mb);
+  first_mb_ = options_.first_bucket_mb;
+  cap_mb_ = autotuning() ? 25.0 : options_.bucket_cap_mb;
+  std::vector<std::string> kinds;
+  for (const auto& [name, p] : parameters_) {
+    bytes_.push_back(static_cast<int64_t>(p.nbytes()));
+    const std::string key = std::string(dtype_name(p.dtype())) + " " + p.device().str();
+    const auto found = std::find(kinds.begin(), kinds.end(), key);
+    kind_.push_back(static_cast<int>(found - kinds.begin()));
+    if (found == kinds.end()) kinds.push_back(key);
   }
   // Reverse registration order: the last layers' gradients are ready first.
   std::vector<size_t> order(n);
@@ -41,31 +67,14 @@ Reducer::~Reducer() {
 }
 
 void Reducer::build_buckets(const std::vector<size_t>& order) {
+  order_ = order;
   buckets_.clear();
   bucket_of_.assign(parameters_.size(), 0);
   slot_of_.assign(parameters_.size(), 0);
-  double cap = options_.first_bucket_mb;
-  Bucket current;
-  size_t bytes = 0;
-  auto close = [&] {
-    if (current.params.empty()) return;
-    buckets_.push_back(std::move(current));
-    current = Bucket();
-    bytes = 0;
-    cap = options_.bucket_cap_mb;
-  };
-  for (size_t index : order) {
-    const Tensor& p = parameters_[index].second;
-    // A bucket holds one dtype and device; a full one is closed.
-    if (!current.params.empty()) {
-      const Tensor& first = parameters_[current.params.front()].second;
-      if (first.dtype() != p.dtype() || first.device() != p.device()) close();
-    }
-    current.params.push_back(index);
-    bytes += p.nbytes();
-    if (static_cast<double>(bytes) >= cap * 1024.0 * 1024.0) close();
+  for (std::vector<size_t>& params : partition_buckets(order, bytes_, kind_, first_mb_, cap_mb_)) {
+    buckets_.emplace_back();
+    buckets_.back().params = std::move(params);
   }
-  close();
   for (size_t b = 0; b < buckets_.size(); ++b) {
     Bucket& bucket = buckets_[b];
     int64_t total = 0;
@@ -137,6 +146,7 @@ void Reducer::mark_grad_ready(size_t index) {
   if (!sync_) return;  // no_sync(): gradients just accumulate locally
   if (!in_backward_) {
     in_backward_ = true;
+    if (autotuning() && iterations_ == 1) timeline_.ready_s.assign(parameters_.size(), kNotReady);
     stats_.launched_during_backward = 0;
     autograd::queue_callback([this] { finalize(); });
     // Parameters the graph cannot reach are ready now, with zero gradient.
@@ -149,6 +159,7 @@ void Reducer::mark_grad_ready(size_t index) {
               "sees separately, or was backward run twice without an optimizer step?)");
   ready_[index] = true;
   if (iterations_ == 0) arrival_order_.push_back(index);
+  if (autotuning() && iterations_ == 1) timeline_.ready_s[index] = seconds_now();
   Bucket& bucket = buckets_[bucket_of_[index]];
   {
     NoGradGuard no_grad;
@@ -194,6 +205,7 @@ void Reducer::launch_ready_buckets(bool from_hook) {
 
 void Reducer::finalize() {
   auto end_of_backward = std::chrono::steady_clock::now();
+  if (autotuning() && iterations_ == 1) timeline_.backward_end_s = seconds_now();
   stats_.completed_before_end_of_backward = 0;
   for (size_t b = 0; b < next_bucket_; ++b)
     if (buckets_[b].work->is_completed()) ++stats_.completed_before_end_of_backward;
@@ -234,6 +246,7 @@ void Reducer::finalize() {
   ++iterations_;
   reset_iteration();
   if (iterations_ == 1 && options_.rebuild_buckets && !rebuilt_) rebuild_from_first_iteration();
+  if (iterations_ == 2 && autotuning() && !choice_) tune_buckets();
 }
 
 void Reducer::reset_iteration() {
@@ -286,6 +299,68 @@ void Reducer::shadow_backward() {
   }
   ++iterations_;
   if (iterations_ == 1 && options_.rebuild_buckets && !rebuilt_) rebuild_from_first_iteration();
+  if (iterations_ == 2 && autotuning() && !choice_) tune_buckets();  // its collectives, as the others'
+}
+
+}  // namespace ember::parallel
+
+namespace ember::parallel {
+
+AllReduceCost Reducer::measure_all_reduce() {
+  // Sizes from a quarter MB to the whole model's gradients (the largest bucket there can be),
+  // each all-reduced once untimed, then timed three times (the median kept). On a device the host
+  // waits for the device after each: this runs once, outside any step.
+  int64_t total = 0;
+  for (int64_t b : bytes_) total += b;
+  const DType dtype = parameters_.front().second.dtype();
+  const int64_t element = static_cast<int64_t>(element_size(dtype));
+  std::vector<int64_t> sizes;
+  for (double mb : {0.25, 1.0, 5.0, 25.0, 100.0}) {
+    const int64_t size = std::min<int64_t>(total, static_cast<int64_t>(mb * 1024 * 1024));
+    if (sizes.empty() || size > sizes.back()) sizes.push_back(size);
+  }
+  const DeviceRuntime* runtime = find_runtime(device_.type);
+  AllReduceCost cost;
+  for (int64_t size : sizes) {
+    Tensor buffer = zeros({std::max<int64_t>(1, size / element)}, TensorOptions(dtype).device(device_));
+    std::vector<double> times;
+    for (int rep = 0; rep < 4; ++rep) {
+      const auto start = std::chrono::steady_clock::now();
+      comm::OverlapScope overlap;  // as the buckets' own all-reduces are issued
+      group_->all_reduce(buffer, comm::ReduceOp::Avg)->wait();
+      if (runtime && runtime->synchronize && !device_.is_cpu()) runtime->synchronize(device_);
+      if (rep > 0) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::sort(times.begin(), times.end());
+    cost.points.push_back({static_cast<double>(size), times[times.size() / 2]});
+  }
+  return cost;
+}
+
+void Reducer::tune_buckets() {
+  const AllReduceCost cost = measure_all_reduce();
+  // Rank 0 decides from its own timeline and measurements; a rank 0 that measured no backward
+  // (it had joined, out of data) keeps the default.
+  double decided[2] = {first_mb_, cap_mb_};
+  BucketChoice choice;
+  const bool measured = !timeline_.ready_s.empty() && std::none_of(timeline_.ready_s.begin(), timeline_.ready_s.end(),
+                                                                   [](double r) { return r == kNotReady; });
+  if (group_->rank() == 0 && measured) {
+    choice = choose_buckets(order_, bytes_, kind_, timeline_, cost, first_mb_, cap_mb_);
+    decided[0] = choice.first_mb, decided[1] = choice.cap_mb;
+  }
+  Tensor agreed = tensor(std::vector<double>{decided[0], decided[1]}).to(device_);
+  group_->broadcast(agreed, 0)->wait();
+  const std::vector<double> values = agreed.to_vector<double>();
+  choice.first_mb = first_mb_ = values[0];
+  choice.cap_mb = cap_mb_ = values[1];
+  choice.cost = cost;
+  if (group_->rank() == 0)
+    std::fprintf(stderr, "DistributedDataParallel (rank 0 of %s): buckets chosen by measurement: %s\n",
+                 group_->name().c_str(),
+                 measured ? choice.report().c_str() : "no backward measured on rank 0; the default kept");
+  build_buckets(order_);
+  choice_ = std::move(choice);
 }
 
 }  // namespace ember::parallel

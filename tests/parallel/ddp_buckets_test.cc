@@ -12,6 +12,7 @@
 #include "core/ember_core.h"
 #include "core/profiler.h"
 #include "nn/nn.h"
+#include "parallel/bucket_autotune.h"
 #include "parallel/ddp.h"
 #include "tests/parallel/ddp_helpers.h"
 #include "tests/trace_checks.h"
@@ -326,4 +327,41 @@ TEST_CASE("buckets are rebuilt once, after the first iteration, in rank 0's arri
     require_same_gradients(ddp, *reference, 1.0 / world->size(), 1e-6);
     model->use_order = {3, 2, 1, 0};  // a later change of order does not rebuild again
   }
+}
+
+// bucket_cap_mb = kAuto: the layout is chosen after the second backward (a measured timeline and
+// all-reduces timed on the group), the same on every rank (rank 0's choice, broadcast), the
+// buckets rebuilt once; training takes one process's steps before, during and after the switch.
+TEST_CASE("bucket_cap_mb = kAuto: every rank takes rank 0's measured choice, and steps stay exact", "[ddp][autotune]") {
+  auto world = comm::init();
+  parallel::DDPOptions options;
+  options.bucket_cap_mb = parallel::kAuto;
+  auto ddp = std::make_shared<parallel::DistributedDataParallel>(on_rank_device(make_plain_cnn(31)), world, options);
+  auto expected = make_plain_cnn(31);
+  Batch data = make_batch(8, 32);
+  for (int step = 0; step < 4; ++step) {
+    INFO("step " << step);
+    CHECK((ddp->reducer().bucket_choice() != nullptr) == (step >= 2));
+    sgd_step(*ddp, data.rank_shard(world->rank(), world->size()), 0.05);
+    sgd_step(*expected, data, 0.05);
+    require_same_parameters(*ddp, *expected, 1e-5);
+  }
+  const parallel::BucketChoice* choice = ddp->reducer().bucket_choice();
+  REQUIRE(choice != nullptr);
+  CHECK(choice->cost.points.size() >= 1);
+  for (const auto& [bytes, seconds] : choice->cost.points) CHECK(seconds > 0);
+  if (world->rank() == 0) CHECK(choice->candidates.size() >= 11);
+  // Every rank's layout (the bucket count, the caps, each bucket's parameter count; a fixed length,
+  // so that the all-reduce matches whatever the layouts): summed, it is every rank's own times the
+  // world size only if all are the same.
+  std::vector<double> layout(64, 0.0);
+  layout[0] = static_cast<double>(ddp->reducer().bucket_count()), layout[1] = choice->first_mb;
+  layout[2] = choice->cap_mb;
+  const auto names = ddp->reducer().bucket_parameter_names();
+  for (size_t b = 0; b < names.size() && b + 3 < layout.size(); ++b)
+    layout[b + 3] = static_cast<double>(names[b].size());
+  Tensor mine = tensor(layout).to(rank_device());
+  Tensor total = mine.clone();
+  world->all_reduce(total)->wait();
+  CHECK(total.to(kCPU).to_vector<double>() == (mine * static_cast<double>(world->size())).to(kCPU).to_vector<double>());
 }

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "comm/init.h"
 #include "core/backend.h"
@@ -404,6 +405,9 @@ Flags make_flags() {
             "with --amp fp16: clean steps in a row after which the scaler doubles the scale (it halves it on a step "
             "skipped for an inf or NaN gradient)",
             1);
+  f.add_string("bucket-cap", "25",
+               "with DDP: the gradient buckets' size in MB, or auto: measured on this model and group after the "
+               "second step and chosen to hide the most communication behind backward (the choice goes to stderr)");
   f.add_string("checkpoint-dir", "", "write a checkpoint here after every epoch (and on Ctrl-C)");
   f.add_int("checkpoint-every", 0,
             "also write last.safetensors every this many steps within an epoch (0: only at epochs' ends), so a "
@@ -480,6 +484,14 @@ TrainConfig config_from(const Flags& f) {
   }
   c.threads = f.get_int("threads");
   c.deterministic = f.get_bool("deterministic");
+  {
+    const std::string cap = f.get_string("bucket-cap");
+    char* end = nullptr;
+    const double mb = cap == "auto" ? -1.0 : std::strtod(cap.c_str(), &end);
+    if (cap != "auto" && (cap.empty() || *end != '\0' || !(mb > 0) || !std::isfinite(mb)))
+      throw FlagError("--bucket-cap: expected a positive number of MB or auto, got '" + cap + "'");
+    c.bucket_cap_mb = mb;
+  }
   c.checkpoint_dir = f.get_string("checkpoint-dir");
   c.keep_checkpoints = f.get_int("keep-checkpoints");
   c.checkpoint_every = f.get_int("checkpoint-every");

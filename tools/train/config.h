@@ -55,6 +55,7 @@ struct TrainConfig {
   std::string amp = "off";
   double amp_init_scale = 65536.0;
   int64_t amp_growth_interval = 2000;
+  double bucket_cap_mb = 25;  // DDP's bucket cap; -1 (parallel::kAuto): chosen by measurement
   std::string checkpoint_dir;
   int64_t keep_checkpoints = 2;
   int64_t checkpoint_every = 0;  // steps between mid-epoch checkpoints (last.safetensors); 0: none

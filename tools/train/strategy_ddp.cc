@@ -18,7 +18,9 @@ class DdpStrategy : public TrainStrategy {
   void wrap(const std::shared_ptr<nn::Module>& model) override {
     model->to(device_);
     model_ = model;
-    ddp_ = std::make_shared<parallel::DistributedDataParallel>(model, world_);
+    parallel::DDPOptions options;
+    options.bucket_cap_mb = config_.bucket_cap_mb;
+    ddp_ = std::make_shared<parallel::DistributedDataParallel>(model, world_, options);
     trained_ = ddp_;
   }
 

@@ -4,7 +4,8 @@
 # merged one holds both ranks, every step's phases are there (step, forward, backward, optimizer,
 # data, comm), and on each rank some bucket collective began inside backward. Every step record of
 # metrics.jsonl carries the per-step figures (gradient norm, data wait share, exposed
-# communication, each rank's peak memory). Bad --profile-steps is exit status 2 naming the flag.
+# communication, each rank's peak memory). --bucket-cap auto chooses the buckets after step 2 and
+# says so. Bad --profile-steps and --bucket-cap are exit status 2 naming the flag.
 # train_profile_test.sh RUNNER TRAIN TRACE_CHECK
 set -uo pipefail
 runner="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
@@ -15,10 +16,13 @@ rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 fail() { echo "FAIL: $*"; exit 1; }
 # 128 examples / 2 ranks / batch 16 = 4 steps; steps 2-3 profiled. Small buckets: several per step.
 "$runner" 2 "$train" -- --model lenet --data synthetic --synthetic-size 128 --batch-size 16 --threads 1 --workers 1 \
-  --epochs 1 --progress lines --log-every 1 --log-dir logs --profile prof --profile-steps 2-3 > run.txt 2>&1 ||
+  --epochs 1 --progress lines --log-every 1 --log-dir logs --profile prof --profile-steps 2-3 --bucket-cap auto \
+  > run.txt 2>&1 ||
   fail "the profiled run exited $?: $(cat run.txt)"
 cat run.txt
 grep -q "^profile: steps 2-3 in prof/trace.json" run.txt || fail "rank 0 did not say where the trace is"
+[ "$(grep -c "^DistributedDataParallel (rank 0 of WORLD): buckets chosen by measurement: .* chose first" run.txt)" -eq 1 ] ||
+  fail "--bucket-cap auto: rank 0 did not report one choice"
 for file in trace.rank0.json trace.rank1.json trace.json; do
   [ -f "prof/$file" ] || fail "prof/$file is missing: $(ls prof)"
   "$check" "prof/$file" > "$file.check" || fail "prof/$file is not a well-formed trace"
@@ -44,4 +48,7 @@ grep '"kind":"step"' logs/metrics.jsonl | grep -q '"grad_norm":0[,}]' && fail "a
 "$train" --model lenet --data synthetic --profile p --profile-steps 5-2 > bad.txt 2>&1
 [ $? -eq 2 ] || fail "--profile-steps 5-2 did not exit 2"
 grep -q "profile-steps: expected FIRST-LAST" bad.txt || fail "the --profile-steps error: $(cat bad.txt)"
+"$train" --model lenet --data synthetic --bucket-cap 0 > bad.txt 2>&1
+[ $? -eq 2 ] || fail "--bucket-cap 0 did not exit 2"
+grep -q "bucket-cap: expected a positive number of MB or auto, got '0'" bad.txt || fail "the --bucket-cap error: $(cat bad.txt)"
 echo PASS
