@@ -98,6 +98,15 @@ std::string BucketChoice::report() const {
     out += line;
   }
   out.back() = ';';
+  if (!measured.empty()) {
+    out += " measured (first gradient to averaged gradients) by (first, cap) MB:";
+    for (const BucketCandidate& c : measured) {
+      std::snprintf(line, sizeof line, " (%g, %g) %zu buckets %.2f ms,", c.first_mb, c.cap_mb, c.buckets,
+                    c.measured_s * 1e3);
+      out += line;
+    }
+    out.back() = ';';
+  }
   std::snprintf(line, sizeof line, " chose first %g MB, cap %g MB", first_mb, cap_mb);
   return out + line;
 }

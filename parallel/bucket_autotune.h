@@ -45,12 +45,14 @@ double simulate_exposed(const std::vector<std::vector<size_t>>& buckets, const s
 struct BucketCandidate {
   double first_mb = 0, cap_mb = 0;
   size_t buckets = 0;
-  double exposed_s = 0;
+  double exposed_s = 0;   // simulated
+  double measured_s = 0;  // a trial's median from first gradient to averaged gradients (slowest rank)
 };
 
 struct BucketChoice {
   double first_mb = 0, cap_mb = 0;
-  std::vector<BucketCandidate> candidates;  // the default first
+  std::vector<BucketCandidate> candidates;  // simulated, the default first
+  std::vector<BucketCandidate> measured;    // the trials, the default first
   AllReduceCost cost;
   double backward_s = 0;  // from the first gradient ready to backward's end
   // The measurements and the choice, for the log.

@@ -35,6 +35,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   ReducerOptions r;
   r.first_bucket_mb = options_.first_bucket_mb;
   r.bucket_cap_mb = options_.bucket_cap_mb;
+  r.autotune_trial_steps = options_.autotune_trial_steps;
   r.find_unused_parameters = options_.find_unused_parameters;
   r.gradient_as_bucket_view = options_.gradient_as_bucket_view;
   r.rebuild_buckets = options_.rebuild_buckets;

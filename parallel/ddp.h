@@ -27,9 +27,10 @@ namespace ember::parallel {
 
 struct DDPOptions {
   double first_bucket_mb = 1.0;
-  // kAuto: chosen by measurement after the second iteration (parallel/bucket_autotune.h), the
-  // same on every rank; reducer().bucket_choice() holds the measurements.
+  // kAuto: chosen by measurement in the first iterations (parallel/bucket_autotune.h), the same
+  // on every rank; reducer().bucket_choice() holds the measurements.
   double bucket_cap_mb = 25.0;
+  int autotune_trial_steps = 3;   // kAuto: iterations per trial layout
   bool broadcast_buffers = true;  // rank 0's buffers (BN running stats) before each forward
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;

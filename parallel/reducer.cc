@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
+#include <tuple>
 #include <unordered_map>
 
 #include "autograd/engine.h"
@@ -146,6 +147,7 @@ void Reducer::mark_grad_ready(size_t index) {
   if (!sync_) return;  // no_sync(): gradients just accumulate locally
   if (!in_backward_) {
     in_backward_ = true;
+    window_start_ = seconds_now();
     if (autotuning() && iterations_ == 1) timeline_.ready_s.assign(parameters_.size(), kNotReady);
     stats_.launched_during_backward = 0;
     autograd::queue_callback([this] { finalize(); });
@@ -243,10 +245,17 @@ void Reducer::finalize() {
         p.mutable_grad() = averaged.clone();
     }
   }
+  // The trials' measure: from the first gradient to the averaged gradients, all on the device.
+  double window = 0;
+  if (autotuning() && !choice_ && iterations_ >= 2) {
+    const DeviceRuntime* runtime = find_runtime(device_.type);
+    if (runtime && runtime->synchronize && !device_.is_cpu()) runtime->synchronize(device_);
+    window = seconds_now() - window_start_;
+  }
   ++iterations_;
   reset_iteration();
   if (iterations_ == 1 && options_.rebuild_buckets && !rebuilt_) rebuild_from_first_iteration();
-  if (iterations_ == 2 && autotuning() && !choice_) tune_buckets();
+  autotune_after_iteration(window);
 }
 
 void Reducer::reset_iteration() {
@@ -299,7 +308,7 @@ void Reducer::shadow_backward() {
   }
   ++iterations_;
   if (iterations_ == 1 && options_.rebuild_buckets && !rebuilt_) rebuild_from_first_iteration();
-  if (iterations_ == 2 && autotuning() && !choice_) tune_buckets();  // its collectives, as the others'
+  autotune_after_iteration(0);  // the same collectives and layouts as the active ranks'
 }
 
 }  // namespace ember::parallel
@@ -337,29 +346,85 @@ AllReduceCost Reducer::measure_all_reduce() {
   return cost;
 }
 
-void Reducer::tune_buckets() {
+void Reducer::autotune_after_iteration(double window_s) {
+  if (!autotuning() || choice_ || iterations_ < 2) return;
+  if (iterations_ == 2) {
+    start_trials();
+    return;
+  }
+  trial_seconds_[trial_].push_back(window_s);
+  if (static_cast<int>(trial_seconds_[trial_].size()) < options_.autotune_trial_steps) return;
+  if (++trial_ < trials_.size()) {
+    std::tie(first_mb_, cap_mb_) = trials_[trial_];
+    build_buckets(order_);
+    return;
+  }
+  finish_trials();
+}
+
+void Reducer::start_trials() {
+  // The simulation's pick, from rank 0's timeline and all-reduce times (a rank 0 that measured no
+  // backward, having joined out of data, picks the default).
   const AllReduceCost cost = measure_all_reduce();
-  // Rank 0 decides from its own timeline and measurements; a rank 0 that measured no backward
-  // (it had joined, out of data) keeps the default.
-  double decided[2] = {first_mb_, cap_mb_};
-  BucketChoice choice;
   const bool measured = !timeline_.ready_s.empty() && std::none_of(timeline_.ready_s.begin(), timeline_.ready_s.end(),
                                                                    [](double r) { return r == kNotReady; });
+  BucketChoice simulated;
+  double pick[2] = {first_mb_, cap_mb_};
   if (group_->rank() == 0 && measured) {
-    choice = choose_buckets(order_, bytes_, kind_, timeline_, cost, first_mb_, cap_mb_);
-    decided[0] = choice.first_mb, decided[1] = choice.cap_mb;
+    simulated = choose_buckets(order_, bytes_, kind_, timeline_, cost, first_mb_, cap_mb_);
+    pick[0] = simulated.first_mb, pick[1] = simulated.cap_mb;
   }
-  Tensor agreed = tensor(std::vector<double>{decided[0], decided[1]}).to(device_);
+  Tensor agreed = tensor(std::vector<double>{pick[0], pick[1]}).to(device_);
   group_->broadcast(agreed, 0)->wait();
   const std::vector<double> values = agreed.to_vector<double>();
-  choice.first_mb = first_mb_ = values[0];
-  choice.cap_mb = cap_mb_ = values[1];
-  choice.cost = cost;
+  simulated.cost = cost;
+  pending_ = std::move(simulated);
+  // The trials: the default, each cap with the default first bucket, and the simulation's pick;
+  // a candidate that makes the same buckets as an earlier one is left out. Every rank makes the
+  // same list from the agreed order.
+  std::vector<std::pair<double, double>> wanted = {{first_mb_, cap_mb_}};
+  for (double cap : {1.0, 5.0, 10.0, 50.0, 100.0}) wanted.push_back({first_mb_, cap});
+  wanted.push_back({values[0], values[1]});
+  std::vector<std::vector<std::vector<size_t>>> layouts;
+  trials_.clear();
+  for (const auto& [first, cap] : wanted) {
+    auto layout = partition_buckets(order_, bytes_, kind_, first, cap);
+    if (std::find(layouts.begin(), layouts.end(), layout) != layouts.end()) continue;
+    layouts.push_back(std::move(layout));
+    trials_.push_back({first, cap});
+  }
+  trial_seconds_.assign(trials_.size(), {});
+  trial_ = 0;
+  std::tie(first_mb_, cap_mb_) = trials_[0];
+  build_buckets(order_);
+}
+
+void Reducer::finish_trials() {
+  // Each trial's median window, the slowest rank's, agreed by an all-reduce.
+  std::vector<double> medians;
+  for (std::vector<double>& seconds : trial_seconds_) {
+    std::sort(seconds.begin(), seconds.end());
+    medians.push_back(seconds[seconds.size() / 2]);
+  }
+  Tensor slowest = tensor(medians).to(device_);
+  group_->all_reduce(slowest, comm::ReduceOp::Max)->wait();
+  medians = slowest.to_vector<double>();
+  size_t best = 0;
+  for (size_t t = 1; t < trials_.size(); ++t)
+    if (medians[t] < medians[best]) best = t;
+  if (!(medians[best] < 0.97 * medians[0])) best = 0;  // the default unless clearly slower
+  BucketChoice choice = std::move(*pending_);
+  pending_.reset();
+  for (size_t t = 0; t < trials_.size(); ++t) {
+    const size_t buckets = partition_buckets(order_, bytes_, kind_, trials_[t].first, trials_[t].second).size();
+    choice.measured.push_back({trials_[t].first, trials_[t].second, buckets, 0, medians[t]});
+  }
+  std::tie(first_mb_, cap_mb_) = trials_[best];
+  choice.first_mb = first_mb_, choice.cap_mb = cap_mb_;
+  build_buckets(order_);
   if (group_->rank() == 0)
     std::fprintf(stderr, "DistributedDataParallel (rank 0 of %s): buckets chosen by measurement: %s\n",
-                 group_->name().c_str(),
-                 measured ? choice.report().c_str() : "no backward measured on rank 0; the default kept");
-  build_buckets(order_);
+                 group_->name().c_str(), choice.report().c_str());
   choice_ = std::move(choice);
 }
 

@@ -23,9 +23,11 @@ namespace ember::parallel {
 
 struct ReducerOptions {
   double first_bucket_mb = 1.0;
-  // kAuto (bucket_autotune.h): buckets of 25 MB (after a first of first_bucket_mb) until the
-  // second synchronised iteration has been measured, then the layout chosen from it, once.
+  // kAuto (bucket_autotune.h): buckets of 25 MB (after a first of first_bucket_mb) for two
+  // synchronised iterations, then trial layouts, then the one measured fastest, for good.
   double bucket_cap_mb = 25.0;
+  // kAuto: iterations each trial layout runs (its median counts).
+  int autotune_trial_steps = 3;
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;
   bool rebuild_buckets = true;
@@ -68,8 +70,8 @@ class Reducer {
   // Bucket b's flat buffer (its parameters' gradients in bucket_parameter_names() order).
   const Tensor& bucket_buffer(size_t b) const { return buckets_.at(b).buffer; }
   bool rebuild_pending() const { return options_.rebuild_buckets && !rebuilt_ && iterations_ > 0; }
-  // With bucket_cap_mb = kAuto: the choice and its measurements, once made (after the second
-  // synchronised backward); null before, and without kAuto.
+  // With bucket_cap_mb = kAuto: the choice and its measurements, once made (after the trials);
+  // null before, and without kAuto.
   const BucketChoice* bucket_choice() const { return choice_ ? &*choice_ : nullptr; }
   // Whether bucket b's collective, in the synchronised backward now running, has been launched and
   // has completed (Work::is_completed()); false outside one. From a gradient hook: evidence that
@@ -99,9 +101,12 @@ class Reducer {
   void rebuild_from_first_iteration();
   void point_grads_at_buckets();
   bool autotuning() const { return options_.bucket_cap_mb == kAuto; }
-  // After the measured iteration: the group's all-reduce timed at a few sizes, rank 0's choice
-  // broadcast, the buckets rebuilt along the agreed order.
-  void tune_buckets();
+  // kAuto's steps, after each synchronised iteration (bucket_autotune.h): after the second, the
+  // group's all-reduce timed at a few sizes and the simulation's pick agreed; then each trial
+  // layout for autotune_trial_steps iterations; then the fastest (the slowest rank's median).
+  void autotune_after_iteration(double window_s);
+  void start_trials();
+  void finish_trials();
   AllReduceCost measure_all_reduce();
 
   std::vector<std::pair<std::string, Tensor>> parameters_;
@@ -116,11 +121,16 @@ class Reducer {
   std::vector<bool> ready_;
   std::vector<bool> unused_;
   std::vector<size_t> arrival_order_;
-  std::vector<size_t> order_;          // the buckets' parameter order (rank 0's arrival order once rebuilt)
-  std::vector<int64_t> bytes_;         // per parameter
-  std::vector<int> kind_;              // per parameter: its (dtype, device), which a bucket holds one of
-  double first_mb_ = 1, cap_mb_ = 25;  // the layout in force
-  GradientTimeline timeline_;          // the measured iteration's (kAuto)
+  std::vector<size_t> order_;                      // the buckets' parameter order (rank 0's arrival order once rebuilt)
+  std::vector<int64_t> bytes_;                     // per parameter
+  std::vector<int> kind_;                          // per parameter: its (dtype, device), which a bucket holds one of
+  double first_mb_ = 1, cap_mb_ = 25;              // the layout in force
+  GradientTimeline timeline_;                      // the measured iteration's (kAuto)
+  double window_start_ = 0;                        // this iteration's first gradient (seconds)
+  std::vector<std::pair<double, double>> trials_;  // (first, cap) MB
+  std::vector<std::vector<double>> trial_seconds_;
+  size_t trial_ = 0;
+  std::optional<BucketChoice> pending_;  // the simulation's, until the trials end
   std::optional<BucketChoice> choice_;
   size_t next_bucket_ = 0;
   bool sync_ = true;

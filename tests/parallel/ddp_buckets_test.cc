@@ -329,39 +329,52 @@ TEST_CASE("buckets are rebuilt once, after the first iteration, in rank 0's arri
   }
 }
 
-// bucket_cap_mb = kAuto: the layout is chosen after the second backward (a measured timeline and
-// all-reduces timed on the group), the same on every rank (rank 0's choice, broadcast), the
-// buckets rebuilt once; training takes one process's steps before, during and after the switch.
-TEST_CASE("bucket_cap_mb = kAuto: every rank takes rank 0's measured choice, and steps stay exact", "[ddp][autotune]") {
+// bucket_cap_mb = kAuto: after the second backward (a measured timeline and all-reduces timed on
+// the group) each trial layout runs (one iteration each here), then the fastest stays, the same on
+// every rank (the slowest rank's times, agreed); training takes one process's steps throughout.
+TEST_CASE("bucket_cap_mb = kAuto: every rank takes the same measured choice, and steps stay exact", "[ddp][autotune]") {
   auto world = comm::init();
   parallel::DDPOptions options;
   options.bucket_cap_mb = parallel::kAuto;
+  options.autotune_trial_steps = 1;
   auto ddp = std::make_shared<parallel::DistributedDataParallel>(on_rank_device(make_plain_cnn(31)), world, options);
   auto expected = make_plain_cnn(31);
   Batch data = make_batch(8, 32);
-  for (int step = 0; step < 4; ++step) {
+  int chosen_at = -1;
+  for (int step = 0; step < 10; ++step) {
     INFO("step " << step);
-    CHECK((ddp->reducer().bucket_choice() != nullptr) == (step >= 2));
+    if (step <= 2) CHECK(ddp->reducer().bucket_choice() == nullptr);
+    if (chosen_at < 0 && ddp->reducer().bucket_choice()) chosen_at = step;
     sgd_step(*ddp, data.rank_shard(world->rank(), world->size()), 0.05);
     sgd_step(*expected, data, 0.05);
     require_same_parameters(*ddp, *expected, 1e-5);
   }
   const parallel::BucketChoice* choice = ddp->reducer().bucket_choice();
   REQUIRE(choice != nullptr);
+  // Two iterations, then one per distinct trial layout (at most seven).
+  CHECK(chosen_at == 2 + static_cast<int>(choice->measured.size()));
+  REQUIRE(choice->measured.size() >= 1);
+  CHECK(choice->measured.front().cap_mb == 25);
+  for (const parallel::BucketCandidate& trial : choice->measured) CHECK(trial.measured_s > 0);
   CHECK(choice->cost.points.size() >= 1);
   for (const auto& [bytes, seconds] : choice->cost.points) CHECK(seconds > 0);
   if (world->rank() == 0) CHECK(choice->candidates.size() >= 11);
-  // Every rank's layout (the bucket count, the caps, each bucket's parameter count; a fixed length,
-  // so that the all-reduce matches whatever the layouts): summed, it is every rank's own times the
-  // world size only if all are the same.
+  bool among_trials = false;
+  for (const parallel::BucketCandidate& trial : choice->measured)
+    among_trials |= trial.first_mb == choice->first_mb && trial.cap_mb == choice->cap_mb;
+  CHECK(among_trials);
+  // Every rank's layout (the bucket count, the caps, each bucket's parameter count, the trials'
+  // times; a fixed length, so that the all-reduce matches whatever the layouts): summed, it is every
+  // rank's own times the world size only if all are the same.
   std::vector<double> layout(64, 0.0);
   layout[0] = static_cast<double>(ddp->reducer().bucket_count()), layout[1] = choice->first_mb;
   layout[2] = choice->cap_mb;
   const auto names = ddp->reducer().bucket_parameter_names();
-  for (size_t b = 0; b < names.size() && b + 3 < layout.size(); ++b)
-    layout[b + 3] = static_cast<double>(names[b].size());
+  for (size_t b = 0; b < names.size() && b + 3 < 32; ++b) layout[b + 3] = static_cast<double>(names[b].size());
+  for (size_t t = 0; t < choice->measured.size(); ++t) layout[32 + t] = choice->measured[t].measured_s;
   Tensor mine = tensor(layout).to(rank_device());
   Tensor total = mine.clone();
   world->all_reduce(total)->wait();
-  CHECK(total.to(kCPU).to_vector<double>() == (mine * static_cast<double>(world->size())).to(kCPU).to_vector<double>());
+  const std::vector<double> got = total.to(kCPU).to_vector<double>();
+  for (size_t i = 0; i < layout.size(); ++i) CHECK(got[i] == Approx(layout[i] * world->size()).epsilon(1e-12));
 }

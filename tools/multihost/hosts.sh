@@ -14,9 +14,10 @@
 #   host_kill I          SIGKILL every process of host hI
 #   host_remove I        kill host hI and delete its namespace (the host is gone)
 #   host_link I up|down  plug or pull host hI's cable (its eth0)
-#   host_impair I LOSS RATE  host hI's link drops LOSS percent of the frames it receives and sends
-#                        at most RATE (tc's units: 100mbit): a lossy, slow link. This kernel has no
-#                        netem, so there is no added latency, only loss (nftables) and rate (tbf).
+#   host_impair I LOSS RATE [BURST]  host hI's link drops LOSS percent of the frames it receives and
+#                        sends at most RATE (tc's units: 100mbit): a lossy, slow link; tbf's BURST
+#                        (default 32kbit) must be at least RATE / HZ (4mbit at 1gbit). This kernel has
+#                        no netem, so there is no added latency, only loss (nftables) and rate (tbf).
 #   hosts_down           remove everything hosts_up made (also on EXIT: hosts_up sets the trap)
 #   hosts_sweep          remove what runs that were killed before their cleanup left behind
 # As a command:  hosts.sh up N [SLOTS] | down ID | sweep | run ID I CMD...
@@ -162,7 +163,7 @@ host_link() {
 }
 
 host_impair() {
-  local ns="emh${HOSTS_ID}-h$1" loss="$2" rate="$3"
+  local ns="emh${HOSTS_ID}-h$1" loss="$2" rate="$3" burst="${4:-32kbit}"
   # Frames as on a wire, one MTU each: with segmentation offloads a dropped "packet" would be up
   # to 64 KB of a stream.
   ip netns exec "$ns" ethtool -K eth0 tso off gso off gro off > /dev/null 2>&1
@@ -175,7 +176,7 @@ table netdev emh_impair {
   }
 }
 EOF
-  ip netns exec "$ns" tc qdisc replace dev eth0 root tbf rate "$rate" burst 32kbit latency 50ms
+  ip netns exec "$ns" tc qdisc replace dev eth0 root tbf rate "$rate" burst "$burst" latency 50ms
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then

@@ -4,7 +4,7 @@
 # merged one holds both ranks, every step's phases are there (step, forward, backward, optimizer,
 # data, comm), and on each rank some bucket collective began inside backward. Every step record of
 # metrics.jsonl carries the per-step figures (gradient norm, data wait share, exposed
-# communication, each rank's peak memory). --bucket-cap auto chooses the buckets after step 2 and
+# communication, each rank's peak memory). --bucket-cap auto chooses the buckets after its trials and
 # says so. Bad --profile-steps and --bucket-cap are exit status 2 naming the flag.
 # train_profile_test.sh RUNNER TRAIN TRACE_CHECK
 set -uo pipefail
@@ -14,8 +14,9 @@ check="$(cd "$(dirname "$3")" && pwd)/$(basename "$3")"
 work="${TEST_TMPDIR:-$(mktemp -d)}/train_profile"
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 fail() { echo "FAIL: $*"; exit 1; }
-# 128 examples / 2 ranks / batch 16 = 4 steps; steps 2-3 profiled. Small buckets: several per step.
-"$runner" 2 "$train" -- --model lenet --data synthetic --synthetic-size 128 --batch-size 16 --threads 1 --workers 1 \
+# 192 examples / 2 ranks / batch 16 = 6 steps; steps 2-3 profiled. LeNet's gradients make one
+# bucket whatever the cap: auto's one trial layout runs steps 3-5, and the choice is made at 5.
+"$runner" 2 "$train" -- --model lenet --data synthetic --synthetic-size 192 --batch-size 16 --threads 1 --workers 1 \
   --epochs 1 --progress lines --log-every 1 --log-dir logs --profile prof --profile-steps 2-3 --bucket-cap auto \
   > run.txt 2>&1 ||
   fail "the profiled run exited $?: $(cat run.txt)"
@@ -39,9 +40,9 @@ done
 [ "$(grep -c '"step 2"' prof/trace.rank1.json)" -eq 1 ] && [ "$(grep -c '"step 4"' prof/trace.rank1.json)" -eq 0 ] ||
   fail "rank 1's trace is not of steps 2-3"
 steps=$(grep -c '"kind":"step"' logs/metrics.jsonl)
-[ "$steps" -eq 4 ] || fail "expected 4 step records, got $steps"
+[ "$steps" -eq 6 ] || fail "expected 6 step records, got $steps"
 for key in grad_norm data_wait_share exposed_comm_ms peak_memory_mb/rank0 peak_memory_mb/rank1; do
-  [ "$(grep '"kind":"step"' logs/metrics.jsonl | grep -c "\"$key\":")" -eq 4 ] || fail "a step record lacks $key"
+  [ "$(grep '"kind":"step"' logs/metrics.jsonl | grep -c "\"$key\":")" -eq 6 ] || fail "a step record lacks $key"
 done
 grep '"kind":"step"' logs/metrics.jsonl | grep -q '"grad_norm":0[,}]' && fail "a zero gradient norm"
 
