@@ -91,22 +91,18 @@ std::string BucketChoice::report() const {
     out += line;
   }
   out.back() = ';';
-  out += " exposed communication by (first, cap) MB:";
-  for (const BucketCandidate& c : candidates) {
-    std::snprintf(line, sizeof line, " (%g, %g) %zu buckets %.2f ms,", c.first_mb, c.cap_mb, c.buckets,
-                  c.exposed_s * 1e3);
-    out += line;
-  }
-  out.back() = ';';
-  if (!measured.empty()) {
-    out += " measured (first gradient to averaged gradients) by (first, cap) MB:";
-    for (const BucketCandidate& c : measured) {
+  auto table = [&](const char* title, const std::vector<BucketCandidate>& list, double BucketCandidate::*seconds) {
+    if (list.empty()) return;
+    out += title;
+    for (const BucketCandidate& c : list) {
       std::snprintf(line, sizeof line, " (%g, %g) %zu buckets %.2f ms,", c.first_mb, c.cap_mb, c.buckets,
-                    c.measured_s * 1e3);
+                    c.*seconds * 1e3);
       out += line;
     }
     out.back() = ';';
-  }
+  };
+  table(" exposed communication by (first, cap) MB:", candidates, &BucketCandidate::exposed_s);
+  table(" measured (first gradient to averaged gradients) by (first, cap) MB:", measured, &BucketCandidate::measured_s);
   std::snprintf(line, sizeof line, " chose first %g MB, cap %g MB", first_mb, cap_mb);
   return out + line;
 }
