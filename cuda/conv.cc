@@ -9,13 +9,21 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
 #include <tuple>
 
 #include "core/conv_params.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
+#include "core/kernel_select.h"
 #include "core/ops.h"
+#include "cuda/api.h"
 #include "cuda/blas.h"
+#include "cuda/device_properties.h"
 #include "cuda/kernels/im2col.cuh"
 
 #if defined(EMBER_CUDA)
@@ -28,6 +36,7 @@ namespace {
 
 std::atomic<int> kernel_choice{static_cast<int>(ConvKernel::Auto)};
 std::atomic<bool> allow_tf32{true};
+std::atomic<bool> deterministic_only{true};
 
 // Column-buffer elements per chunk: 128 MB of float32.
 constexpr int64_t kColumnBudget = int64_t{32} << 20;
@@ -215,37 +224,144 @@ Tensor ember_backward_weight(const Plan& plan, const Tensor& dy, const Tensor& x
   return grad_weight.to(dt);
 }
 
-// cuDNN runs a pass on real GPUs unless Ember's kernels are asked for; false (or an undefined
-// tensor) when Ember's kernels are to run, cuDNN having declined or not been asked.
-bool cudnn_forward(const Tensor& x, const Tensor& w, const Tensor& out, const ConvParams& p) {
+// ---- Choosing a pass's algorithm (core/kernel_select.h, as cudnn.benchmark): on real GPUs every
+// algorithm cuDNN offers (deterministic ones only unless set_conv_deterministic(false)) and
+// Ember's own; on emulated devices Ember's im2col + GEMM over chunks of images, or image by image
+// (fewer column bytes, more launches). Trials run the candidate on the call's tensors and wait
+// for the device, so that host time is the candidate's. ----
+
+enum class Pass { Forward, BackwardData, BackwardWeights };
+
+struct Option {
+  std::string name;
+  enum class Kind { Cudnn, Im2col, Im2colPerImage } kind = Kind::Im2col;
 #if defined(EMBER_CUDA)
-  return conv_kernel_choice() == ConvKernel::Auto && cudnn_conv_forward(x, w, out, p, cudnn_allow_tf32());
-#else
-  return false;
+  CudnnAlgorithm cudnn;
 #endif
+};
+
+const char* pass_name(Pass pass) {
+  return pass == Pass::Forward ? "fwd" : pass == Pass::BackwardData ? "bwd_data" : "bwd_weight";
 }
 
-bool cudnn_backward_input(const Tensor& dy, const Tensor& w, const Tensor& grad_input, const ConvParams& p) {
-#if defined(EMBER_CUDA)
-  return conv_kernel_choice() == ConvKernel::Auto && cudnn_conv_backward_data(dy, w, grad_input, p, cudnn_allow_tf32());
-#else
-  return false;
-#endif
+// The math type asked for: TF32 or FMA for float32 (cudnn_allow_tf32()), tensor cores for 16-bit.
+const char* math_name(DType dtype) {
+  if (dtype == kFloat32) return cudnn_allow_tf32() ? "tf32" : "fma";
+  return dtype == kFloat16 || dtype == kBFloat16 ? "tensor-op" : "default";
 }
 
-Tensor cudnn_backward_weight(const Tensor& dy, const Tensor& x, const Shape& weight_shape, const ConvParams& p) {
+// Asked of the runtime once per device: cudaGetDeviceProperties is far slower than a launch.
+const std::string& device_name(int index) {
+  static std::mutex mutex;
+  static std::map<int, std::string> names;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = names.find(index);
+  if (found == names.end()) found = names.emplace(index, device_properties(index).name).first;
+  return found->second;
+}
+
+// Everything a decision is made for: the pass, shapes, geometry, dtype, math, the deterministic
+// switch, which kernels may run, and the device (its name too: a decision carried to another GPU
+// by a checkpoint or a cache is another key).
+std::string decision_key(Pass pass, const Shape& input, const Shape& weight, const ConvParams& p, DType dtype,
+                         Device device) {
+  std::string key = std::string("cuda conv2d ") + pass_name(pass) + " " + dtype_name(dtype) + " x=";
+  for (size_t i = 0; i < input.size(); ++i) key += (i ? "x" : "") + std::to_string(input[i]);
+  key += " w=";
+  for (size_t i = 0; i < weight.size(); ++i) key += (i ? "x" : "") + std::to_string(weight[i]);
+  key += " s=" + std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) + " p=" + std::to_string(p.pad_h) + "x" +
+         std::to_string(p.pad_w) + " d=" + std::to_string(p.dilation_h) + "x" + std::to_string(p.dilation_w) +
+         " g=" + std::to_string(p.groups) + " math=" + math_name(dtype) +
+         (conv_deterministic() ? " deterministic" : " any") +
+         (conv_kernel_choice() == ConvKernel::Ember ? " ember-only " : " ") + device.str() + " (" +
+         device_name(device.index) + ")";
+  return key;
+}
+
+std::vector<Option> options_for(Pass pass, const Plan& plan, const Tensor& x, const Tensor& w, const Tensor& y,
+                                const ConvParams& p) {
+  std::vector<Option> out;
 #if defined(EMBER_CUDA)
   if (conv_kernel_choice() == ConvKernel::Auto) {
-    Tensor grad_weight = empty(weight_shape, x.options());
-    if (cudnn_conv_backward_filter(dy, x, grad_weight, p, cudnn_allow_tf32())) return grad_weight;
+    const CudnnPass cp = pass == Pass::Forward        ? CudnnPass::Forward
+                         : pass == Pass::BackwardData ? CudnnPass::BackwardData
+                                                      : CudnnPass::BackwardFilter;
+    for (CudnnAlgorithm& a : cudnn_conv_algorithms(cp, x, w, y, p, cudnn_allow_tf32(), conv_deterministic())) {
+      Option o;
+      o.name = a.name;
+      o.kind = Option::Kind::Cudnn;
+      o.cudnn = std::move(a);
+      out.push_back(std::move(o));
+    }
   }
+#else
+  (void)pass, (void)x, (void)w, (void)y, (void)p;
 #endif
-  return Tensor();
+  out.push_back({"ember-im2col", Option::Kind::Im2col});
+  if (!plan.direct && plan.chunk > 1 && plan.g.images > 1)
+    out.push_back({"ember-im2col-per-image", Option::Kind::Im2colPerImage});
+  return out;
+}
+
+// Runs `o` for the pass on tensors named as the forward's (x input, w weight, y output; the
+// gradients in the backward passes); false when cuDNN declined at run time.
+bool run_option(const Option& o, Pass pass, const Plan& plan, const Tensor& x, const Tensor& w, const Tensor& y,
+                const ConvParams& p) {
+  if (o.kind == Option::Kind::Cudnn) {
+#if defined(EMBER_CUDA)
+    const CudnnPass cp = pass == Pass::Forward        ? CudnnPass::Forward
+                         : pass == Pass::BackwardData ? CudnnPass::BackwardData
+                                                      : CudnnPass::BackwardFilter;
+    return cudnn_conv_run(cp, o.cudnn, x, w, y, p, cudnn_allow_tf32());
+#else
+    (void)p;
+    return false;
+#endif
+  }
+  Plan run_plan = plan;
+  if (o.kind == Option::Kind::Im2colPerImage) run_plan.chunk = 1;
+  switch (pass) {
+    case Pass::Forward:
+      ember_forward(run_plan, x, w, y);
+      break;
+    case Pass::BackwardData:
+      ember_backward_input(run_plan, y, w, x);
+      break;
+    case Pass::BackwardWeights:
+      copy_into(w, ember_backward_weight(run_plan, y, x, w.sizes()));
+      break;
+  }
+  return true;
+}
+
+// The pass through the option chosen for its key (trials on first meeting it in benchmark mode),
+// falling back to Ember's im2col when cuDNN declines at run time.
+void run_pass(Pass pass, const Plan& plan, const Tensor& x, const Tensor& w, const Tensor& y, const ConvParams& p) {
+  static kernel_select::Memo<Option> chosen;
+  const std::string key = decision_key(pass, x.sizes(), w.sizes(), p, x.dtype(), x.device());
+  std::optional<Option> option = chosen.find(key);
+  if (!option) {
+    std::vector<Option> options = options_for(pass, plan, x, w, y, p);
+    if (!kernel_select::may_differ_from_heuristic()) options.resize(1);
+    std::vector<std::string> names;
+    for (const Option& o : options) names.push_back(o.name);
+    const int index = kernel_select::choose(key, names, 0, [&](int i) {
+      if (!run_option(options[static_cast<size_t>(i)], pass, plan, x, w, y, p))
+        EMBER_FAIL("conv2d: cuDNN declined ", options[static_cast<size_t>(i)].name, " at run time");
+      synchronize(x.device().index);
+    });
+    option = chosen.store(key, options[static_cast<size_t>(index)]);
+  }
+  kernel_select::Timer timer(key);
+  if (!run_option(*option, pass, plan, x, w, y, p))
+    run_option({"ember-im2col", Option::Kind::Im2col}, pass, plan, x, w, y, p);
 }
 
 }  // namespace
 
 void set_conv_kernel(ConvKernel kernel) { kernel_choice.store(static_cast<int>(kernel)); }
+void set_conv_deterministic(bool deterministic) { deterministic_only.store(deterministic); }
+bool conv_deterministic() { return deterministic_only.load(); }
 ConvKernel conv_kernel_choice() { return static_cast<ConvKernel>(kernel_choice.load()); }
 void set_cudnn_allow_tf32(bool allow) { allow_tf32.store(allow); }
 bool cudnn_allow_tf32() { return allow_tf32.load(); }
@@ -256,7 +372,7 @@ Tensor conv2d_kernel(const Tensor& input, const Tensor& weight, const Tensor& bi
   Tensor x = input.contiguous(), w = weight.contiguous();
   Tensor out = empty({plan.g.images, plan.out_channels, plan.g.out_h, plan.g.out_w}, input.options());
   if (out.numel() == 0) return out;
-  if (!cudnn_forward(x, w, out, p)) ember_forward(plan, x, w, out);
+  run_pass(Pass::Forward, plan, x, w, out, p);
   if (bias.defined()) out.add_(bias.to(out.dtype()).view({1, plan.out_channels, 1, 1}));
   return out;
 }
@@ -269,7 +385,7 @@ Tensor conv2d_backward_input_kernel(const Tensor& grad_output, const Tensor& wei
   Tensor grad_input = empty(input_shape, dy.options());
   if (grad_input.numel() == 0) return grad_input;
   if (dy.numel() == 0 || plan.group_out == 0) return grad_input.zero_();
-  if (!cudnn_backward_input(dy, w, grad_input, p)) ember_backward_input(plan, dy, w, grad_input);
+  run_pass(Pass::BackwardData, plan, grad_input, w, dy, p);
   return grad_input;
 }
 
@@ -281,8 +397,8 @@ std::pair<Tensor, Tensor> conv2d_backward_weight_kernel(const Tensor& grad_outpu
   Tensor dy = grad_output.contiguous(), x = input.contiguous();
   Tensor grad_bias = want_bias ? dy.sum({0, 2, 3}) : Tensor();
   if (dy.numel() == 0 || shape_numel(weight_shape) == 0) return {zeros(weight_shape, x.options()), grad_bias};
-  Tensor grad_weight = cudnn_backward_weight(dy, x, weight_shape, p);
-  if (!grad_weight.defined()) grad_weight = ember_backward_weight(plan, dy, x, weight_shape);
+  Tensor grad_weight = empty(weight_shape, x.options());
+  run_pass(Pass::BackwardWeights, plan, x, grad_weight, dy, p);
   return {grad_weight, grad_bias};
 }
 

@@ -14,6 +14,13 @@ enum class ConvKernel { Auto, Ember };
 void set_conv_kernel(ConvKernel kernel);
 ConvKernel conv_kernel_choice();
 
+// Which algorithms the choice by measurement may take (core/kernel_select.h: in benchmark mode
+// each pass's first call of a shape times every candidate, as cudnn.benchmark): deterministic
+// ones only (the default: a resumed run continues bit for bit), or cuDNN's atomic-accumulating
+// backward algorithms too (torch.use_deterministic_algorithms(False)).
+void set_conv_deterministic(bool deterministic);
+bool conv_deterministic();
+
 // torch.backends.cudnn.allow_tf32: on by default, unlike matmul's switch (cuda/blas.h), as in
 // PyTorch. Lets cuDNN run float32 convolutions on TF32 tensor cores (10-bit mantissa inputs).
 void set_cudnn_allow_tf32(bool allow);

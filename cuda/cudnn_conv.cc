@@ -45,6 +45,7 @@ struct Plan {
   int algo = 0;  // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, by pass
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
   size_t workspace = 0;
+  bool deterministic = true;
 };
 
 const char* op_name(Pass pass) {
@@ -256,33 +257,57 @@ bool keeps_precision(const Problem& pb, cudnnMathType_t math) {
   return pb.math != CUDNN_FMA_MATH || math == CUDNN_FMA_MATH;
 }
 
-// cudnnGet*Algorithm_v7, not cudnnFind*AlgorithmEx: the heuristics run no kernels, so choosing
-// neither blocks the host while every algorithm is timed (with the largest workspace allocated
-// up front) nor depends on timing noise, which would let two runs of a program pick different
-// algorithms that round differently. The ranking is walked for the first algorithm that cuDNN
-// can run, that is deterministic, keeps the precision asked for, and whose workspace (asked of
-// cuDNN for that algorithm and math type) fits kWorkspaceLimit. Deterministic only: Ember's own
-// kernels give the same bits on every run (col2im gathers rather than adding atomically) and a
-// resumed training run continues bit for bit; cuDNN's atomic-accumulating backward algorithms
-// would lose that (PyTorch allows them unless use_deterministic_algorithms is set).
-Plan choose(cudnnHandle_t h, Descriptors& d, const Problem& pb) {
-  Plan plan;
+// The names trials and reports use: cuDNN's enum names, by pass.
+std::string algorithm_name(Pass pass, int algo, cudnnMathType_t math) {
+  static const char* forward[] = {"implicit-gemm", "implicit-precomp-gemm", "gemm", "direct", "fft", "fft-tiling",
+                                  "winograd",      "winograd-nonfused"};
+  static const char* data[] = {"algo0", "algo1", "fft", "fft-tiling", "winograd", "winograd-nonfused"};
+  static const char* filter[] = {"algo0", "algo1", "fft", "algo3", "winograd", "winograd-nonfused", "fft-tiling"};
+  const char* const* names = pass == Pass::Forward ? forward : pass == Pass::BackwardData ? data : filter;
+  const int count = pass == Pass::Forward ? 8 : pass == Pass::BackwardData ? 6 : 7;
+  std::string name = "cudnn-";
+  name += algo >= 0 && algo < count ? names[algo] : "algo" + std::to_string(algo);
+  if (math == CUDNN_TENSOR_OP_MATH) name += "-tensor-op";
+  if (math == CUDNN_FMA_MATH) name += "-fma";
+  return name;
+}
+
+// The ranking walked for every algorithm that cuDNN can run, that keeps the precision asked for,
+// whose workspace (asked of cuDNN for that algorithm and math type) fits kWorkspaceLimit, and,
+// with `deterministic_only`, that is deterministic: Ember's own kernels give the same bits on
+// every run (col2im gathers rather than adding atomically), so by default a training run resumed
+// from a checkpoint (which carries the kernel decisions) continues bit for bit; cuDNN's
+// atomic-accumulating backward algorithms would lose that (PyTorch allows them unless
+// use_deterministic_algorithms is set).
+std::vector<Plan> usable(cudnnHandle_t h, Descriptors& d, const Problem& pb, bool deterministic_only) {
+  std::vector<Plan> plans;
   std::vector<Candidate> list;
-  if (!ranked(h, d, pb, list)) return plan;
+  if (!ranked(h, d, pb, list)) return plans;
   for (const Candidate& c : list) {
-    if (c.status != CUDNN_STATUS_SUCCESS || c.determinism != CUDNN_DETERMINISTIC) continue;
+    if (c.status != CUDNN_STATUS_SUCCESS) continue;
+    if (deterministic_only && c.determinism != CUDNN_DETERMINISTIC) continue;
     if (!keeps_precision(pb, c.math)) continue;
     // The workspace depends on the math type as well as the algorithm.
     if (!ok(cudnnSetConvolutionMathType(d.conv, c.math), "cudnnSetConvolutionMathType", pb)) continue;
     size_t bytes = 0;
     if (workspace_size(h, d, pb.pass, c.algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > kWorkspaceLimit) continue;
+    Plan plan;
     plan.supported = true;
     plan.algo = c.algo;
     plan.math = c.math;
     plan.workspace = bytes;
-    break;
+    plan.deterministic = c.determinism == CUDNN_DETERMINISTIC;
+    plans.push_back(plan);
   }
-  return plan;
+  return plans;
+}
+
+// cudnnGet*Algorithm_v7, not cudnnFind*AlgorithmEx: the heuristics run no kernels. The calls
+// below that run without a choice by measurement (cudnn_conv_forward & co.) take the ranking's
+// first usable deterministic algorithm; cuda/conv.cc times them all through kernel_select.
+Plan choose(cudnnHandle_t h, Descriptors& d, const Problem& pb) {
+  const std::vector<Plan> plans = usable(h, d, pb, true);
+  return plans.empty() ? Plan() : plans.front();
 }
 
 using Key = std::array<int64_t, 19>;
@@ -333,19 +358,30 @@ Plan plan_for(cudnnHandle_t h, Descriptors& d, const Problem& pb) {
   return plan;
 }
 
-bool run(Pass pass, const Tensor& x, const Tensor& w, const Tensor& y, const ConvParams& p, bool allow_tf32) {
+// What every call needs: the problem, the device's handle and the descriptors; false when cuDNN
+// does not take the tensors (dtype, layout, sizes).
+struct Call {
+  Problem pb;
   cudnnDataType_t type;
-  if (!data_type(x.dtype(), &type) || w.dtype() != x.dtype() || y.dtype() != x.dtype()) return false;
-  if (!x.is_contiguous() || !w.is_contiguous() || !y.is_contiguous()) return false;
-  const Problem pb{
-      pass, x.sizes(), w.sizes(), y.sizes(), p, x.dtype(), math_type(x.dtype(), allow_tf32), x.device().index};
-  if (!fits_int(pb)) return false;
-  DeviceGuard guard(pb.device);
-  cudnnHandle_t h = handle_for(pb);
+  cudnnHandle_t handle = nullptr;
   Descriptors d;
-  if (!describe(pb, type, d)) return false;
-  const Plan plan = plan_for(h, d, pb);
-  if (!plan.supported) return false;
+};
+
+bool prepare(Pass pass, const Tensor& x, const Tensor& w, const Tensor& y, const ConvParams& p, bool allow_tf32,
+             Call& call) {
+  if (!data_type(x.dtype(), &call.type) || w.dtype() != x.dtype() || y.dtype() != x.dtype()) return false;
+  if (!x.is_contiguous() || !w.is_contiguous() || !y.is_contiguous()) return false;
+  call.pb =
+      Problem{pass, x.sizes(), w.sizes(), y.sizes(), p, x.dtype(), math_type(x.dtype(), allow_tf32), x.device().index};
+  if (!fits_int(call.pb)) return false;
+  call.handle = handle_for(call.pb);
+  return describe(call.pb, call.type, call.d);
+}
+
+bool execute(Call& call, const Plan& plan, const Tensor& x, const Tensor& w, const Tensor& y) {
+  const Problem& pb = call.pb;
+  cudnnHandle_t h = call.handle;
+  Descriptors& d = call.d;
   check(cudnnSetConvolutionMathType(d.conv, plan.math), "cudnnSetConvolutionMathType", pb);
   check(cudnnSetStream(h, current_stream(pb.device).handle()), "cudnnSetStream", pb);
   // From the caching allocator on the current stream, as every tensor here: cuDNN's kernels use
@@ -357,12 +393,12 @@ bool run(Pass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Con
   // The output is overwritten (beta = 0). The factors are double for double data, float otherwise.
   const double one64 = 1.0, zero64 = 0.0;
   const float one32 = 1.0f, zero32 = 0.0f;
-  const bool f64 = type == CUDNN_DATA_DOUBLE;
+  const bool f64 = call.type == CUDNN_DATA_DOUBLE;
   const void* one = f64 ? static_cast<const void*>(&one64) : static_cast<const void*>(&one32);
   const void* zero = f64 ? static_cast<const void*>(&zero64) : static_cast<const void*>(&zero32);
   // A refusal at this point (a pointer alignment the chosen kernels do not take, say) still
   // leaves the convolution to Ember's kernels.
-  switch (pass) {
+  switch (pb.pass) {
     case Pass::Forward:
       return ok(cudnnConvolutionForward(h, one, d.x, x.data_ptr(), d.w, w.data_ptr(), d.conv,
                                         static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), ws, plan.workspace, zero,
@@ -382,6 +418,20 @@ bool run(Pass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Con
   return false;
 }
 
+bool run(Pass pass, const Tensor& x, const Tensor& w, const Tensor& y, const ConvParams& p, bool allow_tf32) {
+  DeviceGuard guard(x.device().index);
+  Call call;
+  if (!prepare(pass, x, w, y, p, allow_tf32, call)) return false;
+  const Plan plan = plan_for(call.handle, call.d, call.pb);
+  return plan.supported && execute(call, plan, x, w, y);
+}
+
+Pass to_pass(CudnnPass pass) {
+  return pass == CudnnPass::Forward        ? Pass::Forward
+         : pass == CudnnPass::BackwardData ? Pass::BackwardData
+                                           : Pass::BackwardFilter;
+}
+
 }  // namespace
 
 bool cudnn_conv_forward(const Tensor& input, const Tensor& weight, const Tensor& output, const ConvParams& p,
@@ -397,6 +447,31 @@ bool cudnn_conv_backward_data(const Tensor& grad_output, const Tensor& weight, c
 bool cudnn_conv_backward_filter(const Tensor& grad_output, const Tensor& input, const Tensor& grad_weight,
                                 const ConvParams& p, bool allow_tf32) {
   return run(Pass::BackwardFilter, input, grad_weight, grad_output, p, allow_tf32);
+}
+
+std::vector<CudnnAlgorithm> cudnn_conv_algorithms(CudnnPass pass, const Tensor& x, const Tensor& w, const Tensor& y,
+                                                  const ConvParams& p, bool allow_tf32, bool deterministic_only) {
+  DeviceGuard guard(x.device().index);
+  Call call;
+  std::vector<CudnnAlgorithm> out;
+  if (!prepare(to_pass(pass), x, w, y, p, allow_tf32, call)) return out;
+  for (const Plan& plan : usable(call.handle, call.d, call.pb, deterministic_only))
+    out.push_back({plan.algo, static_cast<int>(plan.math), plan.workspace, plan.deterministic,
+                   algorithm_name(call.pb.pass, plan.algo, plan.math)});
+  return out;
+}
+
+bool cudnn_conv_run(CudnnPass pass, const CudnnAlgorithm& algorithm, const Tensor& x, const Tensor& w, const Tensor& y,
+                    const ConvParams& p, bool allow_tf32) {
+  DeviceGuard guard(x.device().index);
+  Call call;
+  if (!prepare(to_pass(pass), x, w, y, p, allow_tf32, call)) return false;
+  Plan plan;
+  plan.supported = true;
+  plan.algo = algorithm.algo;
+  plan.math = static_cast<cudnnMathType_t>(algorithm.math);
+  plan.workspace = algorithm.workspace;
+  return execute(call, plan, x, w, y);
 }
 
 size_t cudnn_conv_cached_plans() {

@@ -4,14 +4,17 @@
 // problem once. GPU-only: on emulated devices both sides would be Ember's.
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "core/ember_core.h"
+#include "core/kernel_select.h"
 #include "cuda/api.h"
 #include "cuda/conv.h"
 #include "cuda/cudnn_conv.h"
+#include "tests/cuda/conv_choice_guard.h"
 
 using namespace ember;
 
@@ -167,4 +170,45 @@ TEST_CASE("cuDNN's algorithm is chosen once per pass, problem and math type") {
   by_cudnn(c, operands(c, kFloat64), true);
   by_cudnn(c, operands(c, kFloat64), false);
   CHECK(cuda::cudnn_conv_cached_plans() == start + 9);
+}
+
+// The choice by measurement (cuda/conv.cc through core/kernel_select.h): in benchmark mode each
+// pass's candidates are cuDNN's usable algorithms (deterministic ones unless switched), then
+// Ember's; each, forced, equals Ember's im2col within the dtype's tolerance.
+TEST_CASE("cuDNN's algorithms are chosen by measurement, and each equals Ember's kernels") {
+  REQUIRE(cuda::device_count() >= 1);
+  manual_seed(14);
+  testing::ConvChoiceGuard restore;
+  const Case& c = kCases[5];  // a ResNet-sized layer: several algorithms apply
+  const Operands o = operands(c, kFloat32);
+  Tf32Guard tf32(false);
+  const Grads ember = by_table(c, o, cuda::ConvKernel::Ember);
+  for (bool deterministic : {true, false}) {
+    INFO("deterministic=" << deterministic);
+    cuda::set_conv_deterministic(deterministic);
+    kernel_select::reset();
+    kernel_select::set_mode(kernel_select::Mode::Benchmark);
+    by_table(c, o, cuda::ConvKernel::Auto);
+    std::vector<std::string> names;
+    int decided = 0;
+    for (const auto& d : kernel_select::decisions()) {
+      if (d.key.rfind("cuda conv2d ", 0) != 0) continue;
+      ++decided;
+      CHECK(d.how == "measured");
+      CHECK(d.candidates.front().rfind("cudnn-", 0) == 0);
+      CHECK(std::find(d.candidates.begin(), d.candidates.end(), "ember-im2col") != d.candidates.end());
+      for (const std::string& name : d.candidates)
+        if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+    CHECK(decided == 3);
+    for (const std::string& name : names) {
+      INFO("forced " << name);
+      kernel_select::force(name);
+      const Grads forced = by_table(c, o, cuda::ConvKernel::Auto);
+      CHECK(relative_error(forced.y, ember.y) <= 1e-4);
+      CHECK(relative_error(forced.dx, ember.dx) <= 1e-4);
+      CHECK(relative_error(forced.dw, ember.dw) <= 1e-4);
+    }
+    kernel_select::force("");
+  }
 }

@@ -3,7 +3,9 @@
 //   1. GEMM TFLOP/s of Ember's own kernel and cuBLAS: float32 with TF32 off and on, bfloat16; on
 //      squares and on the per-image GEMMs cuda/conv.cc runs for ResNet-50's convolutions.
 //   2. ResNet-50's convolutions (each distinct shape once, with its count in the network): forward
-//      and backward (data + weight) through Ember's kernel table, next to cuDNN through PyTorch.
+//      and backward (data + weight) through Ember's kernel table, next to cuDNN through PyTorch;
+//      each first with the algorithm cuDNN's heuristic ranks first, then with the one measured
+//      fastest (core/kernel_select.h), summed over the network as conv_measured_vs_heuristic.
 //   3. Training images/s and MFU of ResNet-50 (ImageNet stem, 224x224) and ResNet-18 (CIFAR stem,
 //      32x32), next to PyTorch eager (tools/bench/pytorch_gpu.py) with the same TF32 setting.
 //   4. ResNet-50 in mixed precision: the forward and the loss under autocast to float16 with a
@@ -36,6 +38,7 @@
 #include "core/ember_core.h"
 #include "cuda/api.h"
 #include "cuda/blas.h"
+#include "core/kernel_select.h"
 #include "cuda/conv.h"
 #include "cuda/device_properties.h"
 #include "models/zoo.h"
@@ -501,14 +504,32 @@ int main(int argc, char** argv) {
   cuda::set_matmul_allow_tf32(f.tf32);
   cuda::set_cudnn_allow_tf32(f.tf32);
 
-  std::vector<PassTimes> conv_times(census50.convs.size());
+  std::vector<PassTimes> conv_times(census50.convs.size()), heuristic_times(census50.convs.size());
+  double conv_measured_vs_heuristic = kNaN;
   if (f.conv) {
-    std::printf("\ntiming %zu distinct ResNet-50 convolutions at batch %lld...\n", census50.convs.size(),
-                static_cast<long long>(f.conv_batch));
+    std::printf(
+        "\ntiming %zu distinct ResNet-50 convolutions at batch %lld, with each pass's algorithm chosen by "
+        "cuDNN's heuristic and by measurement...\n",
+        census50.convs.size(), static_cast<long long>(f.conv_batch));
     std::fflush(stdout);
     try {
-      for (size_t i = 0; i < census50.convs.size(); ++i)
-        conv_times[i] = time_conv(census50.convs[i], f.conv_batch, f.min_seconds);
+      // The heuristic's choice (cuDNN's first usable deterministic algorithm), then the measured
+      // one (kernel_select's trials on each shape's first call), the mode this program runs in.
+      double heuristic_total = 0, measured_total = 0;
+      for (size_t i = 0; i < census50.convs.size(); ++i) {
+        const ConvShape& shape = census50.convs[i];
+        kernel_select::set_mode(kernel_select::Mode::Heuristic);
+        heuristic_times[i] = time_conv(shape, f.conv_batch, f.min_seconds);
+        kernel_select::set_mode(kernel_select::Mode::Benchmark);
+        conv_times[i] = time_conv(shape, f.conv_batch, f.min_seconds);
+        heuristic_total += shape.count * (heuristic_times[i].fwd_ms + heuristic_times[i].bwd_ms);
+        measured_total += shape.count * (conv_times[i].fwd_ms + conv_times[i].bwd_ms);
+      }
+      conv_measured_vs_heuristic = heuristic_total / measured_total;
+      std::printf(
+          "ResNet-50's convolutions, summed over the network: %.2f ms with cuDNN's heuristic choice, %.2f ms "
+          "with the measured one (%.3fx)\n",
+          heuristic_total, measured_total, conv_measured_vs_heuristic);
     } catch (const std::exception& e) {
       std::printf("convolution section failed: %s\n", e.what());
     }
@@ -581,9 +602,9 @@ int main(int argc, char** argv) {
   std::printf(
       "bench gpu: resnet50_ips=%.1f vs_torch=%.3f gemm_vs_cublas=%.3f resnet50_mfu=%.3f resnet18_ips=%.1f "
       "resnet18_vs_torch=%.3f tf32=%d resnet50_fp16_ips=%.1f resnet50_fp16_vs_torch=%.3f resnet50_bf16_ips=%.1f "
-      "resnet50_bf16_vs_torch=%.3f\n",
+      "resnet50_bf16_vs_torch=%.3f conv_measured_vs_heuristic=%.3f\n",
       r50.ips, r50.ips / torch.resnet50_ips, gemm_vs_cublas, r50.step_flops_per_image * r50.ips / (model_peak * 1e12),
       r18.ips, r18.ips / torch.resnet18_ips, f.tf32 ? 1 : 0, fp16.ips, fp16.ips / torch.resnet50_fp16_ips, bf16.ips,
-      bf16.ips / torch.resnet50_bf16_ips);
+      bf16.ips / torch.resnet50_bf16_ips, conv_measured_vs_heuristic);
   return 0;
 }
