@@ -1,8 +1,9 @@
 #include "core/profiler.h"
 
 #include <algorithm>
-#include <mutex>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include "core/error.h"
@@ -17,9 +18,26 @@ namespace {
 
 // What every thread records into. One lock: a step records hundreds to thousands of events, each
 // costing far less than the work it times.
+// A DeviceRange whose events the device may not have reached yet.
+struct PendingDeviceRange {
+  std::string name, category;
+  Args args;
+  Stream stream;
+  ember::Event start, end;
+};
+
+// Where a stream's device times are placed on the host clock: its first event of the session.
+struct StreamOrigin {
+  ember::Event event;
+  Clock::time_point host;
+  int64_t track = 0;
+};
+
 struct Recorder {
   std::mutex mutex;
   std::vector<Event> events;
+  std::vector<PendingDeviceRange> device_ranges;
+  std::map<std::pair<std::string, uintptr_t>, StreamOrigin> origins;  // by (device, stream id)
   size_t dropped = 0, max_events = 0;
   Clock::time_point origin;
   std::vector<std::string> thread_names;  // by track, for the life of the process
@@ -83,6 +101,51 @@ Range::Range(const char* category, std::string name, Args args) {
 
 Range::~Range() {
   if (on_) complete(category_, std::move(name_), start_, Clock::now(), std::move(args_));
+}
+
+DeviceRange::DeviceRange(Device device, const char* category, std::string name, Args args)
+    : category_(category), name_(std::move(name)), args_(std::move(args)) {
+  if (!active()) return;
+  const DeviceRuntime* runtime = find_runtime(device.type);
+  begin(runtime && runtime->record_timing_event ? current_stream(device) : Stream());
+}
+
+DeviceRange::DeviceRange(const Stream& stream, const char* category, std::string name, Args args)
+    : category_(category), name_(std::move(name)), args_(std::move(args)) {
+  if (active()) begin(stream);
+}
+
+void DeviceRange::begin(const Stream& stream) {
+  const DeviceRuntime* runtime = stream.defined() ? find_runtime(stream.device().type) : nullptr;
+  if (!runtime || !runtime->record_timing_event || !runtime->elapsed_ms) return;  // host-ordered
+  on_ = true;
+  stream_ = stream;
+  Recorder& r = recorder();
+  const auto key = std::make_pair(stream.device().str(), stream.id());
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    if (!r.origins.count(key)) {
+      StreamOrigin origin;
+      origin.event = runtime->record_timing_event(stream);
+      origin.host = Clock::now();
+      const std::string track = stream.device().str() + " stream " + std::to_string(stream.id());
+      const auto found = std::find(r.thread_names.begin(), r.thread_names.end(), track);
+      origin.track = found - r.thread_names.begin();
+      if (found == r.thread_names.end()) r.thread_names.push_back(track);
+      r.origins.emplace(key, std::move(origin));
+    }
+  }
+  start_event_ = runtime->record_timing_event(stream);
+}
+
+DeviceRange::~DeviceRange() {
+  if (!on_) return;
+  const DeviceRuntime* runtime = find_runtime(stream_.device().type);
+  ember::Event end = runtime->record_timing_event(stream_);
+  Recorder& r = recorder();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (!active()) return;
+  r.device_ranges.push_back({std::move(name_), category_, std::move(args_), stream_, start_event_, std::move(end)});
 }
 
 void complete(const char* category, std::string name, Clock::time_point start, Clock::time_point end, Args args) {
@@ -152,6 +215,8 @@ void Session::start() {
   std::lock_guard<std::mutex> lock(r.mutex);
   EMBER_CHECK(!active(), "profiler::Session::start: another session of this process is recording (one at a time)");
   r.events.clear();
+  r.device_ranges.clear();
+  r.origins.clear();
   r.dropped = 0;
   r.max_events = options_.max_events;
   started_ = r.origin = Clock::now();
@@ -171,9 +236,25 @@ void Session::stop() {
 std::vector<Event> Session::events() const {
   Recorder& r = recorder();
   std::vector<Event> out;
+  std::vector<PendingDeviceRange> pending;
+  std::map<std::pair<std::string, uintptr_t>, StreamOrigin> origins;
   {
     std::lock_guard<std::mutex> lock(r.mutex);
     out = r.events;
+    pending = r.device_ranges;
+    origins = r.origins;
+  }
+  // Device times, read now (waiting for the device if it is still at it), outside the lock.
+  for (const PendingDeviceRange& d : pending) {
+    const StreamOrigin& origin = origins.at({d.stream.device().str(), d.stream.id()});
+    const DeviceRuntime& runtime = *find_runtime(d.stream.device().type);
+    const double from_ms = runtime.elapsed_ms(origin.event, d.start), to_ms = runtime.elapsed_ms(origin.event, d.end);
+    Event e{d.name, d.category, 'X'};
+    e.start_ns = since(r, origin.host) + static_cast<int64_t>(from_ms * 1e6);
+    e.duration_ns = static_cast<int64_t>((to_ms - from_ms) * 1e6);
+    e.track = origin.track;
+    e.args = d.args;
+    out.push_back(std::move(e));
   }
   std::stable_sort(out.begin(), out.end(), [](const Event& a, const Event& b) {
     return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.duration_ns > b.duration_ns;

@@ -23,6 +23,9 @@
 #include <utility>
 #include <vector>
 
+#include "core/device.h"
+#include "core/runtime.h"
+
 namespace ember::profiler {
 
 using Clock = std::chrono::steady_clock;
@@ -64,6 +67,31 @@ class Range {
   std::string name_;
   Args args_;
   Clock::time_point start_;
+};
+
+// Work queued on a device while it lives, timed by the device: events (timing enabled) recorded
+// on `stream` (default: the device's current stream) at construction and destruction, resolved
+// when the trace is read, on a track of that stream ("cuda:0 stream 5"). Nothing here waits for the
+// device while the session records. A stream's times are placed on the host clock by its first
+// event of the session, at the host time it was recorded: exact when the stream was idle then (a
+// step's start, after the host read the last loss), later work shown early by any backlog. On a
+// host-ordered device (the CPU) it records nothing: the host's ranges are that work's times.
+class DeviceRange {
+ public:
+  DeviceRange(Device device, const char* category, std::string name, Args args = {});
+  DeviceRange(const Stream& stream, const char* category, std::string name, Args args = {});
+  ~DeviceRange();
+  DeviceRange(const DeviceRange&) = delete;
+  DeviceRange& operator=(const DeviceRange&) = delete;
+
+ private:
+  void begin(const Stream& stream);
+  bool on_ = false;
+  const char* category_ = nullptr;
+  std::string name_;
+  Args args_;
+  Stream stream_;
+  ember::Event start_event_;
 };
 
 // A complete event on this thread that was timed elsewhere (start and end on the steady clock).

@@ -99,6 +99,12 @@ struct DeviceRuntime {
   // The tensor's memory is used on `stream` too: it is not reused, once freed, before the work
   // queued on that stream by then has passed.
   void (*record_stream)(const Tensor& tensor, const Stream& stream) = nullptr;
+
+  // ---- the profiler's device times (core/profiler.h); null on host-ordered backends ----
+  // An event with timing enabled, recorded on `stream`: it marks when the device got there.
+  Event (*record_timing_event)(const Stream& stream) = nullptr;
+  // Milliseconds from `start` to `end`, two such events; the host waits for `end` to pass.
+  double (*elapsed_ms)(const Event& start, const Event& end) = nullptr;
 };
 
 void register_runtime(DeviceType type, const DeviceRuntime* runtime);

@@ -188,6 +188,19 @@ ember::Event record_event(const ember::Stream& stream) {
   return ember::Event(std::move(handle));
 }
 
+ember::Event record_timing_event(const ember::Stream& stream) {
+  auto handle = std::make_shared<EventHandle>();
+  handle->event = Event(true);
+  handle->event.record(unwrap(stream));
+  return ember::Event(std::move(handle));
+}
+
+double elapsed_ms(const ember::Event& start, const ember::Event& end) {
+  const Event& last = static_cast<const EventHandle&>(end.impl()).event;
+  last.synchronize();
+  return static_cast<const EventHandle&>(start.impl()).event.elapsed_ms(last);
+}
+
 void wait_event(const ember::Stream& stream, const ember::Event& event) {
   unwrap(stream).wait(static_cast<const EventHandle&>(event.impl()).event);
 }
@@ -206,6 +219,8 @@ const DeviceRuntime& cuda_runtime() {
     r.set_current_stream = &set_current;
     r.new_stream = [](Device device) { return wrap(Stream::create(device.index)); };
     r.record_event = &record_event;
+    r.record_timing_event = &record_timing_event;
+    r.elapsed_ms = &elapsed_ms;
     r.wait_event = &wait_event;
     r.record_stream = [](const Tensor& tensor, const ember::Stream& stream) { record_stream(tensor, unwrap(stream)); };
     return r;

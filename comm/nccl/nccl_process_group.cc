@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "comm/init.h"
@@ -15,6 +16,7 @@
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
+#include "core/profiler.h"
 
 namespace ember::comm::nccl {
 
@@ -229,6 +231,15 @@ WorkPtr NcclProcessGroup::launch(const CollectiveInfo& info, std::vector<Tensor>
     }
   }
   {
+    // Timed on the communicator's stream by the device (made current for the profiler to find
+    // it), named as the issuing thread's tag says.
+    std::optional<cuda::StreamGuard> on_stream;
+    std::optional<profiler::DeviceRange> timed;
+    if (profiler::active()) {
+      const std::string& tag = profiler::current_tag();
+      on_stream.emplace(stream);
+      timed.emplace(Device::cuda(comm_->device), "comm", tag.empty() ? info.describe() : tag + ": " + info.describe());
+    }
     std::lock_guard<std::mutex> lock(comm_->enqueue_mutex);
     enqueue(stream.handle());
   }

@@ -26,6 +26,7 @@ StepResult TrainStrategy::train_step(const data::Batch& batch, const LossFn& los
   Tensor logits;
   {
     const profiler::Range range("forward", "forward and loss");
+    const profiler::DeviceRange on_device(input_device(), "forward", "forward and loss");
     AutocastGuard mixed_precision = autocast();
     logits = trained_->forward(batch.data.to(input_device(), true));
     r.loss = loss_fn(logits, target);
@@ -38,7 +39,10 @@ StepResult TrainStrategy::train_step(const data::Batch& batch, const LossFn& los
   return r;
 }
 
-void TrainStrategy::backward(const Tensor& loss) { (scaler_ ? scaler_->scale(loss) : loss).backward(); }
+void TrainStrategy::backward(const Tensor& loss) {
+  const profiler::DeviceRange on_device(output_device(), "backward", "backward");
+  (scaler_ ? scaler_->scale(loss) : loss).backward();
+}
 
 EvalTarget TrainStrategy::evaluation_target() { return {trained_.get(), input_device(), output_device()}; }
 

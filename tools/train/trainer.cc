@@ -295,6 +295,7 @@ TrainResult run_training(const TrainConfig& config) {
         optimizer->zero_grad();
         r = strategy->train_step(batch, loss_fn);
         const profiler::Range optimizer_range("optimizer", "optimizer step");
+        const profiler::DeviceRange optimizer_on_device(device, "optimizer", "optimizer step");
         if (scaler) {
           scaler->step(*optimizer);  // skipped when a gradient overflowed float16
           scaler->update();
