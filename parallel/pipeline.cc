@@ -91,6 +91,22 @@ uint64_t mix_seed(uint64_t base, int64_t stage, int64_t micro_batch) {
   return z ^ (z >> 31);
 }
 
+// The k-th pipeline stream of `device`, made once and never destroyed. The caching allocator keeps
+// the streams a block was allocated or recorded on by handle, so a stage stream must outlive every
+// tensor used on it, the caller's inputs and the returned outputs included: a stream destroyed
+// with its Pipeline left frees of those tensors to record events on a dead stream (a hang seen
+// when a bench's input outlived several pipelines). PyTorch keeps a stream pool for the same
+// reason. Pipelines used at once share the pool's streams, which only orders their work more.
+Stream pooled_stream(Device device, size_t k) {
+  static std::mutex mutex;
+  // Leaked on purpose: destroying the streams at exit could outlast the device runtime.
+  static auto* pool = new std::map<std::pair<int, int>, std::vector<Stream>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  std::vector<Stream>& streams = (*pool)[{static_cast<int>(device.type), device.index}];
+  while (streams.size() <= k) streams.push_back(new_stream(device));
+  return streams[k];
+}
+
 // A run's seed, one draw from the caller's generator: manual_seed makes pipelined dropout
 // reproducible whatever the order in which the stage threads run.
 uint64_t run_seed() {
@@ -153,7 +169,8 @@ struct Pipeline::Executor {
   std::vector<PipelineEvent> last_events;
 
   explicit Executor(Pipeline& p) : pipe(p), threads(p.devices_, "Pipeline", ReplicaThreads::StageThreads{}) {
-    for (const Device& d : p.devices_) streams.push_back(new_stream(d));
+    std::map<std::pair<int, int>, size_t> seen;  // a device listed twice gets two streams
+    for (const Device& d : p.devices_) streams.push_back(pooled_stream(d, seen[{static_cast<int>(d.type), d.index}]++));
   }
 
   // Runs every device's `actions(device)` on its thread; the caller's streams order around it.

@@ -503,3 +503,24 @@ TEST_CASE("auto: measures, picks a schedule that fits the budget, and trains lik
   const auto& held = fitted->plan()->chosen().held_bytes;
   CHECK(*std::max_element(held.begin(), held.end()) <= lean.memory_budget);
 }
+
+TEST_CASE("tensors a pipeline used outlive it: its streams are the pool's, never destroyed",
+          "[pipeline][streams][gpus:4]") {
+  require_four_devices();
+  manual_seed(381);
+  Watchdog watchdog("freeing tensors a destroyed pipeline used", 120);
+  Generator g(382);
+  Tensor x = random_images(g, 4, 3, kSide, kSide).to(kCuda0), y = random_labels(g, 4, kClasses);
+  std::vector<Tensor> outputs;
+  for (int k = 0; k < 3; ++k) {
+    // The input's block is recorded on the first stage's stream; the output was made on the last's.
+    auto pipe = std::make_shared<Pipeline>(plain_net(), cuda_devices(2), 2, Schedule::k1F1B);
+    pipe->train_step(x, y, ce);
+    NoGradGuard no_grad;
+    outputs.push_back(pipe->forward(x));
+  }
+  x = Tensor();
+  for (Tensor& out : outputs) CHECK(std::isfinite(out.sum().item<double>()));
+  outputs.clear();
+  for (int d = 0; d < 2; ++d) cuda::synchronize(d);
+}
