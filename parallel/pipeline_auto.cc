@@ -121,12 +121,14 @@ namespace {
 
 int64_t most(const std::vector<int64_t>& values) { return *std::max_element(values.begin(), values.end()); }
 
-// Stage costs of `balance`'s runs of layers.
+// Stage costs of `balance`'s runs of layers on `devices` devices.
 std::vector<StageCost> stage_costs(const std::vector<LayerCost>& layers, const std::vector<int64_t>& balance,
-                                   bool recompute) {
+                                   int64_t devices, bool recompute) {
   std::vector<StageCost> stages;
   size_t next = 0;
   for (int64_t count : balance) {
+    // A stage after the first keeps the copy of its input it received from another device.
+    const bool copied_input = !stages.empty() && devices > 1;
     StageCost s;
     int64_t extra = 0;
     const int64_t input_bytes = layers[next].input_bytes;
@@ -142,6 +144,8 @@ std::vector<StageCost> stage_costs(const std::vector<LayerCost>& layers, const s
       s.backward_s += s.forward_s;
       extra += s.held_bytes;
       s.held_bytes = input_bytes;
+    } else if (copied_input) {
+      s.held_bytes += input_bytes;
     }
     s.backward_extra_bytes = extra;
     stages.push_back(s);
@@ -172,8 +176,8 @@ PipelinePlan plan_pipeline(const std::map<int64_t, std::vector<LayerCost>>& laye
       c.virtual_stages = v;
       c.micro_batches = m;
       c.balance = balance_costs(times, devices * v);
-      const SimulatedSchedule sim =
-          simulate_schedule(per_device_actions(schedule, devices, m, v), stage_costs(layers, c.balance, recompute));
+      const SimulatedSchedule sim = simulate_schedule(per_device_actions(schedule, devices, m, v),
+                                                      stage_costs(layers, c.balance, devices, recompute));
       c.simulated_step_s = sim.makespan_s;
       c.held_bytes = sim.peak_held_bytes;
       c.fits = memory_budget == 0 || most(c.held_bytes) <= memory_budget;
