@@ -135,4 +135,28 @@ std::vector<double> measure_held_activations(int64_t p, int64_t m, parallel::Sch
   return held;
 }
 
+ScheduleRun measure_schedule(parallel::Pipeline& pipe, const Tensor& input, const Tensor& target, int steps) {
+  const std::vector<Device>& devices = pipe.devices();
+  pipe.train_step(input, target, mean_loss);  // kAuto chooses here; gradients exist from here on
+  std::vector<int64_t> base;
+  for (const Device& d : devices) {
+    cuda::synchronize(d.index);
+    cuda::reset_peak_memory_stats(d.index);
+    base.push_back(cuda::memory_stats(d.index).allocated_bytes);
+  }
+  std::vector<double> times;
+  for (int i = 0; i < steps; ++i) {
+    pipe.train_step(input, target, mean_loss);
+    times.push_back(pipe.last_step_seconds());
+  }
+  ScheduleRun run;
+  std::sort(times.begin(), times.end());
+  run.step_s = times[times.size() / 2];
+  for (size_t k = 0; k < devices.size(); ++k) {
+    cuda::synchronize(devices[k].index);
+    run.peak_bytes = std::max(run.peak_bytes, cuda::memory_stats(devices[k].index).peak_allocated_bytes - base[k]);
+  }
+  return run;
+}
+
 }  // namespace ember::bench

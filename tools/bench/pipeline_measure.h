@@ -43,4 +43,13 @@ BubbleRun measure_bubble(int64_t p, int64_t m, parallel::Schedule schedule, doub
 std::vector<double> measure_held_activations(int64_t p, int64_t m, parallel::Schedule schedule, int64_t hidden = 4096,
                                              int64_t virtual_stages = 1);
 
+// What a schedule costs on a pipeline: the median step (first action to last, over `steps`
+// train_steps after one warm-up step) and the largest device's peak of allocated bytes above what
+// it held before the measured steps (activations, their gradients and the messages).
+struct ScheduleRun {
+  double step_s = 0;
+  int64_t peak_bytes = 0;
+};
+ScheduleRun measure_schedule(parallel::Pipeline& pipe, const Tensor& input, const Tensor& target, int steps);
+
 }  // namespace ember::bench
