@@ -39,7 +39,8 @@ BubbleRun measure_bubble(int64_t p, int64_t m, parallel::Schedule schedule, doub
 // Each device's peak of stored activations during one train_step, in (stage, micro-batch) units:
 // the p * v stages are equal two-layer MLP blocks (a `hidden`-wide layer whose activations
 // dominate), and the unit is calibrated per device from one-block-per-device GPipe runs with 1 and
-// 2 micro-batches (peak(2) - peak(1)), the transient of a backward from peak(1) - unit.
+// 2 micro-batches (peak(2) - peak(1)), the transient of a backward from peak(1) - unit; the
+// calibration is made once per (p, hidden) in a process (not thread-safe).
 std::vector<double> measure_held_activations(int64_t p, int64_t m, parallel::Schedule schedule, int64_t hidden = 4096,
                                              int64_t virtual_stages = 1);
 
