@@ -144,6 +144,7 @@ struct Pipeline::Executor {
     bool retain_graph = false;
     std::map<int, Stream> caller_streams;  // by CUDA device index
     Device input_device;
+    int64_t placement = 0;  // Pipeline::placements_ when the run began
 
     Run(size_t stages, size_t devices)
         : records(stages), forward_inbox(stages), backward_inbox(stages), stats(stages), events(devices) {}
@@ -167,6 +168,8 @@ struct Pipeline::Executor {
   ReplicaThreads threads;
   std::vector<Stream> streams;  // per device; undefined on the CPU
   std::vector<PipelineEvent> last_events;
+
+  int64_t placements() const { return pipe.placements_; }
 
   explicit Executor(Pipeline& p) : pipe(p), threads(p.devices_, "Pipeline", ReplicaThreads::StageThreads{}) {
     std::map<std::pair<int, int>, size_t> seen;  // a device listed twice gets two streams
@@ -373,6 +376,9 @@ class PipelineBackward final : public autograd::Node {
                 "Pipeline: a second backward through the same forward; pass retain_graph to the "
                 "first");
     Pipeline::Executor::Run& run = *run_;
+    EMBER_CHECK(run.placement == executor_.placements(),
+                "Pipeline: the stages were placed anew (Schedule::kAuto chose at a train_step) between this "
+                "forward and its backward; run the backward first");
     run.retain_graph = pass->retain_graph;
     run.output_grads = std::move(grads);
     const int64_t p = executor_.pipe.num_devices(), m = run.micro_batches, v = executor_.pipe.virtual_stages();
@@ -476,6 +482,7 @@ void Pipeline::place_stages() {
     stages_.push_back(stage);
   }
   checked_micro_batches_.clear();
+  ++placements_;
 }
 
 Pipeline::~Pipeline() = default;
@@ -512,6 +519,7 @@ Tensor Pipeline::forward(const Tensor& input) {
   auto run = std::make_shared<Executor::Run>(stages_.size(), devices_.size());
   run->mode = autograd ? Executor::Mode::kAutograd : Executor::Mode::kEvaluate;
   run->micro_batches = static_cast<int64_t>(sizes.size());
+  run->placement = placements_;
   run->chunks = input.split_with_sizes(sizes, options_.dim);
   run->input_device = input.device();
   run->input_requires_grad = autograd && input.requires_grad();

@@ -150,6 +150,7 @@ class Pipeline : public nn::Module {
   PipelineOptions options_;
   std::optional<PipelinePlan> plan_;
   std::set<int64_t> checked_micro_batches_;  // m whose lists were simulated once
+  int64_t placements_ = 0;                   // place_stages calls: a forward's backward needs the same
   std::unique_ptr<Executor> executor_;
 };
 

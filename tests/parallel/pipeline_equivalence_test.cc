@@ -464,7 +464,10 @@ TEST_CASE("auto: measures, picks a schedule that fits the budget, and trains lik
   auto pipe = std::make_shared<Pipeline>(copy_of(base, Device(kCPU)), cuda_devices(2), 4, Schedule::kAuto, options);
   CHECK(pipe->plan() == nullptr);
   pipe->zero_grad();
+  // A forward before the choice runs on the first placement: its backward cannot follow the move.
+  const Tensor early = pipe->forward(x);
   parallel::PipelineStep step = pipe->train_step(x, y, ce);
+  CHECK_THROWS_WITH(ce(early, y.to(early.device())).backward(), Contains("the stages were placed anew"));
   const Grads got = step_grads(step, *pipe);
   REQUIRE(pipe->plan() != nullptr);
   const parallel::PipelinePlan& plan = *pipe->plan();
