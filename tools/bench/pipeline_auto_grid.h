@@ -13,8 +13,9 @@ struct AutoGridResult {
   double sim_err_max = 0;  // largest |simulated - measured| / measured of auto's choices
 };
 
-// Stages `ps` (one per emulated or real CUDA device), m in {4, 8} ({4} quick), each device's
-// forward and backward waiting `action_s` over its 4 layers. Prints a table per case.
+// Stages `ps` (one per emulated or real CUDA device; only 2 with `quick`), m in {4, 8} ({4} with
+// `quick`), each device's forward and backward waiting `action_s` over its 4 layers. Prints a
+// table per case.
 AutoGridResult run_auto_grid(const std::vector<int64_t>& ps, bool quick, double action_s);
 
 }  // namespace ember::bench
