@@ -135,6 +135,7 @@ class Pipeline : public nn::Module {
  private:
   // Splits the Sequential into balance_'s stages on their devices (again after kAuto's choice).
   void place_stages();
+  void start_executor();  // pipeline.cc, where the Executor is defined
   // kAuto (pipeline_auto.cc): measures on a batch like `input`, chooses, and re-places the
   // stages; after the first step with the choice, logs its simulated and measured step time.
   void choose_schedule(const Tensor& input);
@@ -151,7 +152,8 @@ class Pipeline : public nn::Module {
   std::optional<PipelinePlan> plan_;
   std::set<int64_t> checked_micro_batches_;  // m whose lists were simulated once
   int64_t placements_ = 0;                   // place_stages calls: a forward's backward needs the same
-  std::unique_ptr<Executor> executor_;
+  // Shared, not unique: the constructor (pipeline_module.cc) does not see the Executor's type.
+  std::shared_ptr<Executor> executor_;
 };
 
 }  // namespace ember::parallel
