@@ -147,7 +147,10 @@ std::vector<StageCost> stage_costs(const std::vector<LayerCost>& layers, const s
     } else if (copied_input) {
       s.held_bytes += input_bytes;
     }
+    // A stage before the last also receives its output's gradient, a copy, for its backward.
+    if (next < layers.size() && devices > 1) extra += layers[next].input_bytes;
     s.backward_extra_bytes = extra;
+    s.input_bytes = input_bytes;
     stages.push_back(s);
   }
   return stages;

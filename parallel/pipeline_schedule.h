@@ -47,6 +47,8 @@ struct StageCost {
   int64_t held_bytes = 0;
   // Allocated on top of what is held while its backward runs (gradients).
   int64_t backward_extra_bytes = 0;
+  // The gradient of its input, sent back: held on its device until the stage before takes it.
+  int64_t input_bytes = 0;
 };
 
 struct SimulatedSchedule {
@@ -56,7 +58,7 @@ struct SimulatedSchedule {
   // a backward's gradient from the stage after (messages cost nothing).
   std::vector<std::vector<double>> start_s, end_s;
   std::vector<int64_t> peak_held_micro_batches;  // per device: (stage, micro-batch) pairs held at once
-  std::vector<int64_t> peak_held_bytes;          // per device, backward extras included
+  std::vector<int64_t> peak_held_bytes;          // per device, over the timeline, all of StageCost's bytes
   double bubble = 0;                             // mean over devices of 1 - busy / makespan
 };
 

@@ -143,15 +143,23 @@ TEST_CASE("simulator: makespans and held memory computed by hand", "[pipeline][s
   // Held: both micro-batches at once, plus the backward's extra on device 1.
   CHECK(sim.peak_held_bytes == std::vector<int64_t>{20, 47});
   CHECK(sim.peak_held_micro_batches == std::vector<int64_t>{2, 2});
+  // The gradient a backward sends stays on its device until the stage before starts that
+  // backward. Device 0's backwards take 4: B1 [4,8], B0 [8,12]; device 1 ends B0 at 5, so its
+  // 5-byte message waits there until 8, above the 2 x 2 bytes its forwards held.
+  const std::vector<StageCost> slow_first = {{1, 4, 10, 0, 0}, {1, 1, 2, 0, 5}};
+  const auto waiting = parallel::simulate_schedule(parallel::per_device_actions(Schedule::kGPipe, 2, 2), slow_first);
+  CHECK(waiting.start_s[0] == std::vector<double>{0, 1, 4, 8});
+  CHECK(waiting.peak_held_bytes[1] == 5);
 }
 
 TEST_CASE("auto: the fastest candidate that fits the memory budget, or an Error naming the leanest",
           "[pipeline][auto]") {
   // 8 equal layers on 2 devices, m = 4: GPipe and 1F1B take (4 + 1) (4 + 8) = 60; interleaved
-  // less, least with v = 4. Held bytes on device 0: 1F1B 2 micro-batches x 4 layers x 100 + 10
-  // (the backward's extra) = 810, GPipe 1610; interleaved v = 4 holds 9 (stage, micro-batch)
-  // pairs of one layer at its first backward: 3 of stage 0, and 2 each of stages 2, 4 and 6, which
-  // also keep the input (50) they received from device 1: 300 + 6 x 150 + 10.
+  // less, least with v = 4. Held bytes on device 0: 1F1B 2 micro-batches x 4 layers x 100, plus
+  // in the backward its extra (10) and the gradient it received from device 1 (50): 860; GPipe
+  // 1660; interleaved v = 4 holds 9 (stage, micro-batch) pairs of one layer at its first backward:
+  // 3 of stage 0, and 2 each of stages 2, 4 and 6, which also keep the input (50) they received
+  // from device 1: 300 + 6 x 150 + 60.
   std::map<int64_t, std::vector<parallel::LayerCost>> costs;
   costs[4] = std::vector<parallel::LayerCost>(8, {1, 2, 100, 10, 50});
   const parallel::PipelinePlan free = parallel::plan_pipeline(costs, 2, 0, false);
@@ -161,19 +169,19 @@ TEST_CASE("auto: the fastest candidate that fits the memory budget, or an Error 
   for (const auto& c : free.candidates) {
     INFO(c.describe());
     if (c.schedule != Schedule::kInterleaved1F1B) CHECK(c.simulated_step_s == Approx(60));
-    if (c.schedule == Schedule::k1F1B) CHECK(c.held_bytes[0] == 810);
-    if (c.schedule == Schedule::kGPipe) CHECK(c.held_bytes[0] == 1610);
-    if (c.schedule == Schedule::kInterleaved1F1B && c.virtual_stages == 4) CHECK(c.held_bytes[0] == 1210);
+    if (c.schedule == Schedule::k1F1B) CHECK(c.held_bytes[0] == 860);
+    if (c.schedule == Schedule::kGPipe) CHECK(c.held_bytes[0] == 1660);
+    if (c.schedule == Schedule::kInterleaved1F1B && c.virtual_stages == 4) CHECK(c.held_bytes[0] == 1260);
   }
-  const parallel::PipelinePlan tight = parallel::plan_pipeline(costs, 2, 850, false);
+  const parallel::PipelinePlan tight = parallel::plan_pipeline(costs, 2, 900, false);
   CHECK(tight.chosen().schedule == Schedule::k1F1B);
   CHECK_THROWS_WITH(parallel::plan_pipeline(costs, 2, 500, false),
-                    Contains("no schedule fits the memory budget of 500") && Contains("1f1b m=4, needs 810"));
+                    Contains("no schedule fits the memory budget of 500") && Contains("1f1b m=4, needs 860"));
   // Recomputation keeps each stage's input only: 1F1B holds 2 x 50, and its backward reruns the
-  // forward, holding 400 + 10 more.
+  // forward, holding 400 + 10 + 50 more.
   const parallel::PipelinePlan recompute = parallel::plan_pipeline(costs, 2, 0, true);
   for (const auto& c : recompute.candidates)
-    if (c.schedule == Schedule::k1F1B) CHECK(c.held_bytes[0] == 2 * 50 + 410);
+    if (c.schedule == Schedule::k1F1B) CHECK(c.held_bytes[0] == 2 * 50 + 460);
   // More micro-batches: each candidate count is simulated with its own costs.
   costs[2] = std::vector<parallel::LayerCost>(8, {2, 4, 200, 20, 100});
   const parallel::PipelinePlan two = parallel::plan_pipeline(costs, 2, 0, false);
