@@ -74,6 +74,12 @@ struct DeviceRuntime {
   // Memory of device `device_index`. A CUDA allocation belongs to the stream current when it was
   // made: freeing it makes it reusable for that stream's later work at once.
   Allocator* (*allocator)(int device_index) = nullptr;
+  // Bytes the allocator has handed out on the device and not taken back (its reuse cache not
+  // counted), and the most at once since the last reset: for measuring what a computation holds
+  // (the pipeline's Schedule::kAuto). Null: not counted. The CPU counts all its memory as one.
+  int64_t (*allocated_bytes)(int device_index) = nullptr;
+  int64_t (*peak_allocated_bytes)(int device_index) = nullptr;
+  void (*reset_peak_allocated)(int device_index) = nullptr;
   // Page-locked host memory that this backend's copies can read and write asynchronously
   // (Tensor::pin_memory); null when the backend has none.
   Allocator* (*pinned_allocator)() = nullptr;

@@ -212,6 +212,9 @@ const DeviceRuntime& cuda_runtime() {
     r.device_count = &device_count;
     r.runtime_started = &runtime_started;
     r.allocator = &device_allocator;
+    r.allocated_bytes = [](int device_index) { return cuda::memory_stats(device_index).allocated_bytes; };
+    r.peak_allocated_bytes = [](int device_index) { return cuda::memory_stats(device_index).peak_allocated_bytes; };
+    r.reset_peak_allocated = [](int device_index) { cuda::reset_peak_memory_stats(device_index); };
     r.pinned_allocator = [] { return static_cast<Allocator*>(&pinned_allocator()); };
     r.synchronize = [](Device device) { cuda::synchronize(device.index); };
     r.memcpy_device = &memcpy_device;

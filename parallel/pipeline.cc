@@ -1,14 +1,16 @@
-// Pipeline: stages on their own threads and streams, micro-batches passed between neighbours.
+// Pipeline: devices on their own threads and streams, micro-batches passed between neighbouring
+// stages (stage k on device k % p, so with virtual stages the last device sends to the first).
 //
 // Each micro-batch's part of each stage is a graph of its own: its input is a leaf on the stage's
 // device, and the stage's backward of micro-batch i is `backward(output_i, grad_i)`, whose input
 // gradient goes to the stage before. So the schedule, not autograd, decides what runs when, and
-// a stage's thread runs exactly its list of actions (pipeline_schedule.cc).
+// a device's thread runs exactly its list of actions (pipeline_schedule.cc).
 //
-// Streams. Stage s queues its kernels on a stream of its own (S_s), which waits at the start of a
-// run for the caller's current stream on its device (the optimizer's step), and the caller's
-// stream waits for every stage's at the end. A tensor passed on is produced on the sender's
-// stream: the receiver copies it to its device on that stream (the copy reads only memory of the
+// Streams. Device thread d queues its kernels, whichever of its stages runs, on a stream of its
+// own (S_d), which waits at the start of a run for the caller's current stream on its device (the
+// optimizer's step), and the caller's stream waits for every S_d at the end. A tensor passed on
+// is produced on the sender's stream: the receiver copies it to its device on that stream (the
+// copy reads only memory of the
 // sender's stream, and writes memory of the receiver's), or, on the same device, makes its
 // stream wait for the sender's and records the tensor as used on its stream (record_stream), so
 // the sender's later work cannot reuse the memory under the receiver's reads. A peer copy is
@@ -21,7 +23,6 @@
 #include <map>
 #include <optional>
 #include <mutex>
-#include <sstream>
 
 #include "autograd/engine.h"
 #include "autograd/function.h"
@@ -90,6 +91,22 @@ uint64_t mix_seed(uint64_t base, int64_t stage, int64_t micro_batch) {
   return z ^ (z >> 31);
 }
 
+// The k-th pipeline stream of `device`, made once and never destroyed. The caching allocator keeps
+// the streams a block was allocated or recorded on by handle, so a stage stream must outlive every
+// tensor used on it, the caller's inputs and the returned outputs included: a stream destroyed
+// with its Pipeline left frees of those tensors to record events on a dead stream (a hang seen
+// when a bench's input outlived several pipelines). PyTorch keeps a stream pool for the same
+// reason. Pipelines used at once share the pool's streams, which only orders their work more.
+Stream pooled_stream(Device device, size_t k) {
+  static std::mutex mutex;
+  // Leaked on purpose: destroying the streams at exit could outlast the device runtime.
+  static auto* pool = new std::map<std::pair<int, int>, std::vector<Stream>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  std::vector<Stream>& streams = (*pool)[{static_cast<int>(device.type), device.index}];
+  while (streams.size() <= k) streams.push_back(new_stream(device));
+  return streams[k];
+}
+
 // A run's seed, one draw from the caller's generator: manual_seed makes pipelined dropout
 // reproducible whatever the order in which the stage threads run.
 uint64_t run_seed() {
@@ -120,16 +137,17 @@ struct Pipeline::Executor {
     std::vector<Inbox> forward_inbox, backward_inbox;
     std::vector<DeferredStats> stats;
     std::vector<Tensor> outputs, losses, metrics, input_grads, output_grads;
-    std::vector<std::vector<PipelineEvent>> events;
+    std::vector<std::vector<PipelineEvent>> events;  // per device
     Clock::time_point start;
     const ReplicaLossFn* loss_fn = nullptr;
     const ReplicaLossFn* metric = nullptr;
     bool retain_graph = false;
     std::map<int, Stream> caller_streams;  // by CUDA device index
     Device input_device;
+    int64_t placement = 0;  // Pipeline::placements_ when the run began
 
-    explicit Run(size_t stages)
-        : records(stages), forward_inbox(stages), backward_inbox(stages), stats(stages), events(stages) {}
+    Run(size_t stages, size_t devices)
+        : records(stages), forward_inbox(stages), backward_inbox(stages), stats(stages), events(devices) {}
     // The first failure is the cause; the stages it leaves waiting fail after it (aborted).
     std::mutex failure_mutex;
     std::string cause;
@@ -148,16 +166,19 @@ struct Pipeline::Executor {
 
   Pipeline& pipe;
   ReplicaThreads threads;
-  std::vector<Stream> streams;  // per stage; undefined on the CPU
+  std::vector<Stream> streams;  // per device; undefined on the CPU
   std::vector<PipelineEvent> last_events;
 
+  int64_t placements() const { return pipe.placements_; }
+
   explicit Executor(Pipeline& p) : pipe(p), threads(p.devices_, "Pipeline", ReplicaThreads::StageThreads{}) {
-    for (const Device& d : p.devices_) streams.push_back(new_stream(d));
+    std::map<std::pair<int, int>, size_t> seen;  // a device listed twice gets two streams
+    for (const Device& d : p.devices_) streams.push_back(pooled_stream(d, seen[{static_cast<int>(d.type), d.index}]++));
   }
 
-  // Runs every stage's `actions(stage)` on its thread; the caller's streams order around it.
+  // Runs every device's `actions(device)` on its thread; the caller's streams order around it.
   void execute(Run& run, const std::function<std::vector<PipelineAction>(int64_t)>& actions) {
-    const int64_t p = pipe.num_stages();
+    const int64_t p = pipe.num_devices();
     run.start = Clock::now();
     for (std::vector<PipelineEvent>& e : run.events) e.clear();
     run.caller_streams.clear();  // a backward may run on other streams than its forward
@@ -167,16 +188,12 @@ struct Pipeline::Executor {
       run.caller_streams[run.input_device.index] = current_stream(run.input_device);
     run.cause.clear();
     try {
-      threads.run(static_cast<size_t>(p), {}, [&](size_t k) {
-        const int64_t s = static_cast<int64_t>(k);
-        try {
-          stage_main(run, s, actions(s));
-        } catch (const std::exception& e) {
-          run.fail(s, pipe.devices_[k], e.what());
-          throw;
-        }
-      });
+      threads.run(static_cast<size_t>(p), {},
+                  [&](size_t k) { device_main(run, static_cast<int64_t>(k), actions(static_cast<int64_t>(k))); });
     } catch (const Error&) {
+      // A failed run's kernels may still be reading tensors the caller frees now (the targets,
+      // on its stream): its later work, reuse of that memory included, waits for them too.
+      for (const Stream& stream : streams) wait_for_stream(stream);
       // The stage that failed first, not one that stopped waiting for it.
       if (!run.cause.empty()) throw Error(run.cause);
       throw;
@@ -187,23 +204,29 @@ struct Pipeline::Executor {
     for (auto& e : run.events) last_events.insert(last_events.end(), e.begin(), e.end());
   }
 
-  void stage_main(Run& run, int64_t s, const std::vector<PipelineAction>& actions) {
-    const Device device = pipe.devices_[s];
-    if (streams[s].defined()) {
-      set_current_stream(streams[s]);
-      // After the caller's queued work on this device (this thread's current stream is S_s).
+  void device_main(Run& run, int64_t d, const std::vector<PipelineAction>& actions) {
+    const Device device = pipe.devices_[d];
+    if (streams[d].defined()) {
+      set_current_stream(streams[d]);
+      // After the caller's queued work on this device (this thread's current stream is S_d).
       wait_for_stream(run.caller_streams.at(device.index));
     }
     for (const PipelineAction& a : actions) {
-      PipelineEvent event{s, a.micro_batch, a.backward, 0, 0};
+      const int64_t s = a.chunk * pipe.num_devices() + d;
+      PipelineEvent event{s, d, a.micro_batch, a.backward, 0, 0};
       // Busy from when the neighbour's message is in (waiting for it is the bubble).
       auto started = [&] { event.start_s = seconds_since(run.start); };
-      if (a.backward)
-        backward_step(run, s, a.micro_batch, started);
-      else
-        forward_step(run, s, a.micro_batch, started);
+      try {
+        if (a.backward)
+          backward_step(run, s, a.micro_batch, started);
+        else
+          forward_step(run, s, a.micro_batch, started);
+      } catch (const std::exception& e) {
+        run.fail(s, device, e.what());
+        throw;
+      }
       event.end_s = seconds_since(run.start);
-      run.events[s].push_back(event);
+      run.events[d].push_back(event);
     }
   }
 
@@ -211,21 +234,24 @@ struct Pipeline::Executor {
     return std::chrono::duration<double>(Clock::now() - start).count();
   }
 
+  // The stream stage s runs on: its device thread's.
+  const Stream& stream_of(int64_t s) const { return streams[static_cast<size_t>(s % pipe.num_devices())]; }
+
   // `m.tensor` on stage s's device, ordered after its production (see the file comment).
   Tensor receive(const Message& m, int64_t s) {
-    const Device to = pipe.devices_[s];
+    const Device to = pipe.stage_device(s);
     const Device from = m.tensor.device();
     if (from == to) {
-      if (to.is_cuda() && m.stream.defined() && m.stream != streams[s]) {
+      if (to.is_cuda() && m.stream.defined() && m.stream != stream_of(s)) {
         wait_for_stream(m.stream);
-        record_stream(m.tensor, streams[s]);
+        record_stream(m.tensor, stream_of(s));
       }
       return m.tensor;
     }
     if (from.is_cuda()) {
       set_current_stream(m.stream);  // the copy runs on the sender's stream
       Tensor moved = m.tensor.to(to);
-      set_current_stream(streams[s]);
+      set_current_stream(stream_of(s));
       return moved;
     }
     return m.tensor.to(to);  // from host memory the sender finished writing
@@ -287,7 +313,7 @@ struct Pipeline::Executor {
     if (s == last) {
       if (run.mode != Mode::kTrain) run.outputs[i] = out;
     } else {
-      run.forward_inbox[s + 1].put(i, {out.detach(), streams[s]});
+      run.forward_inbox[s + 1].put(i, {out.detach(), stream_of(s)});
     }
   }
 
@@ -323,7 +349,7 @@ struct Pipeline::Executor {
     if (r.input.requires_grad() && !input_grad.defined()) input_grad = zeros_like(r.input);
     if (run.retain_graph) r.input.mutable_grad() = Tensor();  // the next pass starts from zero
     if (s > 0) {
-      run.backward_inbox[s - 1].put(i, {input_grad.defined() ? input_grad : zeros_like(r.input), streams[s]});
+      run.backward_inbox[s - 1].put(i, {input_grad.defined() ? input_grad : zeros_like(r.input), stream_of(s)});
     } else if (run.input_requires_grad) {
       run.input_grads[i] = input_grad;
     }
@@ -350,11 +376,14 @@ class PipelineBackward final : public autograd::Node {
                 "Pipeline: a second backward through the same forward; pass retain_graph to the "
                 "first");
     Pipeline::Executor::Run& run = *run_;
+    EMBER_CHECK(run.placement == executor_.placements(),
+                "Pipeline: the stages were placed anew (Schedule::kAuto chose at a train_step) between this "
+                "forward and its backward; run the backward first");
     run.retain_graph = pass->retain_graph;
     run.output_grads = std::move(grads);
-    const int64_t p = executor_.pipe.num_stages(), m = run.micro_batches;
-    executor_.execute(run, [&](int64_t s) {
-      std::vector<PipelineAction> all = schedule_actions(Schedule::kGPipe, s, p, m), backwards;
+    const int64_t p = executor_.pipe.num_devices(), m = run.micro_batches, v = executor_.pipe.virtual_stages();
+    executor_.execute(run, [&](int64_t d) {
+      std::vector<PipelineAction> all = schedule_actions(Schedule::kGPipe, d, p, m, v), backwards;
       for (const PipelineAction& a : all)
         if (a.backward) backwards.push_back(a);
       return backwards;
@@ -378,64 +407,23 @@ class PipelineBackward final : public autograd::Node {
   int64_t dim_;
 };
 
-std::string join(const std::vector<int64_t>& v) {
-  std::ostringstream out;
-  for (size_t i = 0; i < v.size(); ++i) out << (i ? ", " : "") << v[i];
-  return out.str();
-}
-
 }  // namespace
 
-Pipeline::Pipeline(nn::Sequential sequential, std::vector<Device> devices, int64_t chunks, Schedule schedule,
-                   PipelineOptions options)
-    : Module("Pipeline"),
-      sequential_(std::move(sequential)),
-      devices_(std::move(devices)),
-      chunks_(chunks),
-      schedule_(schedule),
-      options_(std::move(options)) {
-  EMBER_CHECK(sequential_.ptr() != nullptr, "Pipeline: the Sequential is null");
-  EMBER_CHECK(!devices_.empty(), "Pipeline: no devices given");
-  EMBER_CHECK(chunks_ >= 1, "Pipeline: chunks must be at least 1, got ", chunks_);
-  EMBER_CHECK(options_.dim >= 0, "Pipeline: dim must be non-negative, got ", options_.dim);
-  const int64_t layers = static_cast<int64_t>(sequential_->size());
-  const int64_t p = static_cast<int64_t>(devices_.size());
-  EMBER_CHECK(layers >= p, "Pipeline: ", p, " stages need at least ", p, " layers, the Sequential has ", layers);
-  for (size_t i = 0; i < devices_.size(); ++i) {
-    const Device d = devices_[i];
-    if (!d.is_cuda()) continue;
-    const bool linked = has_backend(d.type);
-    EMBER_CHECK(
-        linked && d.index < device_count(d.type), "Pipeline: devices[", i, "] is ", d, ", which is not available (",
-        linked ? std::to_string(device_count(d.type)) + " CUDA devices" : std::string("no CUDA backend linked"), ")");
-  }
-  balance_ = options_.balance.empty() ? balance_by_parameters(sequential_, p) : options_.balance;
-  EMBER_CHECK(static_cast<int64_t>(balance_.size()) == p, "Pipeline: the balance has ", balance_.size(), " stages (",
-              join(balance_), "), the devices ", p);
-  int64_t sum = 0;
-  for (size_t i = 0; i < balance_.size(); ++i) {
-    EMBER_CHECK(balance_[i] >= 1, "Pipeline: stage ", i, " of the balance (", join(balance_), ") has ", balance_[i],
-                " layers; every stage needs at least one");
-    sum += balance_[i];
-  }
-  EMBER_CHECK(sum == layers, "Pipeline: the balance (", join(balance_), ") covers ", sum,
-              " layers, the Sequential has ", layers);
-  int64_t next = 0;
-  for (int64_t s = 0; s < p; ++s) {
-    nn::Sequential stage;
-    for (int64_t k = 0; k < balance_[s]; ++k, ++next) {
-      const size_t i = static_cast<size_t>(next);
-      stage->push_back(sequential_->name(i), (*sequential_)[i]);  // the model's own keys per stage
-    }
-    stage->to(devices_[s]);
-    stages_.push_back(stage);
-  }
-  executor_ = std::make_unique<Executor>(*this);
-}
+void Pipeline::start_executor() { executor_ = std::make_shared<Executor>(*this); }
 
 Pipeline::~Pipeline() = default;
 
 std::vector<PipelineEvent> Pipeline::last_events() const { return executor_->last_events; }
+
+double Pipeline::last_step_seconds() const {
+  double first = 0, last = 0;
+  for (size_t k = 0; k < executor_->last_events.size(); ++k) {
+    const PipelineEvent& e = executor_->last_events[k];
+    first = k == 0 ? e.start_s : std::min(first, e.start_s);
+    last = std::max(last, e.end_s);
+  }
+  return last - first;
+}
 
 namespace {
 
@@ -454,9 +442,10 @@ Tensor Pipeline::forward(const Tensor& input) {
   bool any_grad = input.requires_grad();
   for (const Tensor& p : parameters()) any_grad = any_grad || p.requires_grad();
   const bool autograd = GradMode::is_enabled() && any_grad;
-  auto run = std::make_shared<Executor::Run>(devices_.size());
+  auto run = std::make_shared<Executor::Run>(stages_.size(), devices_.size());
   run->mode = autograd ? Executor::Mode::kAutograd : Executor::Mode::kEvaluate;
   run->micro_batches = static_cast<int64_t>(sizes.size());
+  run->placement = placements_;
   run->chunks = input.split_with_sizes(sizes, options_.dim);
   run->input_device = input.device();
   run->input_requires_grad = autograd && input.requires_grad();
@@ -464,10 +453,10 @@ Tensor Pipeline::forward(const Tensor& input) {
   for (auto& records : run->records) records.resize(sizes.size());
   run->outputs.resize(sizes.size());
   run->input_grads.resize(sizes.size());
-  const int64_t p = num_stages(), m = run->micro_batches;
-  executor_->execute(*run, [&](int64_t s) {
+  const int64_t p = num_devices(), m = run->micro_batches, v = virtual_stages_;
+  executor_->execute(*run, [&](int64_t d) {
     std::vector<PipelineAction> forwards;
-    for (const PipelineAction& a : schedule_actions(Schedule::kGPipe, s, p, m))
+    for (const PipelineAction& a : schedule_actions(Schedule::kGPipe, d, p, m, v))
       if (!a.backward) forwards.push_back(a);
     return forwards;
   });
@@ -500,8 +489,9 @@ PipelineStep Pipeline::train_step(const Tensor& input, const Tensor& target, con
   EMBER_CHECK(target.defined() && target.dim() > options_.dim && target.size(options_.dim) == input.size(options_.dim),
               "Pipeline::train_step: the target must split like the input along dim ", options_.dim, ": input ",
               shape_str(input.sizes()), ", target ", target.defined() ? shape_str(target.sizes()) : "undefined");
+  if (schedule_ == Schedule::kAuto) choose_schedule(input);
   const std::vector<int64_t> sizes = balanced_split(input.size(options_.dim), chunks_);
-  auto run = std::make_unique<Executor::Run>(devices_.size());
+  auto run = std::make_unique<Executor::Run>(stages_.size(), devices_.size());
   run->mode = Executor::Mode::kTrain;
   run->micro_batches = static_cast<int64_t>(sizes.size());
   run->chunks = input.split_with_sizes(sizes, options_.dim);
@@ -518,9 +508,14 @@ PipelineStep Pipeline::train_step(const Tensor& input, const Tensor& target, con
   for (auto& records : run->records) records.resize(sizes.size());
   run->losses.resize(sizes.size());
   run->metrics.resize(sizes.size());
-  const int64_t p = num_stages(), m = run->micro_batches;
+  const int64_t p = num_devices(), m = run->micro_batches, v = virtual_stages_;
   const Schedule schedule = schedule_;
-  executor_->execute(*run, [&](int64_t s) { return schedule_actions(schedule, s, p, m); });
+  if (checked_micro_batches_.insert(m).second) {
+    // Unit costs are enough: whether lists wait on each other does not depend on the times.
+    simulate_schedule(per_device_actions(schedule, p, m, v), std::vector<StageCost>(stages_.size(), {1, 1, 0, 0}));
+  }
+  executor_->execute(*run, [&](int64_t d) { return schedule_actions(schedule, d, p, m, v); });
+  if (plan_ && plan_->measured_step_s == 0) report_plan();
   if (options_.deferred_batch_norm) {
     for (auto& stats : run->stats) stats.apply();
   }
@@ -532,42 +527,6 @@ PipelineStep Pipeline::train_step(const Tensor& input, const Tensor& target, con
       if (v.defined()) step.metric = step.metric.defined() ? step.metric + v : v;
   }
   return step;
-}
-
-std::vector<std::pair<std::string, Tensor>> Pipeline::named_parameters(bool recurse) const {
-  return sequential_->named_parameters(recurse);
-}
-
-std::vector<std::pair<std::string, Tensor>> Pipeline::named_buffers(bool recurse) const {
-  return sequential_->named_buffers(recurse);
-}
-
-NamedTensors Pipeline::state_dict() const { return sequential_->state_dict(); }
-
-nn::LoadResult Pipeline::load_state_dict(const NamedTensors& state, bool strict) {
-  return sequential_->load_state_dict(state, strict);
-}
-
-void Pipeline::train(bool on) {
-  Module::train(on);
-  sequential_->train(on);
-}
-
-void Pipeline::to(Device device) {
-  std::ostringstream where;
-  for (size_t i = 0; i < devices_.size(); ++i) where << (i ? ", " : "") << devices_[i];
-  EMBER_FAIL("Pipeline::to(", device, "): a Pipeline's stages stay on the devices it was built with (", where.str(),
-             "); build a new Pipeline to move them");
-}
-
-void Pipeline::to(DType dtype) { sequential_->to(dtype); }
-
-std::string Pipeline::extra_repr() const {
-  std::ostringstream out;
-  out << "stages=" << devices_.size() << ", balance=[" << join(balance_) << "], chunks=" << chunks_
-      << ", schedule=" << schedule_name(schedule_) << (options_.checkpoint ? ", checkpoint" : "")
-      << (options_.deferred_batch_norm ? ", deferred_batch_norm" : "");
-  return out.str();
 }
 
 }  // namespace ember::parallel

@@ -1,16 +1,10 @@
 // How a Sequential splits into pipeline stages: contiguous runs of layers whose largest cost is
 // as small as it can be, the cost being a layer's parameter count or its measured time.
 #include <algorithm>
-#include <chrono>
 #include <limits>
 
-#include "autograd/engine.h"
-#include "core/runtime.h"
-#include "core/factory.h"
-#include "core/grad_mode.h"
-#include "core/random.h"
-#include "nn/modules/batchnorm.h"
 #include "parallel/pipeline.h"
+#include "parallel/pipeline_auto.h"
 
 namespace ember::parallel {
 
@@ -60,40 +54,9 @@ std::vector<int64_t> balance_by_time(const nn::Sequential& sequential, const Ten
                                      int repeats) {
   EMBER_CHECK(sample.defined(), "balance_by_time: the sample input is undefined");
   EMBER_CHECK(repeats >= 1, "balance_by_time: repeats must be at least 1, got ", repeats);
-  const Device device = sample.device();
-  const DeviceRuntime* runtime = find_runtime(device.type);
-  auto wait_device = [&] {
-    if (runtime != nullptr && runtime->synchronize != nullptr) runtime->synchronize(device);
-  };
-  // The measurement must leave no trace: no running statistics counted, no draw from the global
-  // generator, no gradient accumulated into the parameters.
-  nn::RunningStatsScope no_running_stats(nullptr);
-  Generator generator(0);
-  GeneratorGuard use_generator(&generator);
-  EnableGradGuard with_grad;
-  std::vector<double> costs(sequential->size(), std::numeric_limits<double>::infinity());
-  Tensor h = sample;
-  for (size_t i = 0; i < sequential->size(); ++i) {
-    const std::shared_ptr<nn::Module>& layer = (*sequential)[i];
-    Tensor next;
-    for (int r = 0; r < repeats; ++r) {
-      Tensor in = h.detach();
-      if (is_floating(in.dtype())) in.requires_grad_(true);
-      wait_device();
-      const auto start = std::chrono::steady_clock::now();
-      Tensor out = layer->forward(in);
-      std::vector<Tensor> wrt;
-      if (in.requires_grad()) wrt.push_back(in);
-      for (const Tensor& p : layer->parameters())
-        if (p.requires_grad()) wrt.push_back(p);
-      if (out.requires_grad() && !wrt.empty()) autograd::grad({out}, wrt, {ones_like(out)}, false, true);
-      wait_device();
-      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-      costs[i] = std::min(costs[i], took.count());
-      next = out.detach();
-    }
-    h = next;
-  }
+  std::vector<double> costs;
+  for (const LayerCost& c : measure_layer_costs(sequential, sample, repeats))
+    costs.push_back(c.forward_s + c.backward_s);
   return balance_costs(costs, parts);
 }
 

@@ -12,6 +12,9 @@ const DeviceRuntime& cpu_runtime() {
     r.name = "cpu";
     r.device_count = [] { return 1; };
     r.allocator = &cpu_allocator;
+    r.allocated_bytes = [](int) { return cpu_memory_stats().allocated_bytes; };
+    r.peak_allocated_bytes = [](int) { return cpu_memory_stats().peak_allocated_bytes; };
+    r.reset_peak_allocated = [](int) { reset_cpu_peak_memory(); };
     r.synchronize = [](Device) {};
     return r;
   }();

@@ -2,9 +2,7 @@
 #include "tests/parallel/schedule_rendezvous.h"
 
 #include <algorithm>
-#include <map>
 #include <sstream>
-#include <tuple>
 
 #include "core/ember_core.h"
 
@@ -13,43 +11,24 @@ namespace ember::testing {
 namespace {
 
 std::string action_name(const parallel::PipelineAction& a) {
-  return detail::concat(a.backward ? "backward" : "forward", " of micro-batch ", a.micro_batch);
+  return detail::concat(a.backward ? "backward" : "forward", " of micro-batch ", a.micro_batch, " (chunk ", a.chunk,
+                        ")");
 }
 
 }  // namespace
 
 LogicalTimeline logical_timeline(const StageActions& actions) {
-  const int64_t p = static_cast<int64_t>(actions.size());
+  int64_t chunks = 1;
+  for (const auto& list : actions)
+    for (const parallel::PipelineAction& a : list) chunks = std::max(chunks, a.chunk + 1);
+  const std::vector<parallel::StageCost> unit(actions.size() * static_cast<size_t>(chunks), {1, 1, 0, 0});
+  const parallel::SimulatedSchedule sim = parallel::simulate_schedule(actions, unit);
   LogicalTimeline timeline;
-  timeline.steps.resize(actions.size());
-  std::map<std::tuple<int64_t, int64_t, bool>, int64_t> end;  // (stage, micro-batch, backward) -> step
-  std::vector<int64_t> free_from(actions.size(), 0);
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (int64_t s = 0; s < p; ++s) {
-      std::vector<int64_t>& steps = timeline.steps[s];
-      while (steps.size() < actions[s].size()) {
-        const parallel::PipelineAction& a = actions[s][steps.size()];
-        int64_t start = free_from[s];
-        const int64_t from = a.backward ? s + 1 : s - 1;
-        if (from >= 0 && from < p) {
-          auto it = end.find({from, a.micro_batch, a.backward});
-          if (it == end.end()) break;  // its message is not sent yet
-          start = std::max(start, it->second);
-        }
-        steps.push_back(start);
-        free_from[s] = start + 1;
-        end[{s, a.micro_batch, a.backward}] = start + 1;
-        timeline.makespan = std::max(timeline.makespan, start + 1);
-        progress = true;
-      }
-    }
+  timeline.makespan = static_cast<int64_t>(sim.makespan_s);
+  for (const auto& starts : sim.start_s) {
+    timeline.steps.emplace_back();
+    for (double t : starts) timeline.steps.back().push_back(static_cast<int64_t>(t));
   }
-  std::ostringstream stuck;
-  for (int64_t s = 0; s < p; ++s)
-    if (timeline.steps[s].size() < actions[s].size())
-      stuck << " stage " << s << " at its " << action_name(actions[s][timeline.steps[s].size()]) << ";";
-  EMBER_CHECK(stuck.str().empty(), "logical_timeline: the stages' action lists wait on each other:", stuck.str());
   return timeline;
 }
 
@@ -60,11 +39,12 @@ double logical_bubble(const StageActions& actions, const LogicalTimeline& timeli
   return idle / static_cast<double>(actions.size());
 }
 
-ScheduleRendezvous::ScheduleRendezvous(parallel::Schedule schedule, int64_t stages, int64_t micro_batches,
-                                       std::chrono::seconds bound)
-    : name_(detail::concat(parallel::schedule_name(schedule), " p=", stages, " m=", micro_batches)), bound_(bound) {
-  for (int64_t s = 0; s < stages; ++s)
-    actions_.push_back(parallel::schedule_actions(schedule, s, stages, micro_batches));
+ScheduleRendezvous::ScheduleRendezvous(parallel::Schedule schedule, int64_t devices, int64_t micro_batches,
+                                       std::chrono::seconds bound, int64_t virtual_stages)
+    : name_(detail::concat(parallel::schedule_name(schedule), " p=", devices, " v=", virtual_stages,
+                           " m=", micro_batches)),
+      bound_(bound) {
+  actions_ = parallel::per_device_actions(schedule, devices, micro_batches, virtual_stages);
   timeline_ = logical_timeline(actions_);
   step_size_.assign(static_cast<size_t>(timeline_.makespan), 0);
   for (const auto& steps : timeline_.steps)
@@ -73,20 +53,22 @@ ScheduleRendezvous::ScheduleRendezvous(parallel::Schedule schedule, int64_t stag
   started_.assign(step_size_.size(), 0);
 }
 
-std::string ScheduleRendezvous::describe(int64_t stage, size_t k) const {
-  return detail::concat("stage ", stage, "'s ", action_name(actions_[stage][k]), " (action ", k, ", step ",
-                        timeline_.steps[stage][k], ")");
+std::string ScheduleRendezvous::describe(int64_t device, size_t k) const {
+  return detail::concat("device ", device, "'s ", action_name(actions_[device][k]), " (action ", k, ", step ",
+                        timeline_.steps[device][k], ")");
 }
 
 void ScheduleRendezvous::arrive(int64_t stage, bool backward) {
   std::unique_lock<std::mutex> lock(mutex_);
-  const size_t k = next_.at(static_cast<size_t>(stage));
-  EMBER_CHECK(k < actions_[stage].size(), "schedule rendezvous (", name_, "): stage ", stage, " ran a ",
-              backward ? "backward" : "forward", " after all ", actions_[stage].size(), " actions of its schedule");
-  EMBER_CHECK(actions_[stage][k].backward == backward, "schedule rendezvous (", name_, "): stage ", stage, " ran a ",
-              backward ? "backward" : "forward", " where its schedule has ", describe(stage, k));
-  ++next_[stage];
-  const int64_t step = timeline_.steps[stage][k];
+  const int64_t p = static_cast<int64_t>(actions_.size()), device = stage % p, chunk = stage / p;
+  const size_t k = next_.at(static_cast<size_t>(device));
+  const char* kind = backward ? "backward" : "forward";
+  EMBER_CHECK(k < actions_[device].size(), "schedule rendezvous (", name_, "): stage ", stage, " ran a ", kind,
+              " after all ", actions_[device].size(), " actions of its device's schedule");
+  EMBER_CHECK(actions_[device][k].backward == backward && actions_[device][k].chunk == chunk, "schedule rendezvous (",
+              name_, "): stage ", stage, " ran a ", kind, " where its device's schedule has ", describe(device, k));
+  ++next_[device];
+  const int64_t step = timeline_.steps[device][k];
   ++started_[step];
   cv_.notify_all();
   cv_.wait_for(lock, bound_, [&] { return !gave_up_.empty() || started_[step] == step_size_[step]; });

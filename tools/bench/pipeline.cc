@@ -1,20 +1,29 @@
 // parallel::Pipeline's schedules measured against their theory, over a grid of (p, m):
-//   bubble   stages of fixed cost (each forward and backward waits `--action-ms` on the host, one
-//            stage per device): the measured idle fraction, 1 - busy / makespan averaged over the
-//            stages, next to the yardstick (p - 1) / (m + p - 1), for GPipe and 1F1B;
-//   memory   each stage's peak of stored activations in micro-batches, from the caching
-//            allocator's peaks (tools/bench/pipeline_measure.h; hidden width 4096, 512 with --quick),
-//            next to the schedule's m (GPipe)
-//            and min(m, p - i) (1F1B);
+//   bubble   stages of fixed cost (each device's forward and backward wait `--action-ms` on the
+//            host, split over its v chunks): the measured idle fraction, 1 - busy / makespan
+//            averaged over the devices, next to the yardstick (p - 1) / (m + p - 1) for GPipe and
+//            1F1B, and the simulator's with equal actions for interleaved 1F1B (v = 2);
+//   memory   each device's peak of stored activations in (stage, micro-batch) units, from the
+//            caching allocator's peaks (tools/bench/pipeline_measure.h; hidden width 4096, 512 with
+//            --quick), next to the schedule's m (GPipe), min(m, p - i) (1F1B) and
+//            min(m v, 2 (p - 1 - i) + (v - 1) p + 1) (interleaved, v = 2);
+//   auto     over a grid of (p, m, activation budget), 4 fixed-cost layers per device: every
+//            schedule (GPipe, 1F1B, interleaved v = 2..4) measured (median step, peak memory),
+//            then Schedule::kAuto with that budget: whether its choice is the measured-fastest
+//            feasible schedule (peak within the budget) or within 5% of it, and the simulator's
+//            error |predicted - measured| / measured on its choice. Budgets: none, and midway
+//            between the leanest measured peaks, so that only some schedules fit;
 //   images/s on real GPUs only: ResNet-20 (CIFAR) training split over the GPUs (all stages on
 //            cuda:0 when there is one) with each schedule, next to the model on cuda:0 alone.
 // The devices are CUDA devices, emulated (EMBER_EMULATED_GPUS) or real; the bubble and memory
 // tables mean the same on both (host waits and the allocator's own counts).
 //
 //   pipeline [--action-ms T] [--quick] [--batch B] [--steps S]
-// Last line: `bench pipeline: bubble_err_max=E 1f1b_mem_ratio=R emulated=0|1 [resnet20 figures]`:
-// E the largest |measured - expected| bubble over the grid; R the largest over stages of 1F1B's
-// held micro-batches / GPipe's at the largest p and m = 16 (8 with --quick): ideally p / m.
+// Last line: `bench pipeline: bubble_err_max=E 1f1b_mem_ratio=R emulated=0|1 auto_within_5pct=F
+// sim_err_max=S [resnet20 figures]`: E the largest |measured - expected| bubble over the grid; R
+// the largest over stages of 1F1B's held micro-batches / GPipe's at the largest p and m = 16 (8
+// with --quick): ideally p / m; F the share of auto cases whose choice is feasible and within 5% of
+// the fastest feasible; S the largest simulator error on auto's choices.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -31,6 +40,7 @@
 #include "models/zoo.h"
 #include "nn/optim/sgd.h"
 #include "parallel/pipeline.h"
+#include "tools/bench/pipeline_auto_grid.h"
 #include "tools/bench/pipeline_measure.h"
 #include "tools/bench/timing.h"
 
@@ -130,36 +140,47 @@ int main(int argc, char** argv) {
   std::printf("pipeline: %d %s devices (%s); fixed-cost stages of %.1f ms per forward and per backward\n", devices,
               properties.emulated ? "emulated" : "CUDA", properties.name.c_str(), o.action_ms);
 
-  std::printf("\nbubble (idle fraction): measured vs (p - 1) / (m + p - 1)\n");
-  std::printf("%4s %4s %10s %10s %10s %10s %10s\n", "p", "m", "expected", "gpipe", "1f1b", "gpipe_err", "1f1b_err");
+  std::printf("\nbubble (idle fraction): measured vs (p - 1) / (m + p - 1); interleaved (v = 2) vs its simulation\n");
+  std::printf("%4s %4s %10s %10s %10s %10s %10s %10s %10s %10s\n", "p", "m", "expected", "gpipe", "1f1b", "gpipe_err",
+              "1f1b_err", "inter_exp", "interleave", "inter_err");
   double bubble_err_max = 0;
   for (int64_t p : ps) {
     for (int64_t m : ms) {
       const bench::BubbleRun g = bench::measure_bubble(p, m, Schedule::kGPipe, o.action_ms / 1000.0);
       const bench::BubbleRun f = bench::measure_bubble(p, m, Schedule::k1F1B, o.action_ms / 1000.0);
+      const bench::BubbleRun v = bench::measure_bubble(p, m, Schedule::kInterleaved1F1B, o.action_ms / 1000.0, 3, 2);
       const double eg = std::abs(g.measured - g.expected), ef = std::abs(f.measured - f.expected);
-      bubble_err_max = std::max({bubble_err_max, eg, ef});
-      std::printf("%4lld %4lld %10.3f %10.3f %10.3f %10.3f %10.3f\n", static_cast<long long>(p),
-                  static_cast<long long>(m), g.expected, g.measured, f.measured, eg, ef);
+      const double ev = std::abs(v.measured - v.expected);
+      bubble_err_max = std::max({bubble_err_max, eg, ef, ev});
+      std::printf("%4lld %4lld %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f\n", static_cast<long long>(p),
+                  static_cast<long long>(m), g.expected, g.measured, f.measured, eg, ef, v.expected, v.measured, ev);
     }
   }
 
-  std::printf("\nstored activations per stage (micro-batches held at the peak; schedule: gpipe m, 1f1b min(m, p-i))\n");
-  std::printf("%4s %4s %6s %8s %8s %8s %8s\n", "p", "m", "stage", "gpipe", "(m)", "1f1b", "(p-i)");
+  std::printf(
+      "\nstored activations per device ((stage, micro-batch) pairs held at the peak; schedule: gpipe m, 1f1b "
+      "min(m, p-i), interleaved v=2 min(2m, 2(p-1-i)+p+1))\n");
+  std::printf("%4s %4s %6s %8s %8s %8s %8s %8s %8s\n", "p", "m", "device", "gpipe", "(m)", "1f1b", "(p-i)", "inter",
+              "(bound)");
   double mem_ratio = 0;
   const int64_t mem_p = ps.back(), mem_m = o.quick ? 8 : 16;
   for (int64_t p : ps) {
     for (int64_t m : {mem_m}) {
       const std::vector<double> g = bench::measure_held_activations(p, m, Schedule::kGPipe, o.quick ? 512 : 4096);
       const std::vector<double> f = bench::measure_held_activations(p, m, Schedule::k1F1B, o.quick ? 512 : 4096);
+      const std::vector<double> v =
+          bench::measure_held_activations(p, m, Schedule::kInterleaved1F1B, o.quick ? 512 : 4096, 2);
       for (int64_t s = 0; s < p; ++s) {
-        std::printf("%4lld %4lld %6lld %8.2f %8lld %8.2f %8lld\n", static_cast<long long>(p), static_cast<long long>(m),
-                    static_cast<long long>(s), g[s], static_cast<long long>(m), f[s],
-                    static_cast<long long>(std::min(m, p - s)));
+        std::printf("%4lld %4lld %6lld %8.2f %8lld %8.2f %8lld %8.2f %8lld\n", static_cast<long long>(p),
+                    static_cast<long long>(m), static_cast<long long>(s), g[s], static_cast<long long>(m), f[s],
+                    static_cast<long long>(std::min(m, p - s)), v[s],
+                    static_cast<long long>(std::min(2 * m, 2 * (p - 1 - s) + p + 1)));
         if (p == mem_p && m == mem_m) mem_ratio = std::max(mem_ratio, f[s] / g[s]);
       }
     }
   }
+
+  const bench::AutoGridResult auto_grid = bench::run_auto_grid(ps, o.quick, o.action_ms / 1000.0);
 
   std::string gpu_figures;
   if (properties.emulated) {
@@ -186,7 +207,10 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::printf("bench pipeline: bubble_err_max=%.3f 1f1b_mem_ratio=%.3f emulated=%d%s\n", bubble_err_max, mem_ratio,
-              properties.emulated ? 1 : 0, gpu_figures.c_str());
+  std::printf(
+      "bench pipeline: bubble_err_max=%.3f 1f1b_mem_ratio=%.3f emulated=%d auto_within_5pct=%.2f "
+      "sim_err_max=%.3f%s\n",
+      bubble_err_max, mem_ratio, properties.emulated ? 1 : 0, auto_grid.within_5pct, auto_grid.sim_err_max,
+      gpu_figures.c_str());
   return 0;
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <map>
 #include <thread>
 
 #include "core/ember_core.h"
@@ -43,15 +44,20 @@ Tensor FixedCostImpl::forward(const Tensor& x) {
   return y;
 }
 
-BubbleRun measure_bubble(int64_t p, int64_t m, parallel::Schedule schedule, double seconds_per_action, int repeats) {
+BubbleRun measure_bubble(int64_t p, int64_t m, parallel::Schedule schedule, double seconds_per_action, int repeats,
+                         int64_t virtual_stages) {
+  const int64_t v = virtual_stages;
   nn::Sequential seq;
-  for (int64_t s = 0; s < p; ++s) seq->push_back(FixedCost(seconds_per_action));
-  parallel::Pipeline pipe(seq, first_devices(p), m, schedule);
+  for (int64_t s = 0; s < p * v; ++s) seq->push_back(FixedCost(seconds_per_action / static_cast<double>(v)));
+  parallel::PipelineOptions options;
+  options.virtual_stages = v;
+  parallel::Pipeline pipe(seq, first_devices(p), m, schedule, options);
   const Tensor x = ones({m, 4}, TensorOptions().device(Device::cuda(0)));
   const Tensor y = zeros({m}, TensorOptions(kInt64));
   BubbleRun best;
   best.measured = std::numeric_limits<double>::infinity();
-  best.expected = static_cast<double>(p - 1) / static_cast<double>(m + p - 1);
+  const std::vector<parallel::StageCost> equal(static_cast<size_t>(p * v), {1, 1, 0, 0});
+  best.expected = parallel::simulate_schedule(parallel::per_device_actions(schedule, p, m, v), equal).bubble;
   for (int r = 0; r < repeats; ++r) {
     pipe.zero_grad();
     pipe.train_step(x, y, mean_loss);
@@ -61,7 +67,7 @@ BubbleRun measure_bubble(int64_t p, int64_t m, parallel::Schedule schedule, doub
     for (const parallel::PipelineEvent& e : events) {
       first = std::min(first, e.start_s);
       last = std::max(last, e.end_s);
-      busy[static_cast<size_t>(e.stage)] += e.end_s - e.start_s;
+      busy[static_cast<size_t>(e.device_index)] += e.end_s - e.start_s;
     }
     const double makespan = last - first;
     double idle = 0;
@@ -86,11 +92,14 @@ nn::Sequential wide_blocks(int64_t p, int64_t width, int64_t hidden) {
   return seq;
 }
 
-// Peak allocated bytes above the start, per stage device, over one train_step.
-std::vector<double> step_peaks(int64_t p, int64_t m, parallel::Schedule schedule, int64_t micro_batch, int64_t hidden) {
+// Peak allocated bytes above the start, per device, over one train_step.
+std::vector<double> step_peaks(int64_t p, int64_t m, parallel::Schedule schedule, int64_t micro_batch, int64_t hidden,
+                               int64_t v) {
   constexpr int64_t kWidth = 4;
   manual_seed(7);
-  parallel::Pipeline pipe(wide_blocks(p, kWidth, hidden), first_devices(p), m, schedule);
+  parallel::PipelineOptions options;
+  options.virtual_stages = v;
+  parallel::Pipeline pipe(wide_blocks(p * v, kWidth, hidden), first_devices(p), m, schedule, options);
   const Tensor x = randn({m * micro_batch, kWidth}).to(Device::cuda(0));
   const Tensor y = zeros({m * micro_batch}, TensorOptions(kInt64));
   pipe.train_step(x, y, mean_loss);  // the gradients exist from here on: not part of the peaks
@@ -111,11 +120,22 @@ std::vector<double> step_peaks(int64_t p, int64_t m, parallel::Schedule schedule
 
 }  // namespace
 
-std::vector<double> measure_held_activations(int64_t p, int64_t m, parallel::Schedule schedule, int64_t hidden) {
+std::vector<double> measure_held_activations(int64_t p, int64_t m, parallel::Schedule schedule, int64_t hidden,
+                                             int64_t virtual_stages) {
   constexpr int64_t kMicroBatch = 8;
-  const std::vector<double> one = step_peaks(p, 1, parallel::Schedule::kGPipe, kMicroBatch, hidden);
-  const std::vector<double> two = step_peaks(p, 2, parallel::Schedule::kGPipe, kMicroBatch, hidden);
-  const std::vector<double> run = step_peaks(p, m, schedule, kMicroBatch, hidden);
+  // The calibration depends on (p, hidden) only: made once, each schedule measured against it.
+  static std::map<std::pair<int64_t, int64_t>, std::pair<std::vector<double>, std::vector<double>>> calibrations;
+  auto found = calibrations.find({p, hidden});
+  if (found == calibrations.end()) {
+    found = calibrations
+                .emplace(std::make_pair(p, hidden),
+                         std::make_pair(step_peaks(p, 1, parallel::Schedule::kGPipe, kMicroBatch, hidden, 1),
+                                        step_peaks(p, 2, parallel::Schedule::kGPipe, kMicroBatch, hidden, 1)))
+                .first;
+  }
+  const std::vector<double>& one = found->second.first;
+  const std::vector<double>& two = found->second.second;
+  const std::vector<double> run = step_peaks(p, m, schedule, kMicroBatch, hidden, virtual_stages);
   std::vector<double> held;
   for (int64_t s = 0; s < p; ++s) {
     const double unit = two[s] - one[s];
@@ -124,6 +144,30 @@ std::vector<double> measure_held_activations(int64_t p, int64_t m, parallel::Sch
     held.push_back((run[s] - transient) / unit);
   }
   return held;
+}
+
+ScheduleRun measure_schedule(parallel::Pipeline& pipe, const Tensor& input, const Tensor& target, int steps) {
+  const std::vector<Device>& devices = pipe.devices();
+  pipe.train_step(input, target, mean_loss);  // kAuto chooses here; gradients exist from here on
+  std::vector<int64_t> base;
+  for (const Device& d : devices) {
+    cuda::synchronize(d.index);
+    cuda::reset_peak_memory_stats(d.index);
+    base.push_back(cuda::memory_stats(d.index).allocated_bytes);
+  }
+  std::vector<double> times;
+  for (int i = 0; i < steps; ++i) {
+    pipe.train_step(input, target, mean_loss);
+    times.push_back(pipe.last_step_seconds());
+  }
+  ScheduleRun run;
+  std::sort(times.begin(), times.end());
+  run.step_s = times[times.size() / 2];
+  for (size_t k = 0; k < devices.size(); ++k) {
+    cuda::synchronize(devices[k].index);
+    run.peak_bytes = std::max(run.peak_bytes, cuda::memory_stats(devices[k].index).peak_allocated_bytes - base[k]);
+  }
+  return run;
 }
 
 }  // namespace ember::bench

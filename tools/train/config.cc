@@ -170,12 +170,23 @@ std::vector<std::string> resolve_data_parallel(const Flags& f) {
 void resolve_split(const Flags& f, TrainConfig& c) {
   const long long model_parallel = f.get_int("model-parallel"), pipeline = f.get_int("pipeline");
   if (pipeline == 0) {
-    for (const char* name : {"chunks", "pipeline-schedule", "recompute"})
+    for (const char* name : {"chunks", "pipeline-schedule", "recompute", "virtual-stages", "pipeline-memory-budget"})
       if (f.was_set(name))
         throw FlagError("--" + std::string(name) +
                         " needs --pipeline N (it sets how the pipeline's micro-batches run)");
   }
   if (model_parallel == 0 && pipeline == 0) return;
+  const std::string schedule = f.get_string("pipeline-schedule");
+  if (f.was_set("virtual-stages") && schedule != "interleaved")
+    throw FlagError(
+        "--virtual-stages needs --pipeline-schedule interleaved (the other schedules hold one model "
+        "chunk per device, auto chooses), got --pipeline-schedule " +
+        schedule);
+  if (f.was_set("pipeline-memory-budget") && schedule != "auto")
+    throw FlagError(
+        "--pipeline-memory-budget needs --pipeline-schedule auto (it bounds what auto may choose), got "
+        "--pipeline-schedule " +
+        schedule);
   if (model_parallel > 0 && pipeline > 0)
     throw FlagError("--model-parallel " + std::to_string(model_parallel) + " and --pipeline " +
                     std::to_string(pipeline) +
@@ -224,8 +235,10 @@ void resolve_split(const Flags& f, TrainConfig& c) {
   std::vector<std::string>& devices = model_parallel > 0 ? c.model_parallel : c.pipeline;
   for (long long i = 0; i < n; ++i) devices.push_back(Device::cuda(static_cast<int>(i)).str());
   c.chunks = f.get_int("chunks");
-  c.pipeline_schedule = f.get_string("pipeline-schedule");
+  c.pipeline_schedule = schedule;
   c.recompute = f.get_bool("recompute");
+  c.virtual_stages = schedule == "interleaved" ? f.get_int("virtual-stages") : 1;
+  c.pipeline_memory_budget_mb = f.get_double("pipeline-memory-budget");
 }
 
 // --amp and the gradient scaler's flags into `c`, checked against the device the run trains on
@@ -382,8 +395,13 @@ Flags make_flags() {
   f.add_int("chunks", 4, "micro-batches per batch with --pipeline", 1);
   f.add_string("pipeline-schedule", "gpipe",
                "with --pipeline: every micro-batch's forward, then every backward "
-               "(gpipe), or one forward one backward, holding fewer activations (1f1b)",
-               {"gpipe", "1f1b"});
+               "(gpipe), one forward one backward, holding fewer activations (1f1b), 1f1b over --virtual-stages "
+               "model chunks per device, a smaller bubble for more messages (interleaved), or chosen by measuring "
+               "the layers and simulating each schedule and micro-batch count up to --chunks at the first step (auto)",
+               {"gpipe", "1f1b", "interleaved", "auto"});
+  f.add_int("virtual-stages", 2, "with --pipeline-schedule interleaved: model chunks per device", 2);
+  f.add_double("pipeline-memory-budget", 0,
+               "with --pipeline-schedule auto: MB of activations a device may hold (0: no limit)");
   f.add_bool("recompute",
              "with --pipeline: keep only each stage's micro-batch inputs and rerun the forward in the "
              "backward (less memory, about a third more compute)");

@@ -42,7 +42,9 @@ struct TrainConfig {
   std::vector<std::string> model_parallel;
   std::vector<std::string> pipeline;
   int64_t chunks = 4;                       // --pipeline: micro-batches per batch
-  std::string pipeline_schedule = "gpipe";  // --pipeline: "gpipe" or "1f1b"
+  std::string pipeline_schedule = "gpipe";  // --pipeline: "gpipe", "1f1b", "interleaved" or "auto"
+  int64_t virtual_stages = 1;               // --pipeline-schedule interleaved: chunks per device
+  double pipeline_memory_budget_mb = 0;     // --pipeline-schedule auto: activation MB per device
   bool recompute = false;                   // --pipeline: stages rerun their forward in the backward
   // Under a launcher: ShardedDataParallel at this ZeRO stage (1, 2 or 3) instead of DDP; its
   // checkpoints are directories of per-rank shards. 0: DDP.

@@ -1,5 +1,5 @@
-// Pipeline (--pipeline N): micro-batches overlap the stages, per the GPipe or 1F1B schedule; the
-// backward runs inside its train_step.
+// Pipeline (--pipeline N): micro-batches overlap the stages, per the GPipe, 1F1B or interleaved
+// schedule, or the one auto measures to be fastest; the backward runs inside its train_step.
 #include <algorithm>
 
 #include "models/sequential_form.h"
@@ -18,7 +18,13 @@ class PipelineStrategy : public SplitStrategy {
   void wrap(const std::shared_ptr<nn::Module>& model) override {
     parallel::PipelineOptions options;
     options.checkpoint = config_.recompute;
-    const auto schedule = config_.pipeline_schedule == "1f1b" ? parallel::Schedule::k1F1B : parallel::Schedule::kGPipe;
+    options.virtual_stages = config_.virtual_stages;
+    options.memory_budget = static_cast<int64_t>(config_.pipeline_memory_budget_mb * 1024 * 1024);
+    const std::string& name = config_.pipeline_schedule;
+    const auto schedule = name == "1f1b"          ? parallel::Schedule::k1F1B
+                          : name == "interleaved" ? parallel::Schedule::kInterleaved1F1B
+                          : name == "auto"        ? parallel::Schedule::kAuto
+                                                  : parallel::Schedule::kGPipe;
     model_ = model;
     pipe_ =
         std::make_shared<parallel::Pipeline>(models::as_sequential(model), stages_, config_.chunks, schedule, options);
@@ -46,7 +52,10 @@ class PipelineStrategy : public SplitStrategy {
     const int64_t parts = std::min(config_.chunks, config_.batch_size);
     return split_where("Pipeline", stages_, pipe_->balance()) + "; " + std::to_string(parts) + " micro-batch" +
            (parts == 1 ? " of " : "es of ") + part_sizes(config_.batch_size, parts) + ", " + config_.pipeline_schedule +
-           " schedule" + (config_.recompute ? ", recompute" : "") + ")";
+           " schedule" +
+           (config_.virtual_stages > 1 ? " (" + std::to_string(config_.virtual_stages) + " virtual stages)" : "") +
+           (config_.pipeline_schedule == "auto" ? " (chosen at the first step, logged)" : "") +
+           (config_.recompute ? ", recompute" : "") + ")";
   }
 
  private:

@@ -59,6 +59,8 @@ TEST_CASE("--help documents every flag of the issue, with choices and defaults",
                            "pipeline",
                            "chunks",
                            "pipeline-schedule",
+                           "virtual-stages",
+                           "pipeline-memory-budget",
                            "recompute",
                            "threads",
                            "checkpoint-dir",
@@ -87,7 +89,7 @@ TEST_CASE("--help documents every flag of the issue, with choices and defaults",
   CHECK_THAT(help, Catch::Contains("--image-crop {resized,padded}"));
   CHECK_THAT(help, Catch::Contains("--optimizer {sgd,adamw}"));
   CHECK_THAT(help, Catch::Contains("--schedule {cosine,onecycle,step}"));
-  CHECK_THAT(help, Catch::Contains("--pipeline-schedule {gpipe,1f1b}"));
+  CHECK_THAT(help, Catch::Contains("--pipeline-schedule {gpipe,1f1b,interleaved,auto}"));
   CHECK_THAT(help, Catch::Contains("resnet20, resnet20-b,"));
   CHECK_THAT(help, Catch::Contains("(default: 128)"));
   const char* short_help[] = {"train", "-h"};
@@ -338,7 +340,17 @@ TEST_CASE("Split-model flags: --model-parallel and --pipeline with its own flags
   CHECK(flag_error({"--pipeline", "-2"}) == "--pipeline: expected at least 0, got -2");
   CHECK(flag_error({"--pipeline", "2", "--chunks", "0"}) == "--chunks: expected at least 1, got 0");
   CHECK(flag_error({"--pipeline", "2", "--pipeline-schedule", "zero-bubble"}) ==
-        "--pipeline-schedule: expected one of {gpipe, 1f1b}, got 'zero-bubble'");
+        "--pipeline-schedule: expected one of {gpipe, 1f1b, interleaved, auto}, got 'zero-bubble'");
+  CHECK(flag_error({"--pipeline", "2", "--pipeline-schedule", "interleaved", "--virtual-stages", "1"}) ==
+        "--virtual-stages: expected at least 2, got 1");
+  CHECK(flag_error({"--pipeline", "2", "--virtual-stages", "3"}) ==
+        "--virtual-stages needs --pipeline-schedule interleaved (the other schedules hold one model chunk per device, "
+        "auto chooses), got --pipeline-schedule gpipe");
+  CHECK(flag_error({"--pipeline", "2", "--pipeline-schedule", "1f1b", "--pipeline-memory-budget", "64"}) ==
+        "--pipeline-memory-budget needs --pipeline-schedule auto (it bounds what auto may choose), got "
+        "--pipeline-schedule 1f1b");
+  CHECK(flag_error({"--pipeline", "2", "--pipeline-schedule", "auto", "--pipeline-memory-budget", "-1"}) ==
+        "--pipeline-memory-budget: expected at least 0, got -1");
   // The pipeline's own flags without a pipeline.
   CHECK(flag_error({"--chunks", "8"}) == "--chunks needs --pipeline N (it sets how the pipeline's micro-batches run)");
   CHECK(flag_error({"--model-parallel", "2", "--chunks", "8"}) ==
@@ -346,6 +358,8 @@ TEST_CASE("Split-model flags: --model-parallel and --pipeline with its own flags
   CHECK(flag_error({"--pipeline-schedule", "1f1b"}) ==
         "--pipeline-schedule needs --pipeline N (it sets how the pipeline's micro-batches run)");
   CHECK(flag_error({"--recompute"}) == "--recompute needs --pipeline N (it sets how the pipeline's micro-batches run)");
+  CHECK(flag_error({"--virtual-stages", "2"}) ==
+        "--virtual-stages needs --pipeline N (it sets how the pipeline's micro-batches run)");
   // Contradictions, named before the device count is looked at.
   CHECK(flag_error({"--model-parallel", "2", "--pipeline", "3"}) ==
         "--model-parallel 2 and --pipeline 3: give one of them (--model-parallel N runs the stages in turn, "

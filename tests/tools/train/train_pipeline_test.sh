@@ -2,7 +2,8 @@
 # The train binary with LeNet pipelined over 2 emulated GPUs (--pipeline 2: Pipeline, layers
 # balanced by parameters, the batch in micro-batches): the header names the mode, devices, balance,
 # micro-batches, schedule and recomputation; after 2 steps the test loss is the single-device
-# run's, under GPipe and under 1F1B with recomputation and uneven micro-batches (LeNet has no batch
+# run's, under GPipe, under 1F1B with recomputation and uneven micro-batches, interleaved over 2
+# virtual stages, and the auto schedule within a budget, which logs its choice (LeNet has no batch
 # norm, so micro-batches change only the order of sums); the checkpoint has the single-device
 # checkpoint's keys; it resumes on one device and a single-device checkpoint resumes pipelined,
 # the two ending alike. Under --amp fp16 it trains to near the float32 loss. Bad flags are exit
@@ -28,6 +29,21 @@ grep -q "Pipeline on cuda:0,cuda:1 (layers 8/4 balanced by parameters; 3 micro-b
   fail "the header does not name the 1F1B schedule and recomputation: $(head -1 1f1b.txt)"
 close "$(loss single.txt)" "$(loss 1f1b.txt)" ||
   fail "test loss with 1F1B and recomputation ($(loss 1f1b.txt)) differs from one device's ($(loss single.txt))"
+
+run "the interleaved run" interleaved.txt --max-steps 2 --pipeline 2 --chunks 4 --pipeline-schedule interleaved \
+  --virtual-stages 2
+grep -q "(layers [0-9/]* balanced by parameters; 4 micro-batches of 4, interleaved schedule (2 virtual stages))" \
+  interleaved.txt || fail "the header does not name the interleaved schedule: $(head -1 interleaved.txt)"
+close "$(loss single.txt)" "$(loss interleaved.txt)" ||
+  fail "test loss with interleaved 1F1B ($(loss interleaved.txt)) differs from one device's ($(loss single.txt))"
+
+run "the auto run" auto.txt --max-steps 2 --pipeline 2 --chunks 4 --pipeline-schedule auto --pipeline-memory-budget 64
+grep -q "auto schedule (chosen at the first step, logged))" auto.txt ||
+  fail "the header does not name the auto schedule: $(head -1 auto.txt)"
+grep -qE "^Pipeline \(auto\): [a-z0-9 =]+ of [0-9]+ candidates: simulated step [0-9.e-]+ s, measured [0-9.e-]+ s; .*\(budget 67108864\)$" \
+  auto.txt || fail "auto did not log its choice with the simulated and measured step times: $(cat auto.txt)"
+close "$(loss single.txt)" "$(loss auto.txt)" ||
+  fail "test loss with the auto schedule ($(loss auto.txt)) differs from one device's ($(loss single.txt))"
 
 # Under float16 autocast: every micro-batch's forward shares the stage's cast weights, whose
 # backward then runs once per micro-batch, from the micro-batch's loss that the loss function
