@@ -21,17 +21,18 @@
 #include <algorithm>
 #include <condition_variable>
 #include <map>
-#include <optional>
 #include <mutex>
+#include <optional>
 
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/node.h"
-#include "core/runtime.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/ops.h"
+#include "core/profiler.h"
 #include "core/random.h"
+#include "core/runtime.h"
 #include "nn/modules/batchnorm.h"
 #include "parallel/deferred_batch_norm.h"
 #include "parallel/replica_threads.h"
@@ -206,6 +207,8 @@ struct Pipeline::Executor {
 
   void device_main(Run& run, int64_t d, const std::vector<PipelineAction>& actions) {
     const Device device = pipe.devices_[d];
+    if (profiler::active())
+      profiler::set_thread_name("pipeline device " + std::to_string(d) + " (" + device.str() + ")");
     if (streams[d].defined()) {
       set_current_stream(streams[d]);
       // After the caller's queued work on this device (this thread's current stream is S_d).
@@ -215,7 +218,18 @@ struct Pipeline::Executor {
       const int64_t s = a.chunk * pipe.num_devices() + d;
       PipelineEvent event{s, d, a.micro_batch, a.backward, 0, 0};
       // Busy from when the neighbour's message is in (waiting for it is the bubble).
-      auto started = [&] { event.start_s = seconds_since(run.start); };
+      const Clock::time_point queued = Clock::now();
+      Clock::time_point busy_from = queued;
+      std::optional<profiler::DeviceRange> on_device;
+      const std::string what = profiler::active()
+                                   ? "stage " + std::to_string(s) + (a.backward ? " backward" : " forward") +
+                                         " micro-batch " + std::to_string(a.micro_batch)
+                                   : std::string();
+      auto started = [&] {
+        busy_from = Clock::now();
+        event.start_s = seconds_since(run.start);
+        if (!what.empty()) on_device.emplace(device, "pipeline", what);
+      };
       try {
         if (a.backward)
           backward_step(run, s, a.micro_batch, started);
@@ -226,6 +240,11 @@ struct Pipeline::Executor {
         throw;
       }
       event.end_s = seconds_since(run.start);
+      on_device.reset();
+      if (!what.empty()) {
+        if (busy_from > queued) profiler::complete("pipeline", "wait for " + what, queued, busy_from);
+        profiler::complete("pipeline", what, busy_from, Clock::now());
+      }
       run.events[d].push_back(event);
     }
   }

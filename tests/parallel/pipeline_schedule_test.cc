@@ -10,12 +10,14 @@
 #include <thread>
 
 #include "core/ember_core.h"
+#include "core/profiler.h"
 #include "cuda/api.h"
 #include "nn/nn.h"
 #include "parallel/pipeline.h"
 #include "tests/parallel/data_parallel_helpers.h"
 #include "tests/parallel/pipeline_cases.h"
 #include "tests/parallel/schedule_rendezvous.h"
+#include "tests/trace_checks.h"
 #include "tools/bench/pipeline_measure.h"
 
 using namespace ember;
@@ -318,4 +320,32 @@ TEST_CASE("balance: contiguous stages minimising the largest cost, by parameters
     if (name.find("num_batches_tracked") != std::string::npos) CHECK(b.item<int64_t>() == 0);
     if (name.find("running_mean") != std::string::npos) CHECK(b.abs().sum().item<double>() == 0.0);
   }
+}
+
+// The timeline (core/profiler.h) of a profiled step: each action on its device's thread (named
+// for the device), its wait for the neighbour's message apart, and its work timed on the stage's
+// stream by the device; well formed for Perfetto.
+TEST_CASE("profiler: a pipeline step's actions on each device's track", "[pipeline][profiler][gpus:4]") {
+  require_four_devices();
+  const int64_t p = 2, m = 3;
+  nn::Sequential seq(nn::Linear(4, 8), nn::ReLU(), nn::Linear(8, 2));
+  Pipeline pipe(seq, cuda_devices(static_cast<int>(p)), m, Schedule::k1F1B);
+  const auto mean_loss = [](const Tensor& out, const Tensor&) { return out.mean(); };
+  profiler::Session session;
+  session.start();
+  pipe.train_step(ones({6, 4}, TensorOptions().device(kCuda0)), zeros({6}, TensorOptions(kInt64)), mean_loss);
+  session.stop();
+  const auto events = parse_trace(session.chrome_trace());
+  INFO(malformed(events));
+  CHECK(malformed(events).empty());
+  const auto tracks = session.thread_names();
+  int host = 0, device = 0;
+  for (const TraceEvent& e : events) {
+    if (e.category != "pipeline" || e.phase != "X" || e.name.rfind("stage ", 0) != 0) continue;
+    const std::string& track = tracks.at(static_cast<size_t>(e.tid));
+    if (track.rfind("pipeline device ", 0) == 0) ++host;
+    if (track.rfind("cuda:", 0) == 0) ++device;
+  }
+  CHECK(host == 2 * p * m);  // every stage's forward and backward of every micro-batch
+  CHECK(device == 2 * p * m);
 }
