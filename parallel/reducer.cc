@@ -352,8 +352,15 @@ void Reducer::autotune_after_iteration(double window_s) {
     start_trials();
     return;
   }
+  // Each layout's first iteration is not timed: it touches the new buckets' pages for the first
+  // time (for ResNet-18's 43 MB, a cost the size of the differences between layouts).
+  if (!trial_warmed_) {
+    trial_warmed_ = true;
+    return;
+  }
   trial_seconds_[trial_].push_back(window_s);
   if (static_cast<int>(trial_seconds_[trial_].size()) < options_.autotune_trial_steps) return;
+  trial_warmed_ = false;
   if (++trial_ < trials_.size()) {
     std::tie(first_mb_, cap_mb_) = trials_[trial_];
     build_buckets(order_);

@@ -26,7 +26,7 @@ struct ReducerOptions {
   // kAuto (bucket_autotune.h): buckets of 25 MB (after a first of first_bucket_mb) for two
   // synchronised iterations, then trial layouts, then the one measured fastest, for good.
   double bucket_cap_mb = 25.0;
-  // kAuto: iterations each trial layout runs (its median counts).
+  // kAuto: timed iterations of each trial layout (its median counts), after one untimed.
   int autotune_trial_steps = 3;
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;
@@ -130,6 +130,7 @@ class Reducer {
   std::vector<std::pair<double, double>> trials_;  // (first, cap) MB
   std::vector<std::vector<double>> trial_seconds_;
   size_t trial_ = 0;
+  bool trial_warmed_ = false;            // the trial layout's untimed first iteration has run
   std::optional<BucketChoice> pending_;  // the simulation's, until the trials end
   std::optional<BucketChoice> choice_;
   size_t next_bucket_ = 0;

@@ -339,7 +339,7 @@ TEST_CASE("buckets are rebuilt once, after the first iteration, in rank 0's arri
 }
 
 // bucket_cap_mb = kAuto: after the second backward (a measured timeline and all-reduces timed on
-// the group) each trial layout runs (one iteration each here), then the fastest stays, the same on
+// the group) each trial layout runs (one untimed and one timed iteration here), then the fastest stays, the same on
 // every rank (the slowest rank's times, agreed); training takes one process's steps throughout.
 TEST_CASE("bucket_cap_mb = kAuto: every rank takes the same measured choice, and steps stay exact", "[ddp][autotune]") {
   auto world = comm::init();
@@ -350,9 +350,9 @@ TEST_CASE("bucket_cap_mb = kAuto: every rank takes the same measured choice, and
   auto expected = make_plain_cnn(31);
   Batch data = make_batch(8, 32);
   int chosen_at = -1;
-  for (int step = 0; step < 10; ++step) {
+  for (int step = 0; step < 17; ++step) {
     INFO("step " << step);
-    if (step <= 2) CHECK(ddp->reducer().bucket_choice() == nullptr);
+    if (step <= 3) CHECK(ddp->reducer().bucket_choice() == nullptr);
     if (chosen_at < 0 && ddp->reducer().bucket_choice()) chosen_at = step;
     sgd_step(*ddp, data.rank_shard(world->rank(), world->size()), 0.05);
     sgd_step(*expected, data, 0.05);
@@ -360,8 +360,8 @@ TEST_CASE("bucket_cap_mb = kAuto: every rank takes the same measured choice, and
   }
   const parallel::BucketChoice* choice = ddp->reducer().bucket_choice();
   REQUIRE(choice != nullptr);
-  // Two iterations, then one per distinct trial layout (at most seven).
-  CHECK(chosen_at == 2 + static_cast<int>(choice->measured.size()));
+  // Two iterations, then two per distinct trial layout (an untimed one and one timed; at most seven).
+  CHECK(chosen_at == 2 + 2 * static_cast<int>(choice->measured.size()));
   REQUIRE(choice->measured.size() >= 1);
   CHECK(choice->measured.front().cap_mb == 25);
   for (const parallel::BucketCandidate& trial : choice->measured) CHECK(trial.measured_s > 0);
