@@ -101,7 +101,7 @@ class EpochRun {
       lock.unlock();
       Slot result;
       try {
-        const profiler::Range range("data", "load batch " + std::to_string(batch));
+        const profiler::Range range("data", profiler::active() ? "load batch " + std::to_string(batch) : "");
         result.batch = build(batch);
       } catch (...) {
         result.error = std::current_exception();

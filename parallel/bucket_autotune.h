@@ -5,8 +5,10 @@
 // ready and when backward ended, times the group's all-reduce at a few sizes, and simulates each
 // candidate layout: buckets closed along the agreed gradient order, each all-reduced once its last
 // gradient is ready and the one before has finished (one communication queue). The candidate
-// whose last all-reduce ends least after backward (the exposed communication) wins; the default
-// keeps its place unless another is clearly better, so auto is never knowingly slower than it.
+// whose last all-reduce ends least after backward (the exposed communication) is the simulation's
+// pick. It cannot see contention (collectives taking compute's cores), so the reducer then times
+// the pick, the default and the caps on real iterations, and those times decide
+// (parallel/reducer.cc, docs/DISTRIBUTED.md).
 #pragma once
 
 #include <cstddef>

@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/cpu/kernels.h"
 #include "core/ember_core.h"
-#include "cuda/api.h"
+#include "core/runtime.h"
 
 namespace ember::train {
 
@@ -28,8 +27,8 @@ std::vector<double> StepTelemetry::shared_slots(int rank, const std::vector<Devi
 
 std::vector<int> StepTelemetry::observe_shared(const std::vector<double>& summed) {
   const size_t n = peaks_mb_.size();
-  busy_.assign(summed.begin(), summed.begin() + static_cast<std::ptrdiff_t>(n));
   EMBER_CHECK(summed.size() >= 2 * n, "StepTelemetry: expected ", 2 * n, " shared values, got ", summed.size());
+  busy_.assign(summed.begin(), summed.begin() + static_cast<std::ptrdiff_t>(n));
   std::copy_n(summed.begin() + static_cast<std::ptrdiff_t>(n), n, peaks_mb_.begin());
   return slow_.observe(busy_);
 }
@@ -45,23 +44,21 @@ void StepTelemetry::take_window(std::map<std::string, double>& values) {
 
 double gradient_norm(const std::vector<Tensor>& parameters, comm::ProcessGroup* shards_of, Device device) {
   NoGradGuard no_grad;
-  double squares = 0;
+  // Each gradient's sum of squares stays on its device until one sum on `device`: one host read
+  // (a GPU waits once, not once per parameter).
+  Tensor squares = zeros({1}, TensorOptions(kFloat64).device(device));
   for (const Tensor& p : parameters)
     if (p.grad().defined() && p.grad().numel() > 0) {
       const Tensor g = p.grad().to(kFloat64);
-      squares += (g * g).sum().item<double>();
+      squares.add_((g * g).sum().view({1}).to(device));
     }
-  if (shards_of) {
-    Tensor total = tensor(std::vector<double>{squares}).to(device);
-    shards_of->all_reduce(total)->wait();
-    squares = total.to(kCPU).item<double>();
-  }
-  return std::sqrt(squares);
+  if (shards_of) shards_of->all_reduce(squares)->wait();
+  return std::sqrt(squares.to(kCPU).item<double>());
 }
 
 int64_t peak_memory_bytes(Device device) {
-  if (device.is_cuda()) return cuda::memory_stats(device.index).peak_allocated_bytes;
-  return cpu::cpu_memory_stats().peak_allocated_bytes;
+  const DeviceRuntime* runtime = find_runtime(device.type);
+  return runtime && runtime->peak_allocated_bytes ? runtime->peak_allocated_bytes(device.index) : 0;
 }
 
 }  // namespace ember::train

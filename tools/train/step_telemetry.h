@@ -51,7 +51,8 @@ class StepTelemetry {
 // the squares are summed over that group first.
 double gradient_norm(const std::vector<Tensor>& parameters, comm::ProcessGroup* shards_of, Device device);
 
-// The most bytes allocated at once on `device` since the start (CPU: Ember's allocator's count).
+// The most bytes allocated at once on `device` since the start, as its backend counts them
+// (DeviceRuntime::peak_allocated_bytes; 0 for a backend that does not).
 int64_t peak_memory_bytes(Device device);
 
 }  // namespace ember::train
